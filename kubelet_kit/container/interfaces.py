@@ -1,0 +1,584 @@
+"""The Runtime protocol and its runtime-neutral value types.
+
+The shapes follow the CRI (runtime.v1) closely, in Python's words: a Runtime offers
+sandboxes (the pod's shared environment), containers inside them, images, and
+status/list/stats calls. What to start, kill or restart for a pod is *not* here:
+the composer decides that once, for every runtime, so a custom runtime stays small.
+
+Timestamps are wall-clock seconds since the Unix epoch as floats (the CRI uses
+nanoseconds; the CRI client converts at its edge). ``0.0`` means "not set".
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+__all__ = [
+    "ContainerConfig",
+    "ContainerEvent",
+    "ContainerEventType",
+    "ContainerFilter",
+    "ContainerInfo",
+    "ContainerMetadata",
+    "ContainerState",
+    "ContainerStats",
+    "ContainerStatus",
+    "DNSConfig",
+    "Device",
+    "ExecResult",
+    "Image",
+    "ImageSpec",
+    "KeyValue",
+    "LinuxContainerResources",
+    "LinuxContainerSecurityContext",
+    "Mount",
+    "MountPropagation",
+    "NamespaceOptions",
+    "PodSandbox",
+    "PodSandboxConfig",
+    "PodSandboxFilter",
+    "PodSandboxMetadata",
+    "PodSandboxState",
+    "PodSandboxStats",
+    "PodSandboxStatus",
+    "PortMapping",
+    "Runtime",
+    "RuntimeCondition",
+    "RuntimeStatus",
+    "VersionInfo",
+]
+
+
+def _frozen_map(value: Mapping[str, str] | None) -> Mapping[str, str]:
+    return dict(value or {})
+
+
+# --------------------------------------------------------------------------- enums
+
+
+class PodSandboxState(enum.Enum):
+    """State of a sandbox (CRI ``PodSandboxState``)."""
+
+    READY = "SANDBOX_READY"
+    NOTREADY = "SANDBOX_NOTREADY"
+
+
+class ContainerState(enum.Enum):
+    """State of a container (CRI ``ContainerState``)."""
+
+    CREATED = "CONTAINER_CREATED"
+    RUNNING = "CONTAINER_RUNNING"
+    EXITED = "CONTAINER_EXITED"
+    UNKNOWN = "CONTAINER_UNKNOWN"
+
+
+class ContainerEventType(enum.Enum):
+    """Kind of a runtime container event (CRI ``ContainerEventType``)."""
+
+    CREATED = "CONTAINER_CREATED_EVENT"
+    STARTED = "CONTAINER_STARTED_EVENT"
+    STOPPED = "CONTAINER_STOPPED_EVENT"
+    DELETED = "CONTAINER_DELETED_EVENT"
+
+
+class MountPropagation(enum.Enum):
+    """Mount propagation of a container mount (CRI ``MountPropagation``)."""
+
+    PRIVATE = "PROPAGATION_PRIVATE"
+    HOST_TO_CONTAINER = "PROPAGATION_HOST_TO_CONTAINER"
+    BIDIRECTIONAL = "PROPAGATION_BIDIRECTIONAL"
+
+
+# ------------------------------------------------------------------- small values
+
+
+@attrs.frozen
+class KeyValue:
+    """An environment variable as passed to the runtime."""
+
+    key: str
+    value: str
+
+
+@attrs.frozen
+class Mount:
+    """A host path mounted into a container."""
+
+    container_path: str
+    host_path: str
+    readonly: bool = False
+    selinux_relabel: bool = False
+    propagation: MountPropagation = MountPropagation.PRIVATE
+
+
+@attrs.frozen
+class Device:
+    """A host device made available in a container."""
+
+    container_path: str
+    host_path: str
+    permissions: str = "rwm"
+
+
+@attrs.frozen
+class PortMapping:
+    """A container port, optionally published on the host."""
+
+    container_port: int
+    host_port: int = 0
+    protocol: str = "TCP"
+    host_ip: str = ""
+
+
+@attrs.frozen
+class DNSConfig:
+    """Resolver configuration for a sandbox."""
+
+    servers: tuple[str, ...] = ()
+    searches: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class NamespaceOptions:
+    """Which host namespaces a sandbox shares."""
+
+    host_network: bool = False
+    host_pid: bool = False
+    host_ipc: bool = False
+
+
+@attrs.frozen
+class LinuxContainerResources:
+    """Linux resources of a container (CRI ``LinuxContainerResources``).
+
+    Zero means "not set" for every numeric field, as in the CRI.
+    """
+
+    cpu_period: int = 0
+    cpu_quota: int = 0
+    cpu_shares: int = 0
+    memory_limit_in_bytes: int = 0
+    oom_score_adj: int = 0
+    cpuset_cpus: str = ""
+    cpuset_mems: str = ""
+    unified: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+
+
+@attrs.frozen
+class LinuxContainerSecurityContext:
+    """The subset of a container's Linux security context the runtime applies."""
+
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    privileged: bool = False
+    readonly_rootfs: bool = False
+    no_new_privs: bool = False
+    capabilities_add: tuple[str, ...] = ()
+    capabilities_drop: tuple[str, ...] = ()
+    supplemental_groups: tuple[int, ...] = ()
+
+
+@attrs.frozen
+class ImageSpec:
+    """An image reference, with the annotations the CRI allows beside it."""
+
+    image: str
+    annotations: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+
+
+# ------------------------------------------------------------------------ sandboxes
+
+
+@attrs.frozen
+class PodSandboxMetadata:
+    """Identity of a sandbox: the pod it belongs to and the attempt number."""
+
+    name: str
+    namespace: str
+    uid: str
+    attempt: int = 0
+
+
+@attrs.frozen
+class PodSandboxConfig:
+    """What the runtime needs to create a sandbox (CRI ``PodSandboxConfig``).
+
+    Attributes:
+        log_directory: Directory under which container log files are written.
+        cgroup_parent: The pod-level cgroup the sandbox and its containers go in.
+    """
+
+    metadata: PodSandboxMetadata
+    hostname: str = ""
+    log_directory: str = ""
+    dns_config: DNSConfig | None = None
+    port_mappings: tuple[PortMapping, ...] = ()
+    labels: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+    annotations: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+    cgroup_parent: str = ""
+    namespace_options: NamespaceOptions = NamespaceOptions()
+    sysctls: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+    runtime_handler: str = ""
+
+
+@attrs.frozen
+class PodSandbox:
+    """A sandbox as listed by :meth:`Runtime.list_pod_sandboxes`."""
+
+    id: str
+    metadata: PodSandboxMetadata
+    state: PodSandboxState
+    created_at: float
+    labels: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+    annotations: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+    runtime_handler: str = ""
+
+
+@attrs.frozen
+class PodSandboxStatus:
+    """Detailed status of one sandbox (CRI ``PodSandboxStatus``)."""
+
+    id: str
+    metadata: PodSandboxMetadata
+    state: PodSandboxState
+    created_at: float
+    ip: str = ""
+    additional_ips: tuple[str, ...] = ()
+    namespace_options: NamespaceOptions = NamespaceOptions()
+    labels: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+    annotations: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+    runtime_handler: str = ""
+
+
+@attrs.frozen
+class PodSandboxFilter:
+    """Selects sandboxes in :meth:`Runtime.list_pod_sandboxes`; unset fields match all."""
+
+    id: str | None = None
+    state: PodSandboxState | None = None
+    label_selector: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+
+    def matches(self, sandbox: PodSandbox) -> bool:
+        """Whether ``sandbox`` passes this filter (exact id, state, every label)."""
+        if self.id is not None and sandbox.id != self.id:
+            return False
+        if self.state is not None and sandbox.state != self.state:
+            return False
+        return all(sandbox.labels.get(k) == v for k, v in self.label_selector.items())
+
+
+# ----------------------------------------------------------------------- containers
+
+
+@attrs.frozen
+class ContainerMetadata:
+    """Identity of a container within its sandbox: name and attempt (restart count)."""
+
+    name: str
+    attempt: int = 0
+
+
+@attrs.frozen
+class ContainerConfig:
+    """What the runtime needs to create a container (CRI ``ContainerConfig``).
+
+    Attributes:
+        log_path: Path of the container's log file, relative to the sandbox's
+            ``log_directory`` (the kubelet uses ``<name>/<restart>.log``).
+    """
+
+    metadata: ContainerMetadata
+    image: ImageSpec
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    working_dir: str = ""
+    envs: tuple[KeyValue, ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    devices: tuple[Device, ...] = ()
+    labels: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+    annotations: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+    log_path: str = ""
+    stdin: bool = False
+    stdin_once: bool = False
+    tty: bool = False
+    resources: LinuxContainerResources | None = None
+    security_context: LinuxContainerSecurityContext | None = None
+
+
+@attrs.frozen
+class ContainerInfo:
+    """A container as listed by :meth:`Runtime.list_containers` (CRI ``Container``)."""
+
+    id: str
+    pod_sandbox_id: str
+    metadata: ContainerMetadata
+    image: str
+    image_ref: str
+    state: ContainerState
+    created_at: float
+    labels: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+    annotations: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+
+
+@attrs.frozen
+class ContainerStatus:
+    """Detailed status of one container (CRI ``ContainerStatus``).
+
+    Attributes:
+        reason: Why the container is in its state, e.g. ``Completed``, ``Error``,
+            ``OOMKilled`` for an exited container.
+        log_path: Absolute path of the container's log file, if it has one.
+    """
+
+    id: str
+    metadata: ContainerMetadata
+    state: ContainerState
+    created_at: float
+    image: str
+    image_ref: str = ""
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    exit_code: int = 0
+    reason: str = ""
+    message: str = ""
+    labels: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+    annotations: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+    mounts: tuple[Mount, ...] = ()
+    log_path: str = ""
+    resources: LinuxContainerResources | None = None
+
+
+@attrs.frozen
+class ContainerFilter:
+    """Selects containers in :meth:`Runtime.list_containers`; unset fields match all."""
+
+    id: str | None = None
+    state: ContainerState | None = None
+    pod_sandbox_id: str | None = None
+    label_selector: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
+
+    def matches(self, container: ContainerInfo) -> bool:
+        """Whether ``container`` passes this filter."""
+        if self.id is not None and container.id != self.id:
+            return False
+        if self.state is not None and container.state != self.state:
+            return False
+        if self.pod_sandbox_id is not None and container.pod_sandbox_id != self.pod_sandbox_id:
+            return False
+        return all(container.labels.get(k) == v for k, v in self.label_selector.items())
+
+
+@attrs.frozen
+class ExecResult:
+    """Outcome of :meth:`Runtime.exec_sync`."""
+
+    exit_code: int
+    stdout: bytes = b""
+    stderr: bytes = b""
+
+
+@attrs.frozen
+class ContainerStats:
+    """Resource usage of one container; ``None`` where the runtime cannot tell."""
+
+    container_id: str
+    timestamp: float
+    cpu_usage_core_nanoseconds: int | None = None
+    memory_working_set_bytes: int | None = None
+    memory_usage_bytes: int | None = None
+    writable_layer_bytes: int | None = None
+    writable_layer_inodes: int | None = None
+
+
+@attrs.frozen
+class PodSandboxStats:
+    """Resource usage of a sandbox and its containers."""
+
+    pod_sandbox_id: str
+    timestamp: float
+    cpu_usage_core_nanoseconds: int | None = None
+    memory_working_set_bytes: int | None = None
+    process_count: int | None = None
+    containers: tuple[ContainerStats, ...] = ()
+
+
+@attrs.frozen
+class ContainerEvent:
+    """A change reported by the runtime's event stream (CRI ``ContainerEventResponse``).
+
+    For a sandbox's own events ``container_id`` is the sandbox id.
+    """
+
+    container_id: str
+    type: ContainerEventType
+    created_at: float
+    pod_sandbox_status: PodSandboxStatus | None = None
+    containers_statuses: tuple[ContainerStatus, ...] = ()
+
+
+# --------------------------------------------------------------------------- images
+
+
+@attrs.frozen
+class Image:
+    """An image the runtime holds."""
+
+    id: str
+    repo_tags: tuple[str, ...] = ()
+    repo_digests: tuple[str, ...] = ()
+    size: int = 0
+    pinned: bool = False
+
+
+# -------------------------------------------------------------------- runtime info
+
+
+@attrs.frozen
+class VersionInfo:
+    """What :meth:`Runtime.version` reports."""
+
+    runtime_name: str
+    runtime_version: str
+    runtime_api_version: str = "v1"
+    version: str = "0.1.0"
+
+
+@attrs.frozen
+class RuntimeCondition:
+    """One runtime condition; the kubelet requires ``RuntimeReady`` and ``NetworkReady``."""
+
+    type: str
+    status: bool
+    reason: str = ""
+    message: str = ""
+
+
+@attrs.frozen
+class RuntimeStatus:
+    """What :meth:`Runtime.status` reports."""
+
+    conditions: tuple[RuntimeCondition, ...] = ()
+
+    def condition(self, type_: str) -> RuntimeCondition | None:
+        """The condition of ``type_``, or None if the runtime did not report it."""
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+# -------------------------------------------------------------------------- protocol
+
+
+@runtime_checkable
+class Runtime(Protocol):
+    """A container runtime, CRI-shaped.
+
+    Every method is a coroutine that waits on the runtime; none blocks the loop.
+    Expected failures raise the typed errors of :mod:`kubelet_kit.errors`:
+    ``NotFoundError`` for an unknown id, ``RuntimeUnavailableError`` when the
+    runtime cannot be reached, ``ImagePullError`` for a failed pull,
+    ``UnimplementedError`` for an optional operation the runtime lacks. Stop and
+    remove calls are idempotent, as in the CRI: stopping a stopped container or
+    removing a removed one succeeds.
+
+    Implementations: :class:`kubelet_kit.testing.FakeRuntime` (in memory),
+    ``kubelet_kit.runtimes.host.HostProcessRuntime`` (host processes),
+    ``kubelet_kit.cri.CRIRuntime`` (any CRI runtime over gRPC).
+    """
+
+    async def version(self) -> VersionInfo:
+        """Name and version of the runtime."""
+
+    async def status(self) -> RuntimeStatus:
+        """Runtime conditions (RuntimeReady, NetworkReady)."""
+
+    # -- sandboxes
+
+    async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
+        """Create and start a sandbox; returns its id. Not idempotent."""
+
+    async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None:
+        """Stop the sandbox and every container in it. Idempotent."""
+
+    async def remove_pod_sandbox(self, pod_sandbox_id: str) -> None:
+        """Remove a sandbox and its containers. Idempotent (unknown id succeeds)."""
+
+    async def pod_sandbox_status(self, pod_sandbox_id: str) -> PodSandboxStatus:
+        """Status of one sandbox. Raises NotFoundError for an unknown id."""
+
+    async def list_pod_sandboxes(
+        self, filter: PodSandboxFilter | None = None
+    ) -> list[PodSandbox]:
+        """Every sandbox matching ``filter``."""
+
+    # -- containers
+
+    async def create_container(
+        self, pod_sandbox_id: str, config: ContainerConfig, sandbox_config: PodSandboxConfig
+    ) -> str:
+        """Create a container in a sandbox; returns its id. Raises NotFoundError for
+        an unknown sandbox and ContainerStartError when it cannot be created."""
+
+    async def start_container(self, container_id: str) -> None:
+        """Start a created container. Raises ContainerStartError if it cannot run."""
+
+    async def stop_container(self, container_id: str, timeout: float) -> None:
+        """Ask the container to stop (SIGTERM), kill it after ``timeout`` seconds.
+        Returns once it has exited. Idempotent."""
+
+    async def remove_container(self, container_id: str) -> None:
+        """Remove a container (killing it if running). Idempotent."""
+
+    async def list_containers(self, filter: ContainerFilter | None = None) -> list[ContainerInfo]:
+        """Every container matching ``filter``."""
+
+    async def container_status(self, container_id: str) -> ContainerStatus:
+        """Status of one container. Raises NotFoundError for an unknown id."""
+
+    async def exec_sync(
+        self, container_id: str, cmd: Sequence[str], timeout: float | None = None
+    ) -> ExecResult:
+        """Run ``cmd`` in the container and wait for it. Raises DeadlineExceededError
+        when it runs longer than ``timeout`` seconds (None: no limit)."""
+
+    async def update_container_resources(
+        self, container_id: str, resources: LinuxContainerResources
+    ) -> None:
+        """Change a running container's resources."""
+
+    async def container_stats(self, container_id: str) -> ContainerStats:
+        """Resource usage of one container."""
+
+    async def list_container_stats(
+        self, filter: ContainerFilter | None = None
+    ) -> list[ContainerStats]:
+        """Resource usage of every container matching ``filter``."""
+
+    async def pod_sandbox_stats(self, pod_sandbox_id: str) -> PodSandboxStats:
+        """Resource usage of a sandbox and its containers."""
+
+    # -- images
+
+    async def pull_image(
+        self, image: ImageSpec, sandbox_config: PodSandboxConfig | None = None
+    ) -> str:
+        """Pull an image; returns the image reference (id or digest).
+        Raises ImagePullError (ImageNotFoundError when the reference does not exist)."""
+
+    async def image_status(self, image: ImageSpec) -> Image | None:
+        """The image if the runtime has it, else None."""
+
+    async def list_images(self) -> list[Image]:
+        """Every image the runtime holds."""
+
+    async def remove_image(self, image: ImageSpec) -> None:
+        """Remove an image. Idempotent."""
+
+    # -- events (optional)
+
+    def get_container_events(self) -> AsyncIterator[ContainerEvent]:
+        """Stream of container events. Optional: a runtime without one raises
+        UnimplementedError when iteration starts. Single consumer per call."""

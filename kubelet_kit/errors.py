@@ -1,0 +1,140 @@
+"""Every error kubelet-kit raises, in one tree.
+
+::
+
+    KubeletKitError
+    ├── ValidationError            bad manifest or configuration; ``.errors`` lists
+    │                              every (field path, message) found
+    ├── QuantityError (ValueError) a string that is not a resource.Quantity
+    ├── ConfigurationError         a component was configured wrongly
+    └── ContainerRuntimeError      a Runtime operation failed
+        ├── NotFoundError          no sandbox, container or image with that id
+        ├── AlreadyExistsError     the name or id is taken
+        ├── InvalidArgumentError   the runtime refused the request as malformed
+        ├── RuntimeUnavailableError  the runtime cannot be reached (retry later)
+        ├── DeadlineExceededError  the call did not finish within its deadline
+        ├── UnimplementedError     the runtime does not offer this operation
+        ├── ImagePullError         an image could not be pulled (ErrImagePull)
+        │   └── ImageNotFoundError the image reference does not exist
+        └── ContainerStartError    a container could not be created or started
+
+Runtimes raise these typed errors and nothing else for expected failures, so the
+composer decides (retry, back off, report a reason) without matching strings. The
+CRI client maps gRPC status codes to this tree in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+__all__ = [
+    "AlreadyExistsError",
+    "ConfigurationError",
+    "ContainerRuntimeError",
+    "ContainerStartError",
+    "DeadlineExceededError",
+    "FieldError",
+    "ImageNotFoundError",
+    "ImagePullError",
+    "InvalidArgumentError",
+    "KubeletKitError",
+    "NotFoundError",
+    "QuantityError",
+    "RuntimeUnavailableError",
+    "UnimplementedError",
+    "ValidationError",
+]
+
+
+class KubeletKitError(Exception):
+    """Base of every error raised by kubelet-kit."""
+
+
+@attrs.frozen
+class FieldError:
+    """One problem found in a manifest or configuration.
+
+    Attributes:
+        path: Kubernetes-style field path, e.g. ``spec.containers[1].image``.
+        message: What is wrong with the value at ``path``.
+    """
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class ValidationError(KubeletKitError):
+    """A manifest or configuration was rejected.
+
+    Attributes:
+        errors: Every problem found, each with its field path.
+        source: Where the input came from (a file path or URL), if known.
+    """
+
+    def __init__(self, errors: Iterable[FieldError], source: str | None = None) -> None:
+        self.errors: list[FieldError] = list(errors)
+        self.source = source
+        prefix = f"{source}: " if source else ""
+        super().__init__("; ".join(prefix + str(e) for e in self.errors) or "invalid")
+
+    @classmethod
+    def single(cls, path: str, message: str, source: str | None = None) -> ValidationError:
+        """Build an error holding one field problem."""
+        return cls([FieldError(path, message)], source=source)
+
+
+class QuantityError(KubeletKitError, ValueError):
+    """A string could not be parsed as a Kubernetes resource quantity."""
+
+
+class ConfigurationError(KubeletKitError):
+    """A component was given a configuration it cannot work with."""
+
+    def __init__(self, message: str, errors: Sequence[FieldError] = ()) -> None:
+        self.errors = list(errors)
+        super().__init__(message)
+
+
+class ContainerRuntimeError(KubeletKitError):
+    """A Runtime operation failed."""
+
+
+class NotFoundError(ContainerRuntimeError):
+    """The sandbox, container or image does not exist."""
+
+
+class AlreadyExistsError(ContainerRuntimeError):
+    """The sandbox or container name (or id) is already taken."""
+
+
+class InvalidArgumentError(ContainerRuntimeError):
+    """The runtime refused the request as malformed."""
+
+
+class RuntimeUnavailableError(ContainerRuntimeError):
+    """The runtime cannot be reached right now; the call may be retried."""
+
+
+class DeadlineExceededError(ContainerRuntimeError):
+    """The call did not complete within its deadline."""
+
+
+class UnimplementedError(ContainerRuntimeError):
+    """The runtime does not implement this (optional) operation."""
+
+
+class ImagePullError(ContainerRuntimeError):
+    """The image could not be pulled; the kubelet reports ErrImagePull."""
+
+
+class ImageNotFoundError(ImagePullError):
+    """The image reference does not exist in its registry."""
+
+
+class ContainerStartError(ContainerRuntimeError):
+    """The container could not be created or started (RunContainerError)."""
