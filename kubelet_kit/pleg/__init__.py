@@ -1,0 +1,30 @@
+"""Pod lifecycle event generators: the PLEG protocol, PodCache, GenericPLEG.
+
+A PLEG tells the agent which pods changed in the runtime and keeps the
+:class:`PodCache` of their statuses current. :class:`GenericPLEG` relists the
+runtime every second; an evented PLEG follows the runtime's event stream and
+relists rarely. Any class with the methods of :class:`PLEG` plugs in.
+"""
+
+from kubelet_kit.pleg.cache import PodCache, PodCacheEntry
+from kubelet_kit.pleg.channel import EventChannel
+from kubelet_kit.pleg.generic import GenericPLEG
+from kubelet_kit.pleg.interfaces import (
+    EVENT_CHANNEL_CAPACITY,
+    PLEG,
+    PodLifecycleEvent,
+    PodLifecycleEventType,
+)
+from kubelet_kit.pleg.metrics import PLEGMetrics
+
+__all__ = [
+    "EVENT_CHANNEL_CAPACITY",
+    "PLEG",
+    "EventChannel",
+    "GenericPLEG",
+    "PLEGMetrics",
+    "PodCache",
+    "PodCacheEntry",
+    "PodLifecycleEvent",
+    "PodLifecycleEventType",
+]

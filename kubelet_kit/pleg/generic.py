@@ -1,0 +1,512 @@
+"""GenericPLEG: find pod changes by relisting the runtime periodically.
+
+Each relist lists every sandbox and container, compares each pod's containers
+with the previous relist (:mod:`kubelet_kit.pleg.relist`), inspects the pods
+that changed, stores their statuses in the cache and only then sends their
+events, so an agent woken by an event always finds the change in the cache.
+
+Differences from the kubelet, on purpose:
+
+* Changed pods are inspected concurrently, each under a deadline on the clock
+  (``inspect_timeout``): one hung inspection cannot stall a relist. The pod is
+  retried on the next relist, as a failed inspection is.
+* Listing the runtime is under the same deadline, so a hung runtime makes the
+  relist fail (and the PLEG go unhealthy after the threshold) instead of
+  hanging the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from types import TracebackType
+
+import attrs
+from prometheus_client import CollectorRegistry
+
+from kubelet_kit.clock import Clock, RealClock, wait_for
+from kubelet_kit.container import labels as kl
+from kubelet_kit.container.interfaces import (
+    ContainerFilter,
+    ContainerInfo,
+    PodSandbox,
+    PodSandboxFilter,
+    PodSandboxState,
+    Runtime,
+)
+from kubelet_kit.container.pods import (
+    PodRuntimeStatus,
+    RuntimePod,
+    get_pod_status,
+    group_pods,
+)
+from kubelet_kit.errors import ContainerRuntimeError, DeadlineExceededError
+from kubelet_kit.pleg.cache import PodCache
+from kubelet_kit.pleg.channel import EventChannel
+from kubelet_kit.pleg.interfaces import EVENT_CHANNEL_CAPACITY, PodLifecycleEvent
+from kubelet_kit.pleg.metrics import PLEGMetrics
+from kubelet_kit.pleg.relist import (
+    PlegContainerState,
+    compute_pod_events,
+    container_states,
+    sendable,
+)
+
+__all__ = [
+    "DEFAULT_INSPECT_TIMEOUT",
+    "RELIST_PERIOD",
+    "RELIST_THRESHOLD",
+    "GenericPLEG",
+    "format_duration",
+]
+
+log = logging.getLogger(__name__)
+
+#: The kubelet's generic relist period and health threshold, in seconds.
+RELIST_PERIOD = 1.0
+RELIST_THRESHOLD = 180.0
+#: How long one pod's inspection (or the listing) may take before it is given up.
+DEFAULT_INSPECT_TIMEOUT = 10.0
+
+
+def format_duration(seconds: float) -> str:
+    """Format a duration as Go's ``time.Duration.String`` does (``3m0s``, ``1.5s``, ``250ms``).
+
+    The kubelet's health messages print durations this way.
+    """
+    ns = round(seconds * 1e9)
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    if ns == 0:
+        return "0s"
+    if ns < 1_000:
+        return f"{sign}{ns}ns"
+    if ns < 1_000_000:
+        return f"{sign}{_fraction(ns, 1_000)}µs"
+    if ns < 1_000_000_000:
+        return f"{sign}{_fraction(ns, 1_000_000)}ms"
+    hours, rest = divmod(ns, 3600 * 1_000_000_000)
+    minutes, rest = divmod(rest, 60 * 1_000_000_000)
+    text = f"{_fraction(rest, 1_000_000_000)}s"
+    if hours:
+        text = f"{hours}h{minutes}m{text}"
+    elif minutes:
+        text = f"{minutes}m{text}"
+    return sign + text
+
+
+def _fraction(value: int, unit: int) -> str:
+    whole, rest = divmod(value, unit)
+    if rest == 0:
+        return str(whole)
+    digits = len(str(unit)) - 1
+    return f"{whole}.{str(rest).zfill(digits).rstrip('0')}"
+
+
+@attrs.define
+class _PodRecord:
+    """What the previous relist saw of one pod."""
+
+    pod: RuntimePod
+    states: dict[str, PlegContainerState]
+
+
+_Change = tuple[list[PodLifecycleEvent], RuntimePod | None, dict[str, PlegContainerState]]
+
+
+@attrs.frozen
+class _Inspection:
+    error: Exception | None
+    updated: bool
+
+
+class GenericPLEG:
+    """A PLEG that relists the runtime every ``relist_period`` seconds.
+
+    Args:
+        runtime: The runtime to watch.
+        clock: Source of time for periods, deadlines and timestamps.
+        relist_period: Pause between the end of one relist and the next.
+        relist_threshold: :meth:`healthy` fails when no relist succeeded for longer.
+        inspect_timeout: Deadline of one pod's inspection, and of the listing.
+        max_concurrent_inspections: How many pods are inspected at once.
+        cache: The cache to keep current; a new one when None.
+        registry: Where the metrics go; a fresh registry when None (and when
+            ``metrics`` is given, it is ignored).
+        metrics: Metrics shared with another component (the evented PLEG).
+        channel: An event queue shared with another component; a new one
+            (capacity 1000) when None.
+        status_timestamps: Send a pod's events only when the cache took its new
+            status (used beside an event stream, where the cache may already
+            hold something newer).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        clock: Clock | None = None,
+        *,
+        relist_period: float = RELIST_PERIOD,
+        relist_threshold: float = RELIST_THRESHOLD,
+        inspect_timeout: float = DEFAULT_INSPECT_TIMEOUT,
+        max_concurrent_inspections: int = 64,
+        cache: PodCache | None = None,
+        registry: CollectorRegistry | None = None,
+        metrics: PLEGMetrics | None = None,
+        channel: EventChannel | None = None,
+        status_timestamps: bool = False,
+    ) -> None:
+        _check_positive("relist_period", relist_period)
+        _check_positive("relist_threshold", relist_threshold)
+        _check_positive("inspect_timeout", inspect_timeout)
+        if max_concurrent_inspections < 1:
+            raise ValueError(
+                f"max_concurrent_inspections: must be at least 1, got {max_concurrent_inspections}"
+            )
+        self._runtime = runtime
+        self._clock: Clock = clock if clock is not None else RealClock()
+        self._relist_period = relist_period
+        self._relist_threshold = relist_threshold
+        self._inspect_timeout = inspect_timeout
+        self._max_concurrent = max_concurrent_inspections
+        self._cache = cache if cache is not None else PodCache()
+        self.metrics = metrics if metrics is not None else PLEGMetrics(registry)
+        self._owns_channel = channel is None
+        self._channel = channel if channel is not None else EventChannel(
+            self.metrics, EVENT_CHANNEL_CAPACITY
+        )
+        self._status_timestamps = status_timestamps
+
+        self._records: dict[str, _PodRecord] = {}
+        self._reinspect: dict[str, RuntimePod | None] = {}
+        self._relist_lock = asyncio.Lock()
+        self._last_relist: float | None = None  # monotonic
+        self._running = False
+        self._stopped = False
+        self._wakeup: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        #: Called with every event sent (a hook for the evented PLEG's bookkeeping).
+        self.on_event: Callable[[PodLifecycleEvent], bool] | None = None
+
+    # -- PLEG protocol ----------------------------------------------------------
+
+    @property
+    def cache(self) -> PodCache:
+        """The pod cache this PLEG keeps current."""
+        return self._cache
+
+    @property
+    def relist_period(self) -> float:
+        """Current pause between relists, in seconds."""
+        return self._relist_period
+
+    @property
+    def relist_threshold(self) -> float:
+        """Current health threshold, in seconds."""
+        return self._relist_threshold
+
+    async def run(self) -> None:
+        """Relist every ``relist_period`` seconds until :meth:`stop`.
+
+        The first relist happens at once. Relist failures are logged and retried
+        on the next period; they show in :meth:`healthy`.
+
+        Raises:
+            RuntimeError: this PLEG is already running.
+        """
+        if self._running:
+            raise RuntimeError("GenericPLEG.run: already running")
+        self._running = True
+        self._stopped = False
+        if self._owns_channel:
+            self._channel.open()
+        try:
+            while not self._stopped:
+                try:
+                    await self.relist()
+                except Exception:
+                    # A bug, not a runtime failure (those are handled in relist):
+                    # keep the loop alive; health shows that relists stopped working.
+                    log.exception("PLEG: relist failed unexpectedly")
+                if self._stopped:
+                    break
+                await self._pause(self._relist_period)
+        finally:
+            self._running = False
+            if self._owns_channel:
+                self._channel.close()
+
+    def stop(self) -> None:
+        """Make :meth:`run` return after the current relist. Never blocks; idempotent."""
+        self._stopped = True
+        self._wake()
+
+    async def __aenter__(self) -> GenericPLEG:
+        self._task = asyncio.create_task(self.run(), name="GenericPLEG.run")
+        await asyncio.sleep(0)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+        if self._task is not None:
+            task, self._task = self._task, None
+            await task
+
+    def watch(self) -> AsyncIterator[PodLifecycleEvent]:
+        """The event stream; single consumer (see :meth:`kubelet_kit.pleg.PLEG.watch`)."""
+        return self._channel.watch()
+
+    def healthy(self) -> tuple[bool, str]:
+        """Whether a relist succeeded within the threshold, with the kubelet's message."""
+        if self._last_relist is None:
+            return False, "pleg has yet to be successful"
+        elapsed = self._clock.monotonic() - self._last_relist
+        if elapsed > self._relist_threshold:
+            return False, (
+                f"pleg was last seen active {format_duration(elapsed)} ago; "
+                f"threshold is {format_duration(self._relist_threshold)}"
+            )
+        return True, ""
+
+    async def update_cache(self, pod_uid: str) -> bool:
+        """Inspect one pod now and store its status (see ``PLEG.update_cache``).
+
+        Raises:
+            ContainerRuntimeError: listing or inspecting failed (DeadlineExceededError
+                when it took longer than ``inspect_timeout``).
+        """
+        selector = {kl.POD_UID: pod_uid}
+        listed_at = self._clock.now()
+        try:
+            sandboxes, containers = await wait_for(
+                self._clock,
+                _list(self._runtime, PodSandboxFilter(label_selector=selector),
+                      ContainerFilter(label_selector=selector)),
+                self._inspect_timeout,
+            )
+        except TimeoutError:
+            raise DeadlineExceededError(
+                f"pod {pod_uid}: listing did not finish within {self._inspect_timeout:g}s"
+            ) from None
+        pods = group_pods(sandboxes, containers)
+        result = await self._inspect(pod_uid, pods[0] if pods else None, listed_at)
+        if result.error is not None:
+            raise result.error
+        return result.updated
+
+    # -- control used by the evented PLEG ----------------------------------------
+
+    def set_relist_period(self, period: float, threshold: float) -> None:
+        """Change the relist period and health threshold; relists at once if running."""
+        _check_positive("relist_period", period)
+        _check_positive("relist_threshold", threshold)
+        self._relist_period = period
+        self._relist_threshold = threshold
+        self._wake()
+
+    def request_relist(self) -> None:
+        """Make a running loop relist now instead of at the end of its pause."""
+        self._wake()
+
+    def container_state(self, pod_uid: str, container_id: str) -> PlegContainerState | None:
+        """The state the last relist recorded for a container, or None if unknown."""
+        record = self._records.get(pod_uid)
+        return None if record is None else record.states.get(container_id)
+
+    def record_container_state(
+        self, pod_uid: str, container_id: str, state: PlegContainerState
+    ) -> None:
+        """Record a container's state learnt elsewhere (an event), so the next
+        relist does not report the same change again. Ignored for unknown pods."""
+        record = self._records.get(pod_uid)
+        if record is None:
+            return
+        if state is PlegContainerState.NON_EXISTENT:
+            record.states.pop(container_id, None)
+        else:
+            record.states[container_id] = state
+
+    # -- the relist ---------------------------------------------------------------
+
+    async def relist(self) -> bool:
+        """List the runtime once, update the cache and send the events found.
+
+        Blocks until done (bounded by the deadlines); never overlaps another relist.
+
+        Returns:
+            Whether the listing succeeded (a relist whose inspections partly failed
+            still succeeded: those pods are retried on the next one).
+        """
+        async with self._relist_lock:
+            clock = self._clock
+            started = clock.monotonic()
+            timestamp = clock.now()
+            if self._last_relist is not None:
+                self.metrics.relist_interval.observe(started - self._last_relist)
+            try:
+                return await self._relist(timestamp, started)
+            finally:
+                self.metrics.relist_duration.observe(clock.monotonic() - started)
+
+    async def _relist(self, timestamp: float, started: float) -> bool:
+        try:
+            sandboxes, containers = await wait_for(
+                self._clock, _list(self._runtime, None, None), self._inspect_timeout
+            )
+        except TimeoutError:
+            log.error("PLEG: listing the runtime took longer than %gs", self._inspect_timeout)
+            return False
+        except ContainerRuntimeError as err:
+            log.error("PLEG: unable to list the runtime's pods: %s", err)
+            return False
+        self._last_relist = started
+        self.metrics.last_seen.set(timestamp)
+
+        current = {pod.uid: pod for pod in group_pods(sandboxes, containers)}
+        records = self._records
+        # Fast path first: a pod whose container states equal the last relist's
+        # costs one dict comparison and no await.
+        changed: dict[str, _Change] = {}
+        for uid, pod in current.items():
+            states = container_states(pod)
+            record = records.get(uid)
+            old_states = record.states if record is not None else {}
+            if old_states == states:
+                continue
+            changed[uid] = (compute_pod_events(uid, old_states, states), pod, states)
+        for uid, record in records.items():
+            if uid not in current:
+                changed[uid] = (compute_pod_events(uid, record.states, {}), None, {})
+
+        to_inspect: dict[str, RuntimePod | None] = {uid: c[1] for uid, c in changed.items()}
+        for uid in self._reinspect:
+            if uid not in to_inspect:
+                to_inspect[uid] = current.get(uid)
+        results = await self._inspect_many(to_inspect, timestamp) if to_inspect else {}
+
+        needs_reinspection: dict[str, RuntimePod | None] = {}
+        for uid, (events, now_pod, states) in changed.items():
+            result = results[uid]
+            if result.error is not None:
+                # Keep the old record, so the next relist finds the same change
+                # again and sends its events once the pod can be inspected.
+                needs_reinspection[uid] = now_pod
+                continue
+            if self._status_timestamps and not result.updated:
+                # The cache holds something newer (from the event stream): these
+                # events are stale.
+                continue
+            if now_pod is None:
+                records.pop(uid, None)
+            else:
+                records[uid] = _PodRecord(now_pod, states)
+            for event in sendable(events):
+                self._send(event)
+        for uid, retry_pod in to_inspect.items():
+            if uid not in changed and results[uid].error is not None:
+                needs_reinspection[uid] = retry_pod
+        # Only after every pod is in the cache: waiters on unchanged pods wake now.
+        self._cache.update_time(timestamp)
+        self._reinspect = needs_reinspection
+        return True
+
+    async def _inspect_many(
+        self, pods: dict[str, RuntimePod | None], listed_at: float
+    ) -> dict[str, _Inspection]:
+        semaphore = asyncio.Semaphore(self._max_concurrent)
+
+        async def one(uid: str, pod: RuntimePod | None) -> _Inspection:
+            async with semaphore:
+                return await self._inspect(uid, pod, listed_at)
+
+        uids = list(pods)
+        outcomes = await asyncio.gather(*(one(uid, pods[uid]) for uid in uids))
+        return dict(zip(uids, outcomes, strict=True))
+
+    async def _inspect(
+        self, uid: str, pod: RuntimePod | None, listed_at: float
+    ) -> _Inspection:
+        if pod is None:
+            # No sandbox and no container left: the pod is gone from the runtime.
+            self._cache.delete(uid, listed_at)
+            return _Inspection(None, True)
+        # Taken before asking, so the status holds everything older than it.
+        timestamp = self._clock.now()
+        try:
+            status = await wait_for(
+                self._clock,
+                get_pod_status(self._runtime, uid, pod.name, pod.namespace, timestamp=timestamp),
+                self._inspect_timeout,
+            )
+        except TimeoutError:
+            error: Exception = DeadlineExceededError(
+                f"pod {pod.namespace}/{pod.name} ({uid}): inspection did not finish "
+                f"within {self._inspect_timeout:g}s"
+            )
+        except ContainerRuntimeError as err:
+            error = err
+        else:
+            status = self._keep_ips(uid, status)
+            return _Inspection(None, self._cache.set(uid, status, None, timestamp))
+        log.warning("PLEG: pod %s/%s will be inspected again: %s", pod.namespace, pod.name, error)
+        self._cache.set(uid, None, error, timestamp)
+        return _Inspection(error, False)
+
+    def _keep_ips(self, uid: str, status: PodRuntimeStatus) -> PodRuntimeStatus:
+        # As the kubelet: a pod with no ready sandbox (an exited pod) keeps the IPs
+        # it had, so its status does not lose them while it terminates.
+        if status.ips or any(s.state is PodSandboxState.READY for s in status.sandbox_statuses):
+            return status
+        old = self._cache.get(uid).status
+        if old is None or not old.ips:
+            return status
+        return attrs.evolve(status, ips=old.ips)
+
+    def _send(self, event: PodLifecycleEvent) -> None:
+        if self.on_event is not None and not self.on_event(event):
+            return
+        self._channel.send(event)
+
+    # -- waiting ------------------------------------------------------------------
+
+    async def _pause(self, seconds: float) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._wakeup = future
+
+        def expire() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        handle = self._clock.call_later(seconds, expire)
+        try:
+            await future
+        finally:
+            handle.cancel()
+            if self._wakeup is future:
+                self._wakeup = None
+
+    def _wake(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+
+async def _list(
+    runtime: Runtime,
+    sandbox_filter: PodSandboxFilter | None,
+    container_filter: ContainerFilter | None,
+) -> tuple[list[PodSandbox], list[ContainerInfo]]:
+    return (
+        await runtime.list_pod_sandboxes(sandbox_filter),
+        await runtime.list_containers(container_filter),
+    )
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{name}: must be a positive number of seconds, got {value!r}")
