@@ -1,0 +1,271 @@
+"""The per-container shim of :class:`~kubelet_kit.runtimes.host.HostProcessRuntime`.
+
+Run as ``python -m kubelet_kit.runtimes._shim <container state dir>``. It plays
+the part containerd's shim plays for a real container, for one host process:
+
+1. It forks and the parent exits at once, so the shim is nobody's child but
+   init's and outlives the agent that started it (the agent started it in a new
+   session, so no terminal signal reaches it either).
+2. It reads ``spec.json`` from the state directory, creates the working directory
+   if missing (as runc does), opens the CRI log file and starts the container's
+   process in a process group of its own, with exactly the environment in the spec.
+3. It records ``start.json`` (process id and start time, its own too), then
+   writes one JSON line to its standard output, the pipe the runtime is reading,
+   and closes that pipe. A process that could not start is reported there
+   instead, and recorded as an exit with code 128 and reason ``StartError``.
+4. It copies the process's stdout and stderr into the log file as CRI records.
+5. When the process exits it kills what is left of its process group (a
+   container's processes die with its main process, as in a PID namespace),
+   and records ``exit.json``: the exit code (128 + signal number when killed by
+   a signal, as a shell or containerd reports it), reason ``Completed`` for 0 and
+   ``Error`` otherwise, and the finish time.
+
+Every record is written to a temporary file and renamed into place, so a reader
+sees either nothing or a whole record. The shim's own diagnostics go to its
+standard error, which the runtime points at ``shim.log`` in the state directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kubelet_kit.container.logs import DEFAULT_MAX_LINE_SIZE, CRILogWriter, LogStream
+
+SPEC_FILE = "spec.json"
+START_FILE = "start.json"
+EXIT_FILE = "exit.json"
+
+#: runc's exit code for a container whose process could not be started.
+START_ERROR_EXIT_CODE = 128
+
+_READ_SIZE = 65536
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` as JSON to ``path`` through a temporary file and a rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The start time of ``pid`` in clock ticks since boot, or None if it is gone.
+
+    Together with the pid it names one process for good: a reused pid has a
+    later start time. A zombie counts as gone.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The command name is in parentheses and may itself hold spaces or ")".
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+def describe_start_error(exc: OSError, argv: list[str], cwd: str) -> str:
+    """A runc-like message for a process that could not be started."""
+    if isinstance(exc, FileNotFoundError) and exc.filename == argv[0]:
+        if "/" not in argv[0]:
+            return f'exec: "{argv[0]}": executable file not found in $PATH'
+        return f'exec: "{argv[0]}": no such file or directory'
+    if isinstance(exc, PermissionError) and exc.filename == argv[0]:
+        return f'exec: "{argv[0]}": permission denied'
+    if exc.filename == cwd:
+        reason = (exc.strerror or str(exc)).lower()
+        return f'chdir to cwd ("{cwd}") set in config.json failed: {reason}'
+    return f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)
+
+
+def _report(data: dict[str, Any]) -> None:
+    """Send the one-line report to the runtime and close the pipe it reads."""
+    # If the runtime gave up waiting, the state files still tell the story.
+    with contextlib.suppress(OSError):
+        os.write(1, (json.dumps(data) + "\n").encode())
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
+def _open_log(log_path: str) -> int | None:
+    if not log_path:
+        return None
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    return os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o640)
+
+
+def _copy_output(
+    proc: subprocess.Popen[bytes], out_fd: int, err_fd: int, log_fd: int | None, max_line: int
+) -> None:
+    """Copy both pipes into the log until the process exits and the pipes drain."""
+
+    def sink(line: bytes) -> None:
+        if log_fd is not None:
+            with contextlib.suppress(OSError):  # a full disk must not stop the drain
+                os.write(log_fd, line)
+
+    writers = {
+        out_fd: CRILogWriter(LogStream.STDOUT, sink, time.time_ns, max_line),
+        err_fd: CRILogWriter(LogStream.STDERR, sink, time.time_ns, max_line),
+    }
+    poller = select.poll()
+    for fd in writers:
+        poller.register(fd, select.POLLIN)
+    open_fds = set(writers)
+    try:
+        pidfd: int | None = os.pidfd_open(proc.pid)
+    except OSError:
+        pidfd = None
+    if pidfd is not None:
+        poller.register(pidfd, select.POLLIN)
+    exited = False
+    while open_fds:
+        # After the main process exits, its leftovers are killed, so the pipes
+        # reach EOF soon; the bounded wait only guards a descendant that escaped
+        # the process group while holding a pipe.
+        timeout_ms = 1000 if exited else (-1 if pidfd is not None else 200)
+        events = poller.poll(timeout_ms)
+        if not events and exited:
+            break
+        for fd, _ in events:
+            if fd == pidfd:
+                poller.unregister(pidfd)
+                exited = True
+                _kill_group(proc.pid)
+                continue
+            try:
+                data = os.read(fd, _READ_SIZE)
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                data = b""
+            if data:
+                writers[fd].write(data)
+            else:
+                poller.unregister(fd)
+                open_fds.discard(fd)
+        if pidfd is None and not exited and proc.poll() is not None:
+            exited = True
+            _kill_group(proc.pid)
+    for writer in writers.values():
+        writer.close()
+    if pidfd is not None:
+        os.close(pidfd)
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def run(state_dir: Path) -> int:
+    """Start and supervise the process described in ``state_dir``; see the module doc."""
+    spec = json.loads((state_dir / SPEC_FILE).read_text(encoding="utf-8"))
+    argv: list[str] = spec["argv"]
+    cwd: str = spec["cwd"] or "/"
+    env: dict[str, str] = spec["env"]
+    started_at = time.time()
+    try:
+        # runc creates a missing working directory; so do we.
+        Path(cwd).mkdir(parents=True, exist_ok=True)
+        log_fd = _open_log(spec.get("log_path", ""))
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            proc = subprocess.Popen(
+                argv,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                process_group=0,
+                user=spec.get("user"),
+                group=spec.get("group"),
+                extra_groups=spec.get("extra_groups"),
+            )
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+    except OSError as exc:
+        message = describe_start_error(exc, argv, cwd)
+        write_json_atomic(
+            state_dir / EXIT_FILE,
+            {
+                "exit_code": START_ERROR_EXIT_CODE,
+                "reason": "StartError",
+                "message": message,
+                "started_at": 0.0,
+                "finished_at": time.time(),
+            },
+        )
+        _report({"error": message})
+        return 1
+    start = {
+        "pid": proc.pid,
+        "pid_start": process_start_ticks(proc.pid),
+        "shim_pid": os.getpid(),
+        "shim_start": process_start_ticks(os.getpid()),
+        "started_at": started_at,
+    }
+    write_json_atomic(state_dir / START_FILE, start)
+    _report(start)
+    _copy_output(proc, out_r, err_r, log_fd, int(spec.get("max_line_size", DEFAULT_MAX_LINE_SIZE)))
+    # Wait without reaping, so the pid (and with it the process group id) cannot
+    # be reused while what is left of the group is killed.
+    with contextlib.suppress(ChildProcessError):
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    _kill_group(proc.pid)
+    code = proc.wait()
+    finished_at = time.time()
+    # Popen gives -N for death by signal N; a shell and containerd say 128 + N.
+    exit_code = 128 - code if code < 0 else code
+    write_json_atomic(
+        state_dir / EXIT_FILE,
+        {
+            "exit_code": exit_code,
+            "reason": "Completed" if exit_code == 0 else "Error",
+            "message": "",
+            "started_at": started_at,
+            "finished_at": finished_at,
+        },
+    )
+    return 0
+
+
+def main(args: list[str]) -> int:
+    """Entry point: detach, then :func:`run` the container in ``args[0]``."""
+    if len(args) != 1:
+        print("usage: python -m kubelet_kit.runtimes._shim STATE_DIR", file=sys.stderr)
+        return 2
+    state_dir = Path(args[0])
+    if os.fork() != 0:
+        # The parent's only job was to let the runtime see a quick exit; the
+        # child (now an orphan) keeps the report pipe open until it has started.
+        os._exit(0)
+    try:
+        return run(state_dir)
+    except Exception as exc:
+        print(f"shim failed: {exc!r}", file=sys.stderr)
+        _report({"error": f"shim failed: {exc}"})
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

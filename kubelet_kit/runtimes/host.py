@@ -1,0 +1,1137 @@
+"""HostProcessRuntime: a Runtime whose containers are plain host processes.
+
+For any Linux machine without a container daemon. It keeps the CRI's shapes and
+containerd's observable behaviour where a host process can have them, and says
+plainly where it cannot.
+
+State
+    Everything lives under ``root_dir``: ``sandboxes/<id>/sandbox.json``,
+    ``containers/<id>/{container.json,spec.json,start.json,exit.json,shim.log}``
+    and ``images.json``, each JSON file written to a temporary file and renamed.
+    Nothing is kept only in memory, so a new runtime over the same directory (an
+    agent that restarted) sees every sandbox and container, with their true
+    states, and can stop, exec into and read the logs of what is still running.
+
+Sandboxes
+    A sandbox is a record: there are no namespaces, every container shares the
+    host's network, PID, IPC and mount namespaces. Its ``ip`` is the host's
+    primary IPv4 address (the one of the default route's interface), or
+    127.0.0.1 when there is none, or the ``host_ip`` given to the constructor.
+    A sandbox is READY until stopped; stopping it stops its containers, removing
+    it removes them (stopping first).
+
+Containers
+    The process is ``command + args`` (``args`` alone when there is no command,
+    as with an image that has no entrypoint; there is no image to supply one, so
+    neither is a ContainerStartError at create time). Its environment is exactly:
+    a default ``PATH`` (containerd's), ``HOSTNAME`` (the sandbox's hostname, else
+    the host's), the config's ``envs`` in order (later ones win), and ``HOME``
+    (the user's home directory) if the envs did not set it. Nothing is inherited
+    from the agent. The working directory defaults to ``/`` and is created if
+    missing, as runc does; it must be absolute. ``run_as_user``,
+    ``run_as_group`` and ``supplemental_groups`` are applied (an agent that is
+    not root can only use its own ids). Mounts, devices and resources are
+    recorded and reported but not applied: with no mount namespace a process
+    that opens a mount's ``container_path`` sees whatever the host has there,
+    so workloads should be given host paths (e.g. through env). No cgroup limits,
+    no OOMKilled reason.
+
+    ``start_container`` runs a shim (``python -m kubelet_kit.runtimes._shim``,
+    detached in a new session so it outlives the agent) which starts the process
+    in its own process group, copies its stdout and stderr into the CRI log file
+    ``<sandbox log_directory>/<log_path>`` and records the exit. When the main
+    process exits, the rest of its process group is killed, as the processes of
+    a PID namespace die with its init. Exit codes are 128 + signal for a process
+    killed by a signal (SIGKILL: 137), reasons ``Completed`` (0) and ``Error``.
+    A process that cannot be started (no such executable, a working directory
+    that cannot be made) fails ``start_container`` with ContainerStartError and
+    is recorded as exited with code 128 and reason ``StartError``, as with runc.
+    A container whose shim and process are both gone without a recorded exit is
+    reported EXITED with code 255 and reason ``Unknown``, as containerd does
+    when it finds a running container's task gone.
+
+    ``remove_container`` keeps the log file: the kubelet owns the pod's log
+    directory and deletes container logs itself, as with containerd.
+
+Images
+    Images are records only: ``pull_image`` checks the reference's syntax,
+    normalises it (``busybox`` -> ``docker.io/library/busybox:latest``) and
+    records it; the image id is ``sha256:`` + the SHA-256 of the normalised
+    reference, stable across agents. ``create_container`` does not require a
+    pulled image.
+
+Exec
+    ``exec_sync`` runs the command as a new process (its own session) with the
+    container's environment, working directory and user. A command that cannot
+    be executed returns exit code 127 (not found) or 126 (not executable) with
+    the reason on stderr, as a shell would. ``timeout`` of None or 0 means no
+    limit; past it the command's session is killed and DeadlineExceededError
+    raised.
+
+Stats come from ``/proc``: CPU is utime + stime of the container's process
+group and descendants, memory working set and usage are their summed RSS.
+Events are not offered: :meth:`HostProcessRuntime.get_container_events` raises
+UnimplementedError, so a PLEG relists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import contextlib
+import enum
+import fcntl
+import hashlib
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import struct
+import sys
+import types
+import typing
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+
+import kubelet_kit
+from kubelet_kit._version import __version__
+from kubelet_kit.clock import Clock, RealClock, wait_for
+from kubelet_kit.container.interfaces import (
+    ContainerConfig,
+    ContainerEvent,
+    ContainerFilter,
+    ContainerInfo,
+    ContainerState,
+    ContainerStats,
+    ContainerStatus,
+    ExecResult,
+    Image,
+    ImageSpec,
+    LinuxContainerResources,
+    NamespaceOptions,
+    PodSandbox,
+    PodSandboxConfig,
+    PodSandboxFilter,
+    PodSandboxState,
+    PodSandboxStats,
+    PodSandboxStatus,
+    RuntimeCondition,
+    RuntimeStatus,
+    VersionInfo,
+)
+from kubelet_kit.container.logs import DEFAULT_MAX_LINE_SIZE
+from kubelet_kit.errors import (
+    AlreadyExistsError,
+    ContainerStartError,
+    DeadlineExceededError,
+    ImagePullError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnimplementedError,
+)
+from kubelet_kit.runtimes._shim import (
+    EXIT_FILE,
+    SPEC_FILE,
+    START_FILE,
+    process_start_ticks,
+    write_json_atomic,
+)
+
+__all__ = ["DEFAULT_PATH", "RUNTIME_NAME", "HostProcessRuntime", "normalize_image_ref"]
+
+RUNTIME_NAME = "kubelet-kit-host"
+#: The PATH containerd gives a container whose image sets none.
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+#: containerd's exit code and reason for a running container whose task vanished.
+UNKNOWN_EXIT_CODE = 255
+UNKNOWN_EXIT_REASON = "Unknown"
+
+_SANDBOX_FILE = "sandbox.json"
+_CONTAINER_FILE = "container.json"
+_START_LOCK = "start.lock"
+_SHIM_LOG = "shim.log"
+_IMAGES_FILE = "images.json"
+
+T = TypeVar("T")
+
+
+# ------------------------------------------------------------- attrs <-> JSON
+
+
+def _unstructure(value: Any) -> Any:
+    """Turn attrs values (with enums, tuples, mappings) into JSON-ready data."""
+    if attrs.has(type(value)):
+        return {f.name: _unstructure(getattr(value, f.name)) for f in attrs.fields(type(value))}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): _unstructure(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_unstructure(v) for v in value]
+    return value
+
+
+def _structure(tp: Any, data: Any) -> Any:
+    """Rebuild a value of type ``tp`` from :func:`_unstructure`'s output."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if data is None:
+            return None
+        return _structure(args[0], data)
+    if isinstance(tp, type) and attrs.has(tp):
+        hints = typing.get_type_hints(tp)
+        kwargs = {
+            f.name: _structure(hints[f.name], data[f.name])
+            for f in attrs.fields(tp)
+            if f.name in data
+        }
+        return tp(**kwargs)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp(data)
+    if origin is tuple:
+        item = typing.get_args(tp)[0]
+        return tuple(_structure(item, v) for v in data)
+    if origin in (collections.abc.Mapping, dict):
+        return dict(data)
+    return data
+
+
+def _from_json(cls: type[T], data: Any) -> T:
+    value: T = _structure(cls, data)
+    return value
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data: dict[str, Any] = json.load(f)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return data
+
+
+# ------------------------------------------------------------------ images
+
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REFERENCE_RE = re.compile(
+    rf"^(?P<name>(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
+    r"(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?$"
+)
+_IMAGE_ID_RE = re.compile(r"^(?:sha256:)?[0-9a-f]{64}$")
+
+
+def normalize_image_ref(ref: str) -> str:
+    """Normalise an image reference as containerd and Docker do.
+
+    ``busybox`` -> ``docker.io/library/busybox:latest``; ``quay.io/a/b`` ->
+    ``quay.io/a/b:latest``; a reference with a digest keeps it and gets no tag.
+
+    Raises:
+        ImagePullError: ``ref`` is not a valid image reference.
+    """
+    m = _REFERENCE_RE.match(ref)
+    if m is None or len(m.group("name")) > 255:
+        raise ImagePullError(f'failed to pull image "{ref}": invalid reference format')
+    name, tag, digest = m.group("name"), m.group("tag"), m.group("digest")
+    first, sep, rest = name.partition("/")
+    if not sep or ("." not in first and ":" not in first and first != "localhost"):
+        name = f"docker.io/{name}"
+        first, rest = "docker.io", name.partition("/")[2]
+    if first == "docker.io" and "/" not in rest:
+        name = f"docker.io/library/{rest}"
+    if digest:
+        return f"{name}:{tag}@{digest}" if tag else f"{name}@{digest}"
+    return f"{name}:{tag or 'latest'}"
+
+
+def _image_id(normalized: str) -> str:
+    return "sha256:" + hashlib.sha256(normalized.encode()).hexdigest()
+
+
+# -------------------------------------------------------------------- host
+
+
+def _host_primary_ip() -> str:
+    """IPv4 address of the default route's interface, or 127.0.0.1."""
+    try:
+        with open("/proc/net/route", encoding="ascii") as f:
+            next(f)
+            iface = next(
+                (p[0] for p in (line.split() for line in f) if len(p) > 2 and p[1] == "00000000"),
+                None,
+            )
+        if iface is None:
+            return "127.0.0.1"
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            siocgifaddr = 0x8915
+            packed = fcntl.ioctl(s.fileno(), siocgifaddr, struct.pack("256s", iface[:15].encode()))
+        return socket.inet_ntoa(packed[20:24])
+    except (OSError, StopIteration):
+        return "127.0.0.1"
+
+
+@attrs.frozen
+class _Proc:
+    pid: int
+    ppid: int
+    pgid: int
+    cpu_ticks: int
+    rss_pages: int
+
+
+def _scan_procs() -> list[_Proc]:
+    procs = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if fields[0] in (b"Z", b"X"):
+            continue
+        procs.append(
+            _Proc(
+                int(entry),
+                int(fields[1]),
+                int(fields[2]),
+                int(fields[11]) + int(fields[12]),
+                int(fields[21]),
+            )
+        )
+    return procs
+
+
+def _tree_usage(root_pid: int, procs: list[_Proc]) -> tuple[int, int, int]:
+    """(cpu ns, rss bytes, process count) of ``root_pid``'s group and descendants."""
+    children: dict[int, list[_Proc]] = {}
+    for p in procs:
+        children.setdefault(p.ppid, []).append(p)
+    members = {p.pid: p for p in procs if p.pgid == root_pid or p.pid == root_pid}
+    stack = list(members.values())
+    while stack:
+        for child in children.get(stack.pop().pid, ()):
+            if child.pid not in members:
+                members[child.pid] = child
+                stack.append(child)
+    ticks = os.sysconf("SC_CLK_TCK")
+    page = os.sysconf("SC_PAGE_SIZE")
+    cpu = sum(p.cpu_ticks for p in members.values()) * 1_000_000_000 // ticks
+    rss = sum(p.rss_pages for p in members.values()) * page
+    return cpu, rss, len(members)
+
+
+# -------------------------------------------------------------- observations
+
+
+@attrs.frozen
+class _Observed:
+    """A container's run state as read from its state directory and /proc."""
+
+    state: ContainerState
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    exit_code: int = 0
+    reason: str = ""
+    message: str = ""
+    pid: int = 0
+    shim_pid: int = 0
+    shim_alive: bool = False
+
+
+@attrs.frozen
+class _ContainerRecord:
+    id: str
+    pod_sandbox_id: str
+    config: ContainerConfig
+    created_at: float
+    image_ref: str
+    log_path: str
+
+
+@attrs.frozen
+class _SandboxRecord:
+    id: str
+    config: PodSandboxConfig
+    created_at: float
+    state: PodSandboxState
+    ip: str
+
+
+def _container_record_to_json(rec: _ContainerRecord) -> dict[str, Any]:
+    data: dict[str, Any] = _unstructure(rec)
+    return data
+
+
+# ------------------------------------------------------------------ runtime
+
+
+class HostProcessRuntime:
+    """A :class:`~kubelet_kit.container.Runtime` running containers as host processes.
+
+    See the module documentation for what is and is not isolated. Safe to create
+    several instances over one ``root_dir`` in turn (an agent restart); two agents
+    using one directory at the same time are not coordinated beyond never
+    starting a container twice.
+
+    Args:
+        root_dir: Directory holding all state; created if missing.
+        clock: Source of timestamps (``created_at``) and of the deadlines of stop,
+            exec and start. Process start and finish times are read by the shim
+            from the machine's clock.
+        host_ip: The address sandboxes report; default the host's primary IPv4.
+        python: Interpreter that runs the shim.
+        max_log_line_size: Longest log record before a line is split
+            (containerd's ``max_container_log_line_size``).
+        start_timeout: How long ``start_container`` waits for the shim's report.
+        kill_timeout: How long to wait for a container to exit after SIGKILL.
+    """
+
+    def __init__(
+        self,
+        root_dir: str | Path,
+        *,
+        clock: Clock | None = None,
+        host_ip: str | None = None,
+        python: str = sys.executable,
+        max_log_line_size: int = DEFAULT_MAX_LINE_SIZE,
+        start_timeout: float = 30.0,
+        kill_timeout: float = 10.0,
+    ) -> None:
+        self._root = Path(root_dir).absolute()
+        self._clock: Clock = clock if clock is not None else RealClock()
+        self._host_ip = host_ip
+        self._python = python
+        self._max_line = max_log_line_size
+        self._start_timeout = start_timeout
+        self._kill_timeout = kill_timeout
+        self._locks: dict[str, asyncio.Lock] = {}
+        for sub in ("sandboxes", "containers"):
+            (self._root / sub).mkdir(parents=True, exist_ok=True)
+
+    @property
+    def root_dir(self) -> Path:
+        """The directory holding this runtime's state."""
+        return self._root
+
+    # ------------------------------------------------------------ plumbing
+
+    def _lock(self, key: str) -> asyncio.Lock:
+        return self._locks.setdefault(key, asyncio.Lock())
+
+    def _sandbox_dir(self, sandbox_id: str) -> Path:
+        return self._root / "sandboxes" / sandbox_id
+
+    def _container_dir(self, container_id: str) -> Path:
+        return self._root / "containers" / container_id
+
+    @staticmethod
+    def _check_id(kind: str, value: str) -> None:
+        # Ids become directory names: refuse anything that could leave the root.
+        if not value or "/" in value or value in (".", ".."):
+            raise NotFoundError(f"{kind} {value!r} not found")
+
+    def _load_sandbox(self, sandbox_id: str) -> _SandboxRecord:
+        self._check_id("sandbox", sandbox_id)
+        data = _read_json(self._sandbox_dir(sandbox_id) / _SANDBOX_FILE)
+        if data is None:
+            raise NotFoundError(f'sandbox "{sandbox_id}" not found')
+        return _from_json(_SandboxRecord, data)
+
+    def _save_sandbox(self, rec: _SandboxRecord) -> None:
+        write_json_atomic(self._sandbox_dir(rec.id) / _SANDBOX_FILE, _unstructure(rec))
+
+    def _load_container(self, container_id: str) -> _ContainerRecord:
+        self._check_id("container", container_id)
+        data = _read_json(self._container_dir(container_id) / _CONTAINER_FILE)
+        if data is None:
+            raise NotFoundError(f'container "{container_id}" not found')
+        return _from_json(_ContainerRecord, data)
+
+    def _sandbox_ids(self) -> list[str]:
+        return sorted(p.name for p in (self._root / "sandboxes").iterdir() if p.is_dir())
+
+    def _container_records(self) -> list[_ContainerRecord]:
+        records = []
+        for p in (self._root / "containers").iterdir():
+            data = _read_json(p / _CONTAINER_FILE)
+            if data is not None:  # a directory half made or half removed is skipped
+                records.append(_from_json(_ContainerRecord, data))
+        records.sort(key=lambda r: (r.created_at, r.id))
+        return records
+
+    def _observe(self, container_id: str) -> _Observed:
+        """Read a container's state from its files and /proc (never blocks for long)."""
+        cdir = self._container_dir(container_id)
+        exit_ = _read_json(cdir / EXIT_FILE)
+        start = _read_json(cdir / START_FILE)
+        started_at = float(start["started_at"]) if start else 0.0
+        if exit_ is not None:
+            return _Observed(
+                ContainerState.EXITED,
+                started_at=started_at or float(exit_.get("started_at", 0.0)),
+                finished_at=float(exit_["finished_at"]),
+                exit_code=int(exit_["exit_code"]),
+                reason=str(exit_.get("reason", "")),
+                message=str(exit_.get("message", "")),
+                pid=int(start["pid"]) if start else 0,
+            )
+        if start is None:
+            # Not started, or a start still under way: containerd says CREATED too.
+            return _Observed(ContainerState.CREATED)
+        pid, shim_pid = int(start["pid"]), int(start["shim_pid"])
+        main_alive = (
+            start["pid_start"] is not None and process_start_ticks(pid) == start["pid_start"]
+        )
+        shim_alive = (
+            start["shim_start"] is not None and process_start_ticks(shim_pid) == start["shim_start"]
+        )
+        if main_alive or shim_alive:
+            return _Observed(
+                ContainerState.RUNNING,
+                started_at=started_at,
+                pid=pid,
+                shim_pid=shim_pid,
+                shim_alive=shim_alive,
+            )
+        exit_ = _read_json(cdir / EXIT_FILE)  # the shim may have finished just now
+        if exit_ is None:
+            exit_ = {
+                "exit_code": UNKNOWN_EXIT_CODE,
+                "reason": UNKNOWN_EXIT_REASON,
+                "message": "the container's shim exited without recording its exit status",
+                "started_at": started_at,
+                "finished_at": self._clock.now(),
+            }
+            with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+                write_json_atomic(cdir / EXIT_FILE, exit_)
+        return _Observed(
+            ContainerState.EXITED,
+            started_at=started_at,
+            finished_at=float(exit_["finished_at"]),
+            exit_code=int(exit_["exit_code"]),
+            reason=str(exit_.get("reason", "")),
+            message=str(exit_.get("message", "")),
+            pid=pid,
+        )
+
+    async def _wait_exited(self, container_id: str) -> None:
+        """Return once the container has exited (its shim, or its process, is gone)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            obs = self._observe(container_id)
+            if obs.state is not ContainerState.RUNNING:
+                return
+            # The shim records the exit and then ends, so its end is the moment to
+            # look again; without a shim, the process's own end is.
+            watched = obs.shim_pid if obs.shim_alive else obs.pid
+            try:
+                pidfd = os.pidfd_open(watched)
+            except ProcessLookupError:
+                continue
+            except OSError:
+                # No pidfd support: poll the process table. This is real time, not
+                # a duration of the injected clock, so it does not use the clock.
+                await asyncio.sleep(0.02)
+                continue
+            exited: asyncio.Future[None] = loop.create_future()
+
+            def wake(fut: asyncio.Future[None] = exited) -> None:
+                if not fut.done():
+                    fut.set_result(None)
+
+            loop.add_reader(pidfd, wake)
+            try:
+                # Look again after registering: the process may have ended between
+                # the observation and pidfd_open.
+                if self._observe(container_id).state is ContainerState.RUNNING:
+                    await exited
+            finally:
+                loop.remove_reader(pidfd)
+                os.close(pidfd)
+
+    # ------------------------------------------------------------ identity
+
+    async def version(self) -> VersionInfo:
+        """Name and version of this runtime. Never blocks; raises nothing."""
+        return VersionInfo(
+            runtime_name=RUNTIME_NAME,
+            runtime_version=__version__,
+            runtime_api_version="v1",
+            version="0.1.0",
+        )
+
+    async def status(self) -> RuntimeStatus:
+        """RuntimeReady (the state directory is writable) and NetworkReady (host
+        network, always ready). Never blocks for long; raises nothing."""
+        writable = os.access(self._root, os.W_OK)
+        return RuntimeStatus(
+            conditions=(
+                RuntimeCondition(
+                    "RuntimeReady",
+                    writable,
+                    "" if writable else "StateDirNotWritable",
+                    "" if writable else f"{self._root} is not writable",
+                ),
+                RuntimeCondition("NetworkReady", True),
+            )
+        )
+
+    # ----------------------------------------------------------- sandboxes
+
+    async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
+        """Record a READY sandbox; returns its id. Not idempotent.
+
+        Raises:
+            AlreadyExistsError: a sandbox with the same name, namespace, uid and
+                attempt exists (containerd reserves that name too).
+        """
+        md = config.metadata
+        for sid in self._sandbox_ids():
+            with contextlib.suppress(NotFoundError):
+                other = self._load_sandbox(sid).config.metadata
+                if other == md:
+                    raise AlreadyExistsError(
+                        f'sandbox name "{md.name}_{md.namespace}_{md.uid}_{md.attempt}" '
+                        f'is reserved for "{sid}"'
+                    )
+        sandbox_id = uuid.uuid4().hex + uuid.uuid4().hex
+        ip = self._host_ip if self._host_ip is not None else _host_primary_ip()
+        # The host's namespaces are shared whatever the config asked for.
+        config = attrs.evolve(
+            config,
+            namespace_options=NamespaceOptions(host_network=True, host_pid=True, host_ipc=True),
+        )
+        rec = _SandboxRecord(sandbox_id, config, self._clock.now(), PodSandboxState.READY, ip)
+        self._sandbox_dir(sandbox_id).mkdir(parents=True)
+        self._save_sandbox(rec)
+        return sandbox_id
+
+    async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None:
+        """Stop every container of the sandbox (SIGKILL at once, as containerd does
+        when the kubelet has already stopped them gracefully) and mark it NOTREADY.
+        Idempotent. Raises NotFoundError for an unknown id."""
+        rec = self._load_sandbox(pod_sandbox_id)
+        for c in self._container_records():
+            if c.pod_sandbox_id == pod_sandbox_id:
+                await self.stop_container(c.id, 0)
+        if rec.state is not PodSandboxState.NOTREADY:
+            self._save_sandbox(attrs.evolve(rec, state=PodSandboxState.NOTREADY))
+
+    async def remove_pod_sandbox(self, pod_sandbox_id: str) -> None:
+        """Stop and remove the sandbox and its containers. Idempotent: an unknown
+        id succeeds."""
+        try:
+            self._check_id("sandbox", pod_sandbox_id)
+        except NotFoundError:
+            return
+        for c in self._container_records():
+            if c.pod_sandbox_id == pod_sandbox_id:
+                await self.remove_container(c.id)
+        shutil.rmtree(self._sandbox_dir(pod_sandbox_id), ignore_errors=True)
+
+    async def pod_sandbox_status(self, pod_sandbox_id: str) -> PodSandboxStatus:
+        """Status of one sandbox. Raises NotFoundError for an unknown id."""
+        rec = self._load_sandbox(pod_sandbox_id)
+        c = rec.config
+        return PodSandboxStatus(
+            id=rec.id,
+            metadata=c.metadata,
+            state=rec.state,
+            created_at=rec.created_at,
+            ip=rec.ip,
+            namespace_options=c.namespace_options,
+            labels=c.labels,
+            annotations=c.annotations,
+            runtime_handler=c.runtime_handler,
+        )
+
+    async def list_pod_sandboxes(self, filter: PodSandboxFilter | None = None) -> list[PodSandbox]:
+        """Every sandbox matching ``filter``, oldest first. Raises nothing."""
+        result = []
+        for sid in self._sandbox_ids():
+            try:
+                rec = self._load_sandbox(sid)
+            except NotFoundError:
+                continue
+            sb = PodSandbox(
+                id=rec.id,
+                metadata=rec.config.metadata,
+                state=rec.state,
+                created_at=rec.created_at,
+                labels=rec.config.labels,
+                annotations=rec.config.annotations,
+                runtime_handler=rec.config.runtime_handler,
+            )
+            if filter is None or filter.matches(sb):
+                result.append(sb)
+        result.sort(key=lambda s: (s.created_at, s.id))
+        return result
+
+    # ---------------------------------------------------------- containers
+
+    def _build_spec(
+        self, name: str, config: ContainerConfig, sandbox: PodSandboxConfig
+    ) -> dict[str, Any]:
+        argv = [*config.command, *config.args]
+        if not argv:
+            raise ContainerStartError(
+                f'container "{name}": no command specified (command and args are both '
+                "empty, and the host runtime has no image to supply a default)"
+            )
+        cwd = config.working_dir or "/"
+        if not cwd.startswith("/"):
+            raise ContainerStartError(
+                f'container "{name}": workingDir {cwd!r} must be an absolute path'
+            )
+        sc = config.security_context
+        uid = sc.run_as_user if sc is not None and sc.run_as_user is not None else os.getuid()
+        try:
+            home = pwd.getpwuid(uid).pw_dir
+        except KeyError:
+            home = "/"  # runc's default for a user without a passwd entry
+        env: dict[str, str] = {
+            "PATH": DEFAULT_PATH,
+            "HOSTNAME": sandbox.hostname or socket.gethostname(),
+        }
+        for kv in config.envs:
+            env[kv.key] = kv.value
+        env.setdefault("HOME", home)
+        spec: dict[str, Any] = {
+            "name": name,
+            "argv": argv,
+            "env": env,
+            "cwd": cwd,
+            "max_line_size": self._max_line,
+        }
+        if sc is not None:
+            spec["user"] = sc.run_as_user
+            spec["group"] = sc.run_as_group
+            spec["extra_groups"] = list(sc.supplemental_groups) or None
+        return spec
+
+    async def create_container(
+        self, pod_sandbox_id: str, config: ContainerConfig, sandbox_config: PodSandboxConfig
+    ) -> str:
+        """Record a container in a sandbox; returns its id. Not idempotent; does not
+        block.
+
+        Raises:
+            NotFoundError: unknown sandbox.
+            AlreadyExistsError: a container with this name and attempt exists in it.
+            ContainerStartError: the sandbox is not ready, or the config cannot run
+                (no command, relative working directory).
+        """
+        sandbox = self._load_sandbox(pod_sandbox_id)
+        name = config.metadata.name
+        if sandbox.state is not PodSandboxState.READY:
+            raise ContainerStartError(
+                f'container "{name}": sandbox "{pod_sandbox_id}" is not ready'
+            )
+        for other in self._container_records():
+            if other.pod_sandbox_id == pod_sandbox_id and other.config.metadata == config.metadata:
+                raise AlreadyExistsError(
+                    f'container name "{name}" (attempt {config.metadata.attempt}) in sandbox '
+                    f'"{pod_sandbox_id}" is reserved for "{other.id}"'
+                )
+        spec = self._build_spec(name, config, sandbox.config)
+        log_path = ""
+        if sandbox.config.log_directory and config.log_path:
+            log_path = str(Path(sandbox.config.log_directory) / config.log_path)
+        spec["log_path"] = log_path
+        try:
+            image_ref = _image_id(normalize_image_ref(config.image.image))
+        except ImagePullError:
+            image_ref = ""
+        container_id = uuid.uuid4().hex + uuid.uuid4().hex
+        rec = _ContainerRecord(
+            container_id, pod_sandbox_id, config, self._clock.now(), image_ref, log_path
+        )
+        cdir = self._container_dir(container_id)
+        cdir.mkdir(parents=True)
+        write_json_atomic(cdir / SPEC_FILE, spec)
+        # container.json last: a directory without it is not (yet) a container.
+        write_json_atomic(cdir / _CONTAINER_FILE, _container_record_to_json(rec))
+        return container_id
+
+    async def start_container(self, container_id: str) -> None:
+        """Start a created container and return once its process runs.
+
+        Waits for the shim's report (at most ``start_timeout`` on the clock). A
+        container is started at most once, even by two runtimes over one root.
+
+        Raises:
+            NotFoundError: unknown id.
+            ContainerStartError: not in CREATED state, sandbox not ready, or the
+                process could not be started (recorded as exit 128 StartError).
+            DeadlineExceededError: the shim did not report in time.
+        """
+        rec = self._load_container(container_id)
+        name = rec.config.metadata.name
+        async with self._lock(container_id):
+            try:
+                sandbox = self._load_sandbox(rec.pod_sandbox_id)
+            except NotFoundError:
+                raise ContainerStartError(
+                    f'container "{name}" ({container_id}): sandbox "{rec.pod_sandbox_id}" not found'
+                ) from None
+            if sandbox.state is not PodSandboxState.READY:
+                raise ContainerStartError(
+                    f'container "{name}" ({container_id}): sandbox "{rec.pod_sandbox_id}" '
+                    "is not ready"
+                )
+            cdir = self._container_dir(container_id)
+            try:
+                os.close(os.open(cdir / _START_LOCK, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                state = self._observe(container_id).state
+                raise ContainerStartError(
+                    f'container "{name}" ({container_id}) is in {state.value} state; '
+                    "only a created container can be started"
+                ) from None
+            try:
+                report = await wait_for(self._clock, self._launch_shim(cdir), self._start_timeout)
+            except TimeoutError:
+                raise DeadlineExceededError(
+                    f'container "{name}" ({container_id}): the shim did not report within '
+                    f"{self._start_timeout:g}s"
+                ) from None
+            if "error" in report:
+                raise ContainerStartError(
+                    f'failed to start container "{name}" ({container_id}): {report["error"]}'
+                )
+
+    async def _launch_shim(self, cdir: Path) -> dict[str, Any]:
+        env = dict(os.environ)
+        # The shim runs from "/", so make sure it imports this very kubelet_kit.
+        pkg_root = str(Path(kubelet_kit.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
+        with open(cdir / _SHIM_LOG, "ab") as shim_log:
+            proc = await asyncio.create_subprocess_exec(
+                self._python,
+                "-m",
+                "kubelet_kit.runtimes._shim",
+                str(cdir),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=shim_log,
+                start_new_session=True,
+                cwd="/",
+                env=env,
+            )
+        out, _ = await proc.communicate()
+        line = out.decode(errors="replace").strip()
+        if not line:
+            try:
+                tail = (cdir / _SHIM_LOG).read_text(errors="replace")[-2000:].strip()
+            except OSError:
+                tail = ""
+            return {"error": f"the shim exited without reporting: {tail or 'no output'}"}
+        report: dict[str, Any] = json.loads(line.splitlines()[-1])
+        return report
+
+    def _signal_group(self, obs: _Observed, sig: signal.Signals) -> None:
+        if obs.pid <= 0:
+            return
+        # The process leads its own group; signalling the group reaches its children.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(obs.pid, sig)
+
+    async def stop_container(self, container_id: str, timeout: float) -> None:
+        """Stop a running container: SIGTERM to its process group, SIGKILL after
+        ``timeout`` seconds (at once when ``timeout <= 0``); returns once it has
+        exited. Idempotent: a created or exited container is left as it is.
+
+        Raises:
+            NotFoundError: unknown id.
+            DeadlineExceededError: still running ``kill_timeout`` after SIGKILL.
+        """
+        self._load_container(container_id)
+        async with self._lock(container_id):
+            obs = self._observe(container_id)
+            if obs.state is not ContainerState.RUNNING:
+                return
+            if timeout > 0:
+                self._signal_group(obs, signal.SIGTERM)
+                with contextlib.suppress(TimeoutError):
+                    await wait_for(self._clock, self._wait_exited(container_id), timeout)
+                    return
+            obs = self._observe(container_id)
+            if obs.state is not ContainerState.RUNNING:
+                return
+            self._signal_group(obs, signal.SIGKILL)
+            try:
+                await wait_for(self._clock, self._wait_exited(container_id), self._kill_timeout)
+            except TimeoutError:
+                raise DeadlineExceededError(
+                    f'container "{container_id}" still running {self._kill_timeout:g}s after '
+                    "SIGKILL"
+                ) from None
+
+    async def remove_container(self, container_id: str) -> None:
+        """Kill the container if it runs, then delete its state. The log file is
+        kept (the kubelet removes it). Idempotent: an unknown id succeeds."""
+        try:
+            self._load_container(container_id)
+        except NotFoundError:
+            return
+        await self.stop_container(container_id, 0)
+        async with self._lock(container_id):
+            shutil.rmtree(self._container_dir(container_id), ignore_errors=True)
+        self._locks.pop(container_id, None)
+
+    def _info(self, rec: _ContainerRecord, state: ContainerState) -> ContainerInfo:
+        c = rec.config
+        return ContainerInfo(
+            id=rec.id,
+            pod_sandbox_id=rec.pod_sandbox_id,
+            metadata=c.metadata,
+            image=c.image.image,
+            image_ref=rec.image_ref,
+            state=state,
+            created_at=rec.created_at,
+            labels=c.labels,
+            annotations=c.annotations,
+        )
+
+    async def list_containers(self, filter: ContainerFilter | None = None) -> list[ContainerInfo]:
+        """Every container matching ``filter``, oldest first. Raises nothing."""
+        result = []
+        for rec in self._container_records():
+            if filter is not None and filter.id is not None and rec.id != filter.id:
+                continue
+            info = self._info(rec, self._observe(rec.id).state)
+            if filter is None or filter.matches(info):
+                result.append(info)
+        return result
+
+    async def container_status(self, container_id: str) -> ContainerStatus:
+        """Status of one container. Raises NotFoundError for an unknown id."""
+        rec = self._load_container(container_id)
+        obs = self._observe(container_id)
+        c = rec.config
+        return ContainerStatus(
+            id=rec.id,
+            metadata=c.metadata,
+            state=obs.state,
+            created_at=rec.created_at,
+            image=c.image.image,
+            image_ref=rec.image_ref,
+            started_at=obs.started_at,
+            finished_at=obs.finished_at,
+            exit_code=obs.exit_code,
+            reason=obs.reason,
+            message=obs.message,
+            labels=c.labels,
+            annotations=c.annotations,
+            mounts=c.mounts,
+            log_path=rec.log_path,
+            resources=c.resources,
+        )
+
+    async def exec_sync(
+        self, container_id: str, cmd: Sequence[str], timeout: float | None = None
+    ) -> ExecResult:
+        """Run ``cmd`` with the container's environment, working directory and user;
+        wait for it and return its exit code and output. Not idempotent.
+
+        Raises:
+            NotFoundError: unknown id.
+            InvalidArgumentError: ``cmd`` is empty, or the container is not running.
+            DeadlineExceededError: it ran longer than ``timeout`` seconds (None or
+                0: no limit); the command and its children are killed.
+        """
+        rec = self._load_container(container_id)
+        if not cmd:
+            raise InvalidArgumentError(f'exec in container "{container_id}": cmd is empty')
+        state = self._observe(container_id).state
+        if state is not ContainerState.RUNNING:
+            raise InvalidArgumentError(
+                f'container "{container_id}" ({rec.config.metadata.name}) is in {state.value} '
+                "state; exec needs a running container"
+            )
+        spec = _read_json(self._container_dir(container_id) / SPEC_FILE) or {}
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *cmd,
+                env=spec.get("env", {}),
+                cwd=spec.get("cwd") or "/",
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                user=spec.get("user"),
+                group=spec.get("group"),
+                extra_groups=spec.get("extra_groups"),
+            )
+        except OSError as exc:
+            # What a shell says and returns for a command it cannot run.
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            return ExecResult(exit_code=code, stderr=f"{cmd[0]}: {exc.strerror}\n".encode())
+        try:
+            out, err = await wait_for(self._clock, proc.communicate(), timeout if timeout else None)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            raise DeadlineExceededError(
+                f'exec {list(cmd)!r} in container "{container_id}" timed out after {timeout:g}s'
+            ) from None
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        return ExecResult(exit_code=proc.returncode or 0, stdout=out, stderr=err)
+
+    async def update_container_resources(
+        self, container_id: str, resources: LinuxContainerResources
+    ) -> None:
+        """Record new resources (reported by container_status; not enforced: the
+        host runtime applies no cgroup limits). Raises NotFoundError."""
+        async with self._lock(container_id):
+            rec = self._load_container(container_id)
+            rec = attrs.evolve(rec, config=attrs.evolve(rec.config, resources=resources))
+            write_json_atomic(
+                self._container_dir(container_id) / _CONTAINER_FILE, _container_record_to_json(rec)
+            )
+
+    # --------------------------------------------------------------- stats
+
+    def _stats(self, rec: _ContainerRecord, procs: list[_Proc]) -> tuple[ContainerStats, int]:
+        obs = self._observe(rec.id)
+        now = self._clock.now()
+        if obs.state is not ContainerState.RUNNING or obs.pid <= 0:
+            return ContainerStats(container_id=rec.id, timestamp=now), 0
+        cpu, rss, count = _tree_usage(obs.pid, procs)
+        return ContainerStats(
+            container_id=rec.id,
+            timestamp=now,
+            cpu_usage_core_nanoseconds=cpu,
+            memory_working_set_bytes=rss,
+            memory_usage_bytes=rss,
+        ), count
+
+    async def container_stats(self, container_id: str) -> ContainerStats:
+        """Usage of one container from /proc; usage fields are None unless it runs.
+        Raises NotFoundError."""
+        rec = self._load_container(container_id)
+        return self._stats(rec, _scan_procs())[0]
+
+    async def list_container_stats(
+        self, filter: ContainerFilter | None = None
+    ) -> list[ContainerStats]:
+        """Usage of every container matching ``filter``. Raises nothing."""
+        infos = await self.list_containers(filter)
+        wanted = {i.id for i in infos}
+        procs = _scan_procs()
+        return [self._stats(r, procs)[0] for r in self._container_records() if r.id in wanted]
+
+    async def pod_sandbox_stats(self, pod_sandbox_id: str) -> PodSandboxStats:
+        """Summed usage of the sandbox's running containers. Raises NotFoundError."""
+        self._load_sandbox(pod_sandbox_id)
+        procs = _scan_procs()
+        stats, count = [], 0
+        for rec in self._container_records():
+            if rec.pod_sandbox_id == pod_sandbox_id:
+                s, n = self._stats(rec, procs)
+                stats.append(s)
+                count += n
+        return PodSandboxStats(
+            pod_sandbox_id=pod_sandbox_id,
+            timestamp=self._clock.now(),
+            cpu_usage_core_nanoseconds=sum(s.cpu_usage_core_nanoseconds or 0 for s in stats),
+            memory_working_set_bytes=sum(s.memory_working_set_bytes or 0 for s in stats),
+            process_count=count,
+            containers=tuple(stats),
+        )
+
+    # -------------------------------------------------------------- images
+
+    def _load_images(self) -> dict[str, dict[str, Any]]:
+        data = _read_json(self._root / _IMAGES_FILE)
+        return dict(data or {})
+
+    def _find_image(self, images: dict[str, dict[str, Any]], ref: str) -> str | None:
+        if _IMAGE_ID_RE.match(ref):
+            image_id = ref if ref.startswith("sha256:") else f"sha256:{ref}"
+            return image_id if image_id in images else None
+        try:
+            normalized = normalize_image_ref(ref)
+        except ImagePullError:
+            return None
+        return next(
+            (
+                i
+                for i, img in images.items()
+                if normalized in img["repo_tags"] or normalized in img["repo_digests"]
+            ),
+            None,
+        )
+
+    async def pull_image(
+        self, image: ImageSpec, sandbox_config: PodSandboxConfig | None = None
+    ) -> str:
+        """Record the image as present; returns its stable id (``sha256:...``).
+        Idempotent; does not block.
+
+        Raises:
+            ImagePullError: the reference is not a valid image reference.
+        """
+        normalized = normalize_image_ref(image.image)
+        image_id = _image_id(normalized)
+        images = self._load_images()
+        if image_id not in images:
+            digest = "@" in normalized
+            images[image_id] = {
+                "repo_tags": [] if digest else [normalized],
+                "repo_digests": [normalized] if digest else [],
+            }
+            write_json_atomic(self._root / _IMAGES_FILE, images)
+        return image_id
+
+    async def image_status(self, image: ImageSpec) -> Image | None:
+        """The image if it was pulled (looked up by reference or id), else None."""
+        images = self._load_images()
+        image_id = self._find_image(images, image.image)
+        if image_id is None:
+            return None
+        img = images[image_id]
+        return Image(
+            id=image_id, repo_tags=tuple(img["repo_tags"]), repo_digests=tuple(img["repo_digests"])
+        )
+
+    async def list_images(self) -> list[Image]:
+        """Every recorded image, by id."""
+        return [
+            Image(id=i, repo_tags=tuple(v["repo_tags"]), repo_digests=tuple(v["repo_digests"]))
+            for i, v in sorted(self._load_images().items())
+        ]
+
+    async def remove_image(self, image: ImageSpec) -> None:
+        """Forget an image (by reference or id). Idempotent."""
+        images = self._load_images()
+        image_id = self._find_image(images, image.image)
+        if image_id is not None:
+            del images[image_id]
+            write_json_atomic(self._root / _IMAGES_FILE, images)
+
+    # -------------------------------------------------------------- events
+
+    async def get_container_events(self) -> AsyncIterator[ContainerEvent]:
+        """Not offered: raises UnimplementedError when iteration starts."""
+        raise UnimplementedError(f"{RUNTIME_NAME} has no container event stream; relist")
+        yield  # pragma: no cover  (makes this an async generator)
