@@ -1,0 +1,72 @@
+"""Fixtures of the integration tests: a private containerd for the whole session."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kubelet_kit.cri.remote import CRIRuntime
+
+from .containerd import Containerd, missing_parts
+
+
+async def _remove_everything(endpoint: str) -> None:
+    async with CRIRuntime(endpoint, timeout=30) as rt:
+        for sandbox in await rt.list_pod_sandboxes():
+            with contextlib.suppress(Exception):
+                await rt.stop_pod_sandbox(sandbox.id)
+            with contextlib.suppress(Exception):
+                await rt.remove_pod_sandbox(sandbox.id)
+
+
+@pytest.fixture(scope="session")
+def containerd_env() -> Iterator[Containerd | str]:
+    """A running private containerd, or the reason there cannot be one."""
+    missing = missing_parts()
+    if missing:
+        yield "containerd harness needs " + ", ".join(missing)
+        return
+    base = Path(tempfile.mkdtemp(prefix="kk-containerd-"))
+    harness = Containerd(base)
+    try:
+        harness.write_config()
+        harness.start()
+        harness.import_images()
+    except Exception as exc:
+        harness.cleanup()
+        yield f"containerd did not start: {exc}"
+        return
+    try:
+        yield harness
+    finally:
+        with contextlib.suppress(Exception):
+            if harness.proc is None:
+                harness.start()
+            asyncio.run(_remove_everything(harness.endpoint))
+        harness.cleanup()
+
+
+@pytest.fixture
+def containerd(
+    containerd_env: Containerd | str, require_real: Callable[[bool, str], None]
+) -> Containerd:
+    """The session's containerd; skips (or fails under CI) where there is none."""
+    if isinstance(containerd_env, str):
+        require_real(False, containerd_env)
+        raise AssertionError("unreachable")
+    if containerd_env.proc is None or containerd_env.proc.poll() is not None:
+        # A test that crashed containerd on purpose failed before restarting it.
+        containerd_env.start()
+    return containerd_env
+
+
+@pytest.fixture
+async def cri(containerd: Containerd) -> AsyncIterator[CRIRuntime]:
+    """A connected CRIRuntime on the session's containerd."""
+    async with CRIRuntime(containerd.endpoint, timeout=60) as rt:
+        yield rt
