@@ -129,6 +129,7 @@ from kubelet_kit.container.interfaces import (
 from kubelet_kit.container.logs import DEFAULT_MAX_LINE_SIZE
 from kubelet_kit.errors import (
     AlreadyExistsError,
+    ContainerRuntimeError,
     ContainerStartError,
     DeadlineExceededError,
     ImagePullError,
@@ -246,7 +247,11 @@ def normalize_image_ref(ref: str) -> str:
         raise ImagePullError(f'failed to pull image "{ref}": invalid reference format')
     name, tag, digest = m.group("name"), m.group("tag"), m.group("digest")
     first, sep, rest = name.partition("/")
-    if not sep or ("." not in first and ":" not in first and first != "localhost"):
+    # As in Docker: the first component names a registry only if it looks like a
+    # host name (a dot, a port, "localhost", or upper case, which a path may not have).
+    if not sep or (
+        "." not in first and ":" not in first and first != "localhost" and first == first.lower()
+    ):
         name = f"docker.io/{name}"
         first, rest = "docker.io", name.partition("/")[2]
     if first == "docker.io" and "/" not in rest:
@@ -951,7 +956,8 @@ class HostProcessRuntime:
 
         Raises:
             NotFoundError: unknown id.
-            InvalidArgumentError: ``cmd`` is empty, or the container is not running.
+            InvalidArgumentError: ``cmd`` is empty.
+            ContainerRuntimeError: the container is not running.
             DeadlineExceededError: it ran longer than ``timeout`` seconds (None or
                 0: no limit); the command and its children are killed.
         """
@@ -960,7 +966,9 @@ class HostProcessRuntime:
             raise InvalidArgumentError(f'exec in container "{container_id}": cmd is empty')
         state = self._observe(container_id).state
         if state is not ContainerState.RUNNING:
-            raise InvalidArgumentError(
+            # No more specific code in the CRI either (containerd: "container is in
+            # CONTAINER_EXITED state"), hence the base class.
+            raise ContainerRuntimeError(
                 f'container "{container_id}" ({rec.config.metadata.name}) is in {state.value} '
                 "state; exec needs a running container"
             )
@@ -1001,9 +1009,20 @@ class HostProcessRuntime:
         self, container_id: str, resources: LinuxContainerResources
     ) -> None:
         """Record new resources (reported by container_status; not enforced: the
-        host runtime applies no cgroup limits). Raises NotFoundError."""
+        host runtime applies no cgroup limits).
+
+        Raises:
+            NotFoundError: unknown id.
+            ContainerRuntimeError: the container has exited.
+        """
         async with self._lock(container_id):
             rec = self._load_container(container_id)
+            state = self._observe(container_id).state
+            if state not in (ContainerState.CREATED, ContainerState.RUNNING):
+                raise ContainerRuntimeError(
+                    f'container "{container_id}" is in {state.value} state; only a created '
+                    "or running container's resources can be updated"
+                )
             rec = attrs.evolve(rec, config=attrs.evolve(rec.config, resources=resources))
             write_json_atomic(
                 self._container_dir(container_id) / _CONTAINER_FILE, _container_record_to_json(rec)
