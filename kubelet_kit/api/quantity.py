@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import decimal
 import enum
+import json
 from decimal import Decimal
 from typing import Final
 
@@ -557,9 +558,8 @@ def _error(text: str, reason: str) -> QuantityError:
 
 
 def _quote(text: str) -> str:
-    """Double-quote like Go's %q, so odd characters in the input stay visible."""
-    escaped = text.encode("unicode_escape").decode("ascii").replace('"', '\\"')
-    return f'"{escaped}"'
+    """Double-quote like Go's %q, so control characters in the input stay visible."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _with_verbatim(quantity: Quantity, text: str) -> Quantity:

@@ -1,0 +1,1036 @@
+"""Quantity against apimachinery's own tables (pkg/api/resource/quantity_test.go).
+
+The tables are ported as data: each row is an input and upstream's expected result.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from fractions import Fraction
+
+import attrs
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from kubelet_kit.api.quantity import (
+    ERR_FORMAT_WRONG,
+    ERR_NUMERIC,
+    ERR_SUFFIX,
+    MAX_INT64,
+    Format,
+    Quantity,
+    Scale,
+)
+from kubelet_kit.errors import QuantityError
+
+DSI = Format.DECIMAL_SI
+BSI = Format.BINARY_SI
+DEX = Format.DECIMAL_EXPONENT
+MIN_INT64 = -MAX_INT64 - 1
+
+
+def dec(coefficient: int, exponent: int) -> Decimal:
+    """coefficient * 10**exponent, keeping that coefficient and exponent."""
+    return Decimal(f"{coefficient}e{exponent}")
+
+
+def dq(coefficient: int, exponent: int, fmt: Format) -> Quantity:
+    """Upstream's decQuantity/intQuantity test helper."""
+    return Quantity(dec(coefficient, exponent), fmt)
+
+
+P = Quantity.parse
+
+# -- TestQuantityParse -------------------------------------------------------------------
+
+# (input, coefficient, exponent, format)
+PARSE_TABLE: list[tuple[str, int, int, Format]] = [
+    ("0", 0, 0, DSI),
+    ("0n", 0, 0, DSI),
+    ("0u", 0, 0, DSI),
+    ("0m", 0, 0, DSI),
+    ("0Ki", 0, 0, BSI),
+    ("0k", 0, 0, DSI),
+    ("0Mi", 0, 0, BSI),
+    ("0M", 0, 0, DSI),
+    ("0Gi", 0, 0, BSI),
+    ("0G", 0, 0, DSI),
+    ("0Ti", 0, 0, BSI),
+    ("0T", 0, 0, DSI),
+    # quantity-less numbers are allowed
+    ("1", 1, 0, DSI),
+    # binary suffixes
+    ("1Ki", 1024, 0, BSI),
+    ("8Ki", 8 * 1024, 0, BSI),
+    ("7Mi", 7 * 1024**2, 0, BSI),
+    ("6Gi", 6 * 1024**3, 0, BSI),
+    ("5Ti", 5 * 1024**4, 0, BSI),
+    ("4Pi", 4 * 1024**5, 0, BSI),
+    ("3Ei", 3 * 1024**6, 0, BSI),
+    ("10Ti", 10 * 1024**4, 0, BSI),
+    ("100Ti", 100 * 1024**4, 0, BSI),
+    # decimal suffixes
+    ("5n", 5, -9, DSI),
+    ("4u", 4, -6, DSI),
+    ("3m", 3, -3, DSI),
+    ("9", 9, 0, DSI),
+    ("8k", 8, 3, DSI),
+    ("50k", 5, 4, DSI),
+    ("7M", 7, 6, DSI),
+    ("6G", 6, 9, DSI),
+    ("5T", 5, 12, DSI),
+    ("40T", 4, 13, DSI),
+    ("300T", 3, 14, DSI),
+    ("2P", 2, 15, DSI),
+    ("1E", 1, 18, DSI),
+    # decimal exponents
+    ("1E-3", 1, -3, DEX),
+    ("1e3", 1, 3, DEX),
+    ("1E6", 1, 6, DEX),
+    ("1e9", 1, 9, DEX),
+    ("1E12", 1, 12, DEX),
+    ("1e15", 1, 15, DEX),
+    ("1E18", 1, 18, DEX),
+    # nonstandard but still parsable
+    ("1e14", 1, 14, DEX),
+    ("1e13", 1, 13, DEX),
+    ("100.035k", 100035, 0, DSI),
+    # things that look like floating point
+    ("0.001", 1, -3, DSI),
+    ("0.0005k", 5, -1, DSI),
+    ("0.005", 5, -3, DSI),
+    ("0.05", 5, -2, DSI),
+    ("0.5", 5, -1, DSI),
+    ("0.00050k", 5, -1, DSI),
+    ("0.00500", 5, -3, DSI),
+    ("0.05000", 5, -2, DSI),
+    ("0.50000", 5, -1, DSI),
+    ("0.5e0", 5, -1, DEX),
+    ("0.5e-1", 5, -2, DEX),
+    ("0.5e-2", 5, -3, DEX),
+    ("10.035M", 10035, 3, DSI),
+    ("1.2e3", 12, 2, DEX),
+    ("1.3E+6", 13, 5, DEX),
+    ("1.40e9", 14, 8, DEX),
+    ("1.53E12", 153, 10, DEX),
+    ("1.6e15", 16, 14, DEX),
+    ("1.7E18", 17, 17, DEX),
+    ("9.01", 901, -2, DSI),
+    ("8.1k", 81, 2, DSI),
+    ("7.123456M", 7123456, 0, DSI),
+    ("6.987654321G", 6987654321, 0, DSI),
+    ("5.444T", 5444, 9, DSI),
+    ("40.1T", 401, 11, DSI),
+    ("300.2T", 3002, 11, DSI),
+    ("2.5P", 25, 14, DSI),
+    ("1.01E", 101, 16, DSI),
+    # things that saturate or round
+    ("3.001n", 4, -9, DSI),
+    ("1.1E-9", 2, -9, DEX),
+    ("0.0000000001", 1, -9, DSI),
+    ("0.0000000005", 1, -9, DSI),
+    ("0.00000000050", 1, -9, DSI),
+    ("0.5e-9", 1, -9, DEX),
+    ("0.9n", 1, -9, DSI),
+    ("0.00000012345", 124, -9, DSI),
+    ("0.00000012354", 124, -9, DSI),
+    ("9Ei", MAX_INT64, 0, BSI),
+    ("9223372036854775807Ki", MAX_INT64, 0, BSI),
+    ("12E", 12, 18, DSI),
+    # fractional binary
+    ("100.035Ki", 10243584, -2, BSI),
+    ("0.5Mi", 512 * 1024, 0, BSI),
+    ("0.05Gi", 536870912, -1, BSI),
+    ("0.025Ti", 274877906944, -1, BSI),
+    # things written by trolls
+    ("0.000000000001Ki", 2, -9, DSI),  # rounds up, changes format
+    (".001", 1, -3, DSI),
+    (".0001k", 100, -3, DSI),
+    ("1.", 1, 0, DSI),
+    ("1.G", 1, 9, DSI),
+    # TestParseQuantityString: the scanner takes these as zero
+    (".", 0, 0, DSI),
+    ("1.025Ti", 1025 * 1024**4, -3, BSI),
+    # upstream's scanner needs no digit before a suffix it can take fast
+    ("+", 0, 0, DSI),
+    ("-", 0, 0, DSI),
+    ("Ki", 0, 0, BSI),
+    ("m", 0, 0, DSI),
+    ("00012", 12, 0, DSI),
+]
+
+
+@pytest.mark.parametrize(
+    ("sign", "text", "coefficient", "exponent", "fmt"),
+    [
+        (sign, *row)
+        for sign in ("", "+", "-")
+        for row in PARSE_TABLE
+        if not (sign and row[0] in ("+", "-"))  # a doubled sign is not a number
+    ],
+)
+def test_parse_table(sign: str, text: str, coefficient: int, exponent: int, fmt: Format) -> None:
+    expected = dec(coefficient, exponent)
+    if sign == "-":
+        expected = -expected
+    got = P(sign + text)
+    assert got.amount == expected
+    assert got.format is fmt
+    assert got == Quantity(expected, fmt)
+
+
+def test_parse_keeps_the_fast_path_representation() -> None:
+    # as_approximate_float reads the stored coefficient, so it must match upstream's
+    assert P("1.5").amount.as_tuple() == dec(15, -1).as_tuple()
+    assert P("50k").amount.as_tuple() == dec(50, 3).as_tuple()
+    assert P("1.1Ki").amount.as_tuple().exponent == -9  # the inf.Dec path keeps nano scale
+
+
+# (input, reason) -- upstream's invalid list, then the suffix rules from the notes
+INVALID_TABLE: list[tuple[str, str]] = [
+    ("", ERR_FORMAT_WRONG),
+    ("1.1.M", ERR_FORMAT_WRONG),
+    ("1+1.0M", ERR_FORMAT_WRONG),
+    ("0.1mi", ERR_SUFFIX),
+    ("0.1am", ERR_FORMAT_WRONG),
+    ("aoeu", ERR_FORMAT_WRONG),
+    (".5i", ERR_SUFFIX),
+    ("1i", ERR_SUFFIX),
+    ("-3.01i", ERR_SUFFIX),
+    ("-3.01e-", ERR_SUFFIX),
+    # trailing or leading whitespace is forbidden
+    (" 1", ERR_FORMAT_WRONG),
+    ("1 ", ERR_FORMAT_WRONG),
+    ("Non-Numeric", ERR_FORMAT_WRONG),
+    ("invalid", ERR_FORMAT_WRONG),
+    # right characters, unknown suffix
+    ("1K", ERR_SUFFIX),
+    ("1ki", ERR_SUFFIX),
+    ("1e", ERR_SUFFIX),
+    ("1k0", ERR_SUFFIX),
+    ("1KiB", ERR_FORMAT_WRONG),
+    ("1Ki+5", ERR_SUFFIX),
+    ("1e+", ERR_SUFFIX),
+    ("1ee5", ERR_SUFFIX),
+    ("12Q", ERR_FORMAT_WRONG),
+    ("1e5e5", ERR_FORMAT_WRONG),
+    ("1,5", ERR_FORMAT_WRONG),
+    ("\u0661", ERR_FORMAT_WRONG),  # only ASCII digits count
+    # exponents beyond int32 are rejected (newest upstream), beyond int64 always were
+    ("1e2147483648", ERR_SUFFIX),
+    ("1e-2147483649", ERR_SUFFIX),
+    ("1E6024865272343", ERR_SUFFIX),
+    ("1e9223372036854775807", ERR_SUFFIX),
+    ("1e99999999999999999999", ERR_SUFFIX),
+    # the general path needs a digit
+    (".e-10", ERR_NUMERIC),
+    ("-.e-10", ERR_NUMERIC),
+    ("Ei", ERR_NUMERIC),
+]
+
+
+@pytest.mark.parametrize(("text", "reason"), INVALID_TABLE)
+def test_parse_invalid(text: str, reason: str) -> None:
+    with pytest.raises(QuantityError) as info:
+        P(text)
+    message = str(info.value)
+    assert reason in message
+    assert f'"{text}"' in message  # the message names the input
+    assert isinstance(info.value, ValueError)
+
+
+def test_parse_error_quotes_odd_characters() -> None:
+    with pytest.raises(QuantityError, match=r'"1\\n"'):
+        P("1\n")
+
+
+def test_int32_exponent_bounds_still_parse() -> None:
+    assert P("1e2147483647").amount == Decimal("1e2147483647")
+    assert str(P("1e-2147483648")) == "1e-9"  # rounds up to the nano floor
+
+
+def test_parse_rejects_non_strings() -> None:
+    with pytest.raises(TypeError):
+        P(5)  # type: ignore[arg-type]
+
+
+# -- TestQuantityString ------------------------------------------------------------------
+
+# (quantity, canonical, an alternate spelling that must canonicalise to it)
+STRING_TABLE: list[tuple[Quantity, str, str]] = [
+    (dq(1024**3, 0, BSI), "1Gi", "1024Mi"),
+    (dq(300 * 1024**2, 0, BSI), "300Mi", "307200Ki"),
+    (dq(6 * 1024, 0, BSI), "6Ki", ""),
+    (dq(1001 * 1024**3, 0, BSI), "1001Gi", "1025024Mi"),
+    (dq(1024**4, 0, BSI), "1Ti", "1024Gi"),
+    (dq(5, 0, BSI), "5", "5000m"),
+    (dq(500, -3, BSI), "500m", "0.5"),
+    (dq(1, 9, DSI), "1G", "1000M"),
+    (dq(1000, 6, DSI), "1G", "0.001T"),
+    (dq(1000000, 3, DSI), "1G", ""),
+    (dq(1000000000, 0, DSI), "1G", ""),
+    (dq(1, -3, DSI), "1m", "1000u"),
+    (dq(80, -3, DSI), "80m", ""),
+    (dq(1080, -3, DSI), "1080m", "1.08"),
+    (dq(108, -2, DSI), "1080m", "1080000000n"),
+    (dq(10800, -4, DSI), "1080m", ""),
+    (dq(300, 6, DSI), "300M", ""),
+    (dq(1, 12, DSI), "1T", ""),
+    (dq(1234567, 6, DSI), "1234567M", ""),
+    (dq(1234567, -3, BSI), "1234567m", ""),
+    (dq(3, 3, DSI), "3k", ""),
+    (dq(1025, 0, BSI), "1025", ""),
+    (dq(0, 0, DSI), "0", ""),
+    (dq(0, 0, BSI), "0", ""),
+    (dq(1, 9, DEX), "1e9", ".001e12"),
+    (dq(1, -3, DEX), "1e-3", "0.001e0"),
+    (dq(1, -9, DEX), "1e-9", "1000e-12"),
+    (dq(80, -3, DEX), "80e-3", ""),
+    (dq(300, 6, DEX), "300e6", ""),
+    (dq(1, 12, DEX), "1e12", ""),
+    (dq(1, 3, DEX), "1e3", ""),
+    (dq(3, 3, DEX), "3e3", ""),
+    (dq(3, 3, DSI), "3k", ""),
+    (dq(0, 0, DEX), "0", "00"),
+    (dq(1, -9, DSI), "1n", ""),
+    (dq(80, -9, DSI), "80n", ""),
+    (dq(1080, -9, DSI), "1080n", ""),
+    (dq(108, -8, DSI), "1080n", ""),
+    (dq(10800, -10, DSI), "1080n", ""),
+    (dq(1, -6, DSI), "1u", ""),
+    (dq(80, -6, DSI), "80u", ""),
+    (dq(1080, -6, DSI), "1080u", ""),
+]
+
+
+@pytest.mark.parametrize(("quantity", "canonical", "alternate"), STRING_TABLE)
+def test_string_table(quantity: Quantity, canonical: str, alternate: str) -> None:
+    assert str(quantity) == canonical
+    assert quantity.to_json() == canonical
+    parsed = P(canonical)
+    assert str(parsed) == canonical
+    assert parsed == quantity
+    if alternate:
+        other = P(alternate)
+        assert str(other) == canonical
+        assert other == quantity
+    if not quantity.is_zero():
+        assert str(-quantity) == "-" + canonical  # never "-0"
+    else:
+        assert str(-quantity) == "0"
+
+
+# -- TestQuantityParseEmit -----------------------------------------------------------------
+
+PARSE_EMIT_TABLE = [
+    ("1Ki", "1Ki"),
+    ("1Mi", "1Mi"),
+    ("1Gi", "1Gi"),
+    ("1024Mi", "1Gi"),
+    ("1000M", "1G"),
+    (".001Ki", "1024m"),
+    (".000001Ki", "1024u"),
+    (".000000001Ki", "1024n"),
+    (".000000000001Ki", "2n"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), PARSE_EMIT_TABLE)
+def test_parse_emit(text: str, expected: str) -> None:
+    assert str(P(text)) == expected
+    assert str(P("-" + text)) == "-" + expected
+
+
+# -- TestParseQuantity (int64 boundaries; canonical defaults to the input) ------------------
+
+# (input, exact value, canonical form or None when the input is printed back)
+BOUNDARY_TABLE: list[tuple[str, str, str | None]] = [
+    # 18 digits
+    ("-999999999999999999", "-999999999999999999", None),
+    ("999999999999999999", "999999999999999999", None),
+    ("-999999999999999999.0", "-999999999999999999", "-999999999999999999"),
+    ("999999999999999999.0", "999999999999999999", "999999999999999999"),
+    ("-999999999999999999.1", "-999999999999999999.1", "-999999999999999999100m"),
+    ("999999999999999999.1", "999999999999999999.1", "999999999999999999100m"),
+    # 19 digits
+    ("-9999999999999999999", "-9999999999999999999", None),
+    ("9999999999999999999", "9999999999999999999", None),
+    ("-1E", "-1000000000000000000", None),
+    ("1E", "1000000000000000000", None),
+    ("-1000000000000000000", "-1000000000000000000", "-1E"),
+    ("1000000000000000000", "1000000000000000000", "1E"),
+    ("-9999999999999999999.0", "-9999999999999999999", "-9999999999999999999"),
+    ("9999999999999999999.0", "9999999999999999999", "9999999999999999999"),
+    ("-1.0E", "-1000000000000000000", "-1E"),
+    ("1.0E", "1000000000000000000", "1E"),
+    ("-1000000000000000000.0", "-1000000000000000000", "-1E"),
+    ("1000000000000000000.0", "1000000000000000000", "1E"),
+    ("-9999999999999999999000m", "-9999999999999999999", "-9999999999999999999"),
+    ("9999999999999999999000m", "9999999999999999999", "9999999999999999999"),
+    ("-9999999999999999999.1", "-9999999999999999999.1", "-9999999999999999999100m"),
+    ("9999999999999999999.1", "9999999999999999999.1", "9999999999999999999100m"),
+    ("-1.0000000000000000001E", "-1000000000000000000.1", "-1000000000000000000100m"),
+    ("1.0000000000000000001E", "1000000000000000000.1", "1000000000000000000100m"),
+    ("-1000000000000000000.1", "-1000000000000000000.1", "-1000000000000000000100m"),
+    ("1000000000000000000.1", "1000000000000000000.1", "1000000000000000000100m"),
+    ("-1.000000000000000001E", "-1000000000000000001", "-1000000000000000001"),
+    ("1.000000000000000001E", "1000000000000000001", "1000000000000000001"),
+    ("-1000000000000000001", "-1000000000000000001", None),
+    ("1000000000000000001", "1000000000000000001", None),
+    # 20 digits
+    ("-10E", "-10000000000000000000", None),
+    ("10E", "10000000000000000000", None),
+    ("-10000000000000000000", "-10000000000000000000", "-10E"),
+    ("10000000000000000000", "10000000000000000000", "10E"),
+    ("-10.0E", "-10000000000000000000", "-10E"),
+    ("10.0E", "10000000000000000000", "10E"),
+    ("-10000000000000000000.0", "-10000000000000000000", "-10E"),
+    ("10000000000000000000.0", "10000000000000000000", "10E"),
+    ("-10000000000000000000000m", "-10000000000000000000", "-10E"),
+    ("10000000000000000000000m", "10000000000000000000", "10E"),
+    ("-10.0000000000000000001E", "-10000000000000000000.1", "-10000000000000000000100m"),
+    ("10.0000000000000000001E", "10000000000000000000.1", "10000000000000000000100m"),
+    ("-10000000000000000000.1", "-10000000000000000000.1", "-10000000000000000000100m"),
+    ("10000000000000000000.1", "10000000000000000000.1", "10000000000000000000100m"),
+    ("-10.000000000000000001E", "-10000000000000000001", "-10000000000000000001"),
+    ("10.000000000000000001E", "10000000000000000001", "10000000000000000001"),
+    ("-10000000000000000001", "-10000000000000000001", None),
+    ("10000000000000000001", "10000000000000000001", None),
+    # int64 bounds - 1
+    ("-9223372036854775809", "-9223372036854775809", None),
+    ("9223372036854775806", "9223372036854775806", None),
+    ("-9223372036854775809.0", "-9223372036854775809", "-9223372036854775809"),
+    ("9223372036854775806.0", "9223372036854775806", "9223372036854775806"),
+    ("-9223372036854775809000m", "-9223372036854775809", "-9223372036854775809"),
+    ("9223372036854775806000m", "9223372036854775806", "9223372036854775806"),
+    ("-9223372036854775809.1", "-9223372036854775809.1", "-9223372036854775809100m"),
+    ("9223372036854775806.1", "9223372036854775806.1", "9223372036854775806100m"),
+    # int64 bounds
+    ("-9223372036854775808", "-9223372036854775808", None),
+    ("9223372036854775807", "9223372036854775807", None),
+    ("-9223372036854775808.0", "-9223372036854775808", "-9223372036854775808"),
+    ("9223372036854775807.0", "9223372036854775807", "9223372036854775807"),
+    ("-9223372036854775808000m", "-9223372036854775808", "-9223372036854775808"),
+    ("9223372036854775807000m", "9223372036854775807", "9223372036854775807"),
+    ("-9223372036854775808.1", "-9223372036854775808.1", "-9223372036854775808100m"),
+    ("9223372036854775807.1", "9223372036854775807.1", "9223372036854775807100m"),
+    # int64 bounds + 1
+    ("-9223372036854775807", "-9223372036854775807", None),
+    ("9223372036854775808", "9223372036854775808", None),
+    ("-9223372036854775807.0", "-9223372036854775807", "-9223372036854775807"),
+    ("9223372036854775808.0", "9223372036854775808", "9223372036854775808"),
+    ("-9223372036854775807000m", "-9223372036854775807", "-9223372036854775807"),
+    ("9223372036854775808000m", "9223372036854775808", "9223372036854775808"),
+    ("-9223372036854775807.1", "-9223372036854775807.1", "-9223372036854775807100m"),
+    ("9223372036854775808.1", "9223372036854775808.1", "9223372036854775808100m"),
+]
+
+
+@pytest.mark.parametrize(("text", "value", "canonical"), BOUNDARY_TABLE)
+def test_int64_boundaries(text: str, value: str, canonical: str | None) -> None:
+    q = P(text)
+    assert q.amount == Decimal(value)
+    assert str(q) == (canonical if canonical is not None else text)
+
+
+# -- verbatim printing and the newest upstream fixes ------------------------------------
+
+# (input, str()) -- upstream prints input that looked canonical when parsed verbatim
+VERBATIM_TABLE = [
+    ("+1Ki", "+1Ki"),
+    ("01", "01"),
+    ("1.500k", "1.500k"),
+    ("1E3", "1E3"),
+    ("1.", "1."),
+    ("1.G", "1.G"),
+    ("1025Ki", "1025Ki"),
+    ("1024Ki", "1Mi"),  # a multiple of 8 is not taken as canonical
+    ("8Ki", "8Ki"),
+    ("1.5", "1500m"),
+    ("-0.5", "-500m"),
+    ("1000", "1k"),
+    ("+5", "+5"),
+    ("0", "0"),
+    ("00", "0"),
+    ("-0", "0"),
+]
+
+
+@pytest.mark.parametrize(("text", "printed"), VERBATIM_TABLE)
+def test_verbatim_printing(text: str, printed: str) -> None:
+    q = P(text)
+    assert str(q) == printed
+    assert P(printed) == q
+
+
+def test_canonical_ignores_the_verbatim_text() -> None:
+    assert P("+1Ki").canonical() == "1Ki"
+    assert P("1.500k").canonical() == "1500"
+    # arithmetic results are never verbatim
+    assert str(P("+1Ki") + Quantity()) == "1Ki"
+    assert str(-P("01")) == "-1"
+
+
+# (quantity, str()) -- magnitudes without a suffix of their family use exponent form
+NO_SUFFIX_TABLE: list[tuple[Quantity, str]] = [
+    (P("1000E"), "1e21"),
+    (P("5000E"), "5e21"),
+    (P("1000000E"), "1e24"),
+    (P("10000E"), "10e21"),
+    (P("100E"), "100E"),
+    (P("1000000000000000000000"), "1e21"),
+    (dq(1, 70, BSI), "10e69"),
+    (P("1Ei") * 1024, "1180591620717411303424"),
+    (P("1Ei"), "1Ei"),
+    (Quantity.from_int(2000, BSI), "2000"),
+    (Quantity.from_int(5000, BSI), "5000"),
+    (Quantity.from_scaled(1, -12), "1e-12"),
+    (Quantity.from_scaled(15, -11), "150e-12"),
+]
+
+
+@pytest.mark.parametrize(("quantity", "printed"), NO_SUFFIX_TABLE)
+def test_no_suffix_for_magnitude(quantity: Quantity, printed: str) -> None:
+    assert str(quantity) == printed
+    assert str(-quantity) == "-" + printed
+    exponent = quantity.amount.as_tuple().exponent
+    assert isinstance(exponent, int)
+    if exponent >= -9:  # finer values round up when parsed
+        assert P(printed) == quantity
+
+
+def test_binary_sum_past_the_cap_is_printed_exactly_and_capped_when_parsed() -> None:
+    total = P("4Ei") + P("4Ei")
+    assert str(total) == "8Ei"
+    assert total.amount == 2**63
+    assert P("8Ei").amount == MAX_INT64
+
+
+# -- Cmp ---------------------------------------------------------------------------------
+
+CMP_STRING_TABLE = [
+    ("0", "0", 0),
+    ("100m", "50m", 1),
+    ("50m", "100m", -1),
+    ("10000T", "100Gi", 1),
+    ("1Ki", "1024", 0),
+    ("1k", "1Ki", -1),
+]
+
+CMP_TABLE: list[tuple[Quantity, Quantity, int]] = [
+    (dq(901, -2, DSI), dq(901, -2, DSI), 0),
+    (dq(90, -1, DSI), dq(901, -2, DSI), -1),
+    (dq(901, -2, DSI), dq(900, -2, DSI), 1),
+    (dq(0, 0, DSI), dq(0, 0, DSI), 0),
+    (dq(0, 1, DSI), dq(0, -1, DSI), 0),
+    (dq(0, -1, DSI), dq(0, 1, DSI), 0),
+    (dq(800, -3, DSI), dq(1, 0, DSI), -1),
+    (dq(800, -3, DSI), dq(79, -2, DSI), 1),
+    (dq(MAX_INT64, 0, DSI), dq(1, -1, DSI), 1),
+    (dq(MAX_INT64, 1, DSI), dq(1, 0, DSI), 1),
+    (dq(MAX_INT64, 1, DSI), dq(1, 1, DSI), 1),
+    (dq(MAX_INT64, 1, DSI), dq(0, 1, DSI), 1),
+    (dq(MAX_INT64, -16, DSI), dq(1, 3, DSI), -1),
+    (dq(MIN_INT64, 0, DSI), dq(0, 0, DSI), -1),
+    (dq(MIN_INT64, -18, DSI), dq(-1, 0, DSI), -1),
+    (dq(MIN_INT64, -19, DSI), dq(-1, 0, DSI), 1),
+    (dq(10**18, -17, DSI), dq(1, 1, DSI), 0),
+    (dq(10**18, -17, DSI), dq(-10, 0, DSI), 1),
+    (dq(-(10**18), -17, DSI), dq(-10, 0, DSI), 0),
+    (dq(10**18, -17, DSI), dq(1, 0, DSI), 1),
+    (dq(10**18 + 1, -17, DSI), dq(1, 1, DSI), 1),
+    (dq(10**18 - 1, -17, DSI), dq(1, 1, DSI), -1),
+    (Quantity(), dq(10, 0, DSI), -1),
+    (Quantity(), dq(-10, 0, DSI), 1),
+]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [(P(x), P(y), c) for x, y, c in CMP_STRING_TABLE] + CMP_TABLE,
+)
+def test_cmp(a: Quantity, b: Quantity, expected: int) -> None:
+    assert a.cmp(b) == expected
+    assert b.cmp(a) == -expected
+    assert (a == b) is (expected == 0)
+    assert (a < b) is (expected < 0)
+    assert (a <= b) is (expected <= 0)
+    assert (a > b) is (expected > 0)
+    assert (a >= b) is (expected >= 0)
+    if expected == 0:
+        assert hash(a) == hash(b)
+
+
+def test_equality_ignores_format_but_str_does_not() -> None:
+    a, b = P("1Ki"), P("1024")
+    assert a == b
+    assert {a, b} == {a}
+    assert str(a) != str(b)
+
+
+def test_comparing_with_other_types() -> None:
+    assert P("1") != 1  # type: ignore[comparison-overlap]
+    with pytest.raises(TypeError):
+        _ = P("1") < 1  # type: ignore[operator]
+
+
+# -- RoundUp ------------------------------------------------------------------------------
+
+ROUND_UP_TABLE = [
+    ("9.01", -3, dq(901, -2, DSI), True),
+    ("9.01", -2, dq(901, -2, DSI), True),
+    ("9.01", -1, dq(91, -1, DSI), False),
+    ("9.01", 0, dq(10, 0, DSI), False),
+    ("9.01", 1, dq(10, 0, DSI), False),
+    ("9.01", 2, dq(100, 0, DSI), False),
+    ("-9.01", -3, dq(-901, -2, DSI), True),
+    ("-9.01", -2, dq(-901, -2, DSI), True),
+    ("-9.01", -1, dq(-91, -1, DSI), False),
+    ("-9.01", 0, dq(-10, 0, DSI), False),
+    ("-9.01", 1, dq(-10, 0, DSI), False),
+    ("-9.01", 2, dq(-100, 0, DSI), False),
+]
+
+
+@pytest.mark.parametrize(("text", "scale", "expected", "exact"), ROUND_UP_TABLE)
+def test_round_up(text: str, scale: int, expected: Quantity, exact: bool) -> None:
+    original = P(text)
+    rounded, was_exact = original.round_up(scale)
+    assert rounded == expected
+    assert was_exact is exact
+    assert original == P(text)  # the original is untouched
+
+
+# -- Value, MilliValue, ScaledValue -------------------------------------------------------
+
+# (input, value(), milli_value())
+VALUE_TABLE = [
+    ("1", 1, 1000),
+    ("1.2", 2, 1200),
+    ("-1.2", -2, -1200),
+    ("100m", 1, 100),
+    ("-100m", -1, -100),
+    ("1001m", 2, 1001),
+    ("0.1m", 1, 1),
+    ("-0.1m", -1, -1),
+    ("1n", 1, 1),
+    ("-1n", -1, -1),
+    ("1.1Ki", 1127, 1126400),
+    ("-1.1Ki", -1127, -1126400),
+    ("1.5Gi", 1610612736, 1610612736000),
+    ("1Mi", 1024 * 1024, 1024 * 1024 * 1000),
+    ("0", 0, 0),
+    ("9Ei", MAX_INT64, MAX_INT64 * 1000),
+    # no int64 wrap-around: the exact value
+    ("10E", 10**19, 10**22),
+]
+
+
+@pytest.mark.parametrize(("text", "value", "milli"), VALUE_TABLE)
+def test_value_rounds_away_from_zero(text: str, value: int, milli: int) -> None:
+    q = P(text)
+    assert q.value() == value
+    assert q.milli_value() == milli
+
+
+def test_value_of_an_absurd_magnitude_is_refused_not_computed() -> None:
+    q = P("1e2000000001")
+    assert str(q) == "1e2000000001"
+    with pytest.raises(OverflowError):
+        q.value()
+
+
+# TestMilliNewSet: (milli value, format, str(), whether it round-trips exactly)
+MILLI_TABLE = [
+    (1, DSI, "1m", True),
+    (1000, DSI, "1", True),
+    (1234000, DSI, "1234", True),
+    (1024, BSI, "1024m", False),  # format changes
+    (1000000, DEX, "1e3", True),
+    (1024 * 1024, BSI, "1048576m", False),  # format changes
+]
+
+
+@pytest.mark.parametrize(("value", "fmt", "expected", "exact"), MILLI_TABLE)
+def test_from_milli(value: int, fmt: Format, expected: str, exact: bool) -> None:
+    q = Quantity.from_milli(value, fmt)
+    assert str(q) == expected
+    assert q.milli_value() == value
+    if exact:
+        assert P(str(q)).milli_value() == value
+
+
+# TestNewSet
+NEW_TABLE = [
+    (1, DSI, "1"),
+    (1000, DSI, "1k"),
+    (1234000, DSI, "1234k"),
+    (1024, BSI, "1Ki"),
+    (1000000, DEX, "1e6"),
+    (1024 * 1024, BSI, "1Mi"),
+]
+
+
+@pytest.mark.parametrize(("value", "fmt", "expected"), NEW_TABLE)
+def test_from_int(value: int, fmt: Format, expected: str) -> None:
+    q = Quantity.from_int(value, fmt)
+    assert str(q) == expected
+    assert P(str(q)).value() == value
+    assert Quantity(value, fmt) == q
+
+
+# TestNewScaledSet
+SCALED_TABLE = [
+    (1, Scale.NANO, "1n"),
+    (1000, Scale.NANO, "1u"),
+    (1, Scale.MICRO, "1u"),
+    (1000, Scale.MICRO, "1m"),
+    (1, Scale.MILLI, "1m"),
+    (1000, Scale.MILLI, "1"),
+    (1, 0, "1"),
+    (0, Scale.NANO, "0"),
+    (0, Scale.MICRO, "0"),
+    (0, Scale.MILLI, "0"),
+    (0, 0, "0"),
+]
+
+
+@pytest.mark.parametrize(("value", "scale", "expected"), SCALED_TABLE)
+def test_from_scaled(value: int, scale: int, expected: str) -> None:
+    q = Quantity.from_scaled(value, scale)
+    assert str(q) == expected
+    assert P(str(q)).scaled_value(scale) == value
+
+
+# TestScaledValue: NewScaledQuantity(1, from).ScaledValue(to)
+SCALED_VALUE_TABLE = [
+    (Scale.NANO, Scale.NANO, 1),
+    (Scale.NANO, Scale.MICRO, 1),
+    (Scale.NANO, Scale.MILLI, 1),
+    (Scale.NANO, 0, 1),
+    (Scale.MICRO, Scale.NANO, 1000),
+    (Scale.MICRO, Scale.MICRO, 1),
+    (Scale.MICRO, Scale.MILLI, 1),
+    (Scale.MICRO, 0, 1),
+    (Scale.MILLI, Scale.NANO, 1000 * 1000),
+    (Scale.MILLI, Scale.MICRO, 1000),
+    (Scale.MILLI, Scale.MILLI, 1),
+    (Scale.MILLI, 0, 1),
+    (0, Scale.NANO, 1000 * 1000 * 1000),
+    (0, Scale.MICRO, 1000 * 1000),
+    (0, Scale.MILLI, 1000),
+    (0, 0, 1),
+    (2, -2, 100 * 100),
+]
+
+
+@pytest.mark.parametrize(("source", "target", "expected"), SCALED_VALUE_TABLE)
+def test_scaled_value(source: int, target: int, expected: int) -> None:
+    assert Quantity.from_scaled(1, source).scaled_value(target) == expected
+
+
+def test_constructors_reject_inexact_inputs() -> None:
+    with pytest.raises(TypeError, match=r"Quantity\.parse"):
+        Quantity("1Gi")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        Quantity(1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        Quantity(True)
+    with pytest.raises(QuantityError):
+        Quantity(Decimal("NaN"))
+    with pytest.raises(ValueError):
+        Quantity(1, "invalidFormat")
+    with pytest.raises(TypeError):
+        Quantity.from_int(1.0)  # type: ignore[arg-type]
+    assert Quantity(1, "BinarySI").format is BSI
+    assert Quantity(Decimal("-0")).sign() == 0
+
+
+# -- Add, Sub, Neg, Mul ---------------------------------------------------------------------
+
+ZERO = Quantity(0, DSI)
+
+ADD_TABLE = [
+    (dq(10, 0, DSI), dq(1, 1, DSI), dq(20, 0, DSI), DSI),
+    (dq(10, 0, DSI), dq(1, 0, BSI), dq(11, 0, DSI), DSI),
+    (dq(10, 0, BSI), dq(1, 0, DSI), dq(11, 0, BSI), BSI),
+    (ZERO, dq(50, 0, DSI), dq(50, 0, DSI), DSI),
+    (dq(50, 0, DSI), ZERO, dq(50, 0, DSI), DSI),
+    (ZERO, ZERO, dq(0, 0, DSI), DSI),
+    (ZERO, dq(1, 0, BSI), dq(1, 0, BSI), BSI),  # a zero takes the other's format
+]
+
+
+@pytest.mark.parametrize(("a", "b", "expected", "fmt"), ADD_TABLE)
+def test_add(a: Quantity, b: Quantity, expected: Quantity, fmt: Format) -> None:
+    total = a + b
+    assert total == expected
+    assert total.format is fmt
+
+
+SUB_TABLE = [
+    (dq(10, 0, DSI), dq(1, 1, DSI), dq(0, 0, DSI), DSI),
+    (dq(10, 0, DSI), dq(1, 0, BSI), dq(9, 0, DSI), DSI),
+    (dq(10, 0, BSI), dq(1, 0, DSI), dq(9, 0, BSI), BSI),
+    (ZERO, dq(50, 0, DSI), dq(-50, 0, DSI), DSI),
+    (dq(50, 0, DSI), ZERO, dq(50, 0, DSI), DSI),
+    (ZERO, ZERO, dq(0, 0, DSI), DSI),
+    (ZERO, dq(1, 0, BSI), dq(-1, 0, BSI), BSI),
+]
+
+
+@pytest.mark.parametrize(("a", "b", "expected", "fmt"), SUB_TABLE)
+def test_sub(a: Quantity, b: Quantity, expected: Quantity, fmt: Format) -> None:
+    difference = a - b
+    assert difference == expected
+    assert difference.format is fmt
+
+
+@pytest.mark.parametrize("text", ["100m", "1Gi"])
+def test_adding_or_subtracting_zero_keeps_the_suffix(text: str) -> None:
+    value, zero = P(text), P("0")
+    assert str(value + zero) == text
+    assert str(zero + value) == text
+    assert str(value - zero) == text
+    assert str(zero - value) == str(-value)
+
+
+def test_a_zero_result_prints_as_zero() -> None:
+    assert str(P("1000m") - P("1")) == "0"
+    assert str(P("1Ki") - P("1024")) == "0"
+
+
+NEG_TABLE = [
+    (dq(0, 0, DSI), dq(0, 0, DSI)),
+    (Quantity(), Quantity()),
+    (dq(10, 0, BSI), dq(-10, 0, BSI)),
+    (dq(-10, 0, BSI), dq(10, 0, BSI)),
+]
+
+
+@pytest.mark.parametrize(("a", "expected"), NEG_TABLE)
+def test_neg(a: Quantity, expected: Quantity) -> None:
+    assert -a == expected
+    negated = -a
+    assert negated.format is a.format
+    assert -negated == a
+
+
+@pytest.mark.parametrize("quantity", [dq(901, -2, DSI), P("9.01")])
+def test_neg_prints_exact_value(quantity: Quantity) -> None:
+    negated = -quantity
+    assert str(negated) == "-9010m"
+    assert negated != quantity
+
+
+MUL_TABLE = [
+    (dq(10, 0, DSI), 10, dq(100, 0, DSI)),
+    (dq(10, 0, DSI), 1, dq(10, 0, DSI)),
+    (dq(10, 0, BSI), 1, dq(10, 0, BSI)),
+    (ZERO, 50, dq(0, 0, DSI)),
+    (dq(50, 0, DSI), 0, dq(0, 0, DSI)),
+    (ZERO, 0, dq(0, 0, DSI)),
+    (dq(10, 0, DSI), -10, dq(-100, 0, DSI)),
+    (dq(-10, 0, DSI), 1, dq(-10, 0, DSI)),
+    (dq(10, 0, BSI), -1, dq(-10, 0, BSI)),
+    (dq(-50, 0, DSI), 0, dq(0, 0, DSI)),
+    (dq(-50, 0, DSI), -50, dq(2500, 0, DSI)),
+    (ZERO, -50, dq(0, 0, DSI)),
+    (dq(MAX_INT64, 0, DSI), 0, dq(0, 1, DSI)),
+    (dq(MAX_INT64, 0, DSI), 1, dq(MAX_INT64, 0, DSI)),
+    (dq(MAX_INT64, 0, DSI), -1, dq(-MAX_INT64, 0, DSI)),
+    (dq(MAX_INT64 // 2, 0, DSI), 2, dq((MAX_INT64 // 2) * 2, 0, DSI)),
+    (dq(MAX_INT64, 0, DSI), 2, dq(MAX_INT64 * 2, 0, DSI)),
+    (dq(MAX_INT64, 0, DSI), 10, dq(MAX_INT64, 1, DSI)),
+    (dq(MAX_INT64, 0, DSI), -10, dq(-MAX_INT64, 1, DSI)),
+    (dq(MIN_INT64, 0, DSI), 0, dq(0, 1, DSI)),
+    (dq(MIN_INT64, 0, DSI), 1, dq(MIN_INT64, 0, DSI)),
+    (dq(MIN_INT64, 0, DSI), -1, dq(MAX_INT64 + 1, 0, DSI)),
+    (dq(MIN_INT64 // 2, 0, DSI), 2, dq(MIN_INT64, 0, DSI)),
+    (dq(MIN_INT64, 0, DSI), 2, dq(MIN_INT64 * 2, 0, DSI)),
+    (dq(MIN_INT64, 0, DSI), 10, dq(MIN_INT64, 1, DSI)),
+    (dq(MIN_INT64, 0, DSI), -10, dq(MAX_INT64 + 1, 1, DSI)),
+]
+
+
+@pytest.mark.parametrize(("a", "factor", "expected"), MUL_TABLE)
+def test_mul(a: Quantity, factor: int, expected: Quantity) -> None:
+    assert a * factor == expected
+    assert factor * a == expected
+    assert (a * factor).format is a.format
+
+
+def test_add_and_sub_need_quantities() -> None:
+    with pytest.raises(TypeError):
+        _ = P("1") + 1  # type: ignore[operator]
+    with pytest.raises(TypeError):
+        _ = P("1") * 1.5  # type: ignore[operator]
+
+
+# -- AsApproximateFloat64 ---------------------------------------------------------------
+
+M7 = 7 * 1024 * 1024
+FLOAT_TABLE: list[tuple[Quantity, float]] = [
+    *[(dq(0, 0, f), 0.0) for f in (DSI, DEX, BSI)],
+    *[(dq(1, 0, f), 1.0) for f in (DSI, DEX, BSI)],
+    (dq(1024, 0, BSI), 1024.0),
+    (dq(8 * 1024, 0, BSI), 8.0 * 1024),
+    *[
+        row
+        for f in (BSI, DSI, DEX)
+        for row in [
+            (dq(M7, 0, f), float(M7)),
+            (dq(M7, 1, f), float(M7 * 10)),
+            (dq(M7, 4, f), float(M7 * 10000)),
+            (dq(M7, 8, f), float(M7 * 100000000)),
+            # upstream multiplies by a float power of ten; that rounds like this
+            (dq(M7, -1, f), M7 * 0.1),
+            (dq(M7, -8, f), M7 / 100000000.0),
+        ]
+    ],
+    (dq(1024, 0, DSI), 1024.0),
+    (dq(1024, 0, DEX), 1024.0),
+    (Quantity(MAX_INT64, DSI), float(MAX_INT64)),
+    (Quantity(MAX_INT64, BSI), float(MAX_INT64)),
+    (dq(12, 18, DSI), 1.2e19),
+    (dq(12, 500, DSI), math.inf),
+    (dq(-12, 500, DSI), -math.inf),
+    (P("2Ki"), 2048.0),
+    (P("1.1Ki"), 1126.4),
+    (P("1Mi"), 1.048576e06),
+    (P("2Gi"), 2.147483648e09),
+]
+
+
+@pytest.mark.parametrize(("quantity", "expected"), FLOAT_TABLE)
+def test_as_approximate_float(quantity: Quantity, expected: float) -> None:
+    assert quantity.as_approximate_float() == expected
+
+
+# -- JSON --------------------------------------------------------------------------------
+
+JSON_TABLE: list[tuple[str | int | float | None, str]] = [
+    (" 1", "1"),
+    ("1 ", "1"),
+    (1, "1"),
+    (10, "10"),
+    (-1, "-1"),
+    (" -1", "-1"),
+    ("\t1Gi\n", "1Gi"),
+    (0.5, "500m"),
+    (None, "0"),
+]
+
+
+@pytest.mark.parametrize(("value", "expected"), JSON_TABLE)
+def test_from_json(value: str | int | float | None, expected: str) -> None:
+    q = Quantity.from_json(value)
+    assert str(q) == expected
+    assert Quantity.from_json(q.to_json()) == q
+
+
+def test_from_json_rejects() -> None:
+    with pytest.raises(QuantityError):
+        Quantity.from_json("")
+    with pytest.raises(QuantityError):
+        Quantity.from_json("1 Gi")
+    with pytest.raises(TypeError):
+        Quantity.from_json(True)
+    with pytest.raises(TypeError):
+        Quantity.from_json([1])  # type: ignore[arg-type]
+
+
+# -- immutability ------------------------------------------------------------------------
+
+
+def test_quantity_is_immutable_and_hashable() -> None:
+    q = P("1Gi")
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        q.amount = Decimal(1)  # type: ignore[misc]
+    assert {q: "memory"}[P("1024Mi")] == "memory"
+
+
+# -- properties ----------------------------------------------------------------------------
+
+formats = st.sampled_from(list(Format))
+
+
+@st.composite
+def quantities(draw: st.DrawFn) -> Quantity:
+    coefficient = draw(st.integers(min_value=-(10**21), max_value=10**21))
+    exponent = draw(st.integers(min_value=-9, max_value=24))
+    fmt = draw(formats)
+    q = Quantity(dec(coefficient, exponent), fmt)
+    # binary values above the int64 cap print with a binary suffix and re-parse capped
+    assume(fmt is not BSI or abs(q.amount) <= MAX_INT64)
+    return q
+
+
+SUFFIXES = ["", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
+
+
+@st.composite
+def quantity_strings(draw: st.DrawFn) -> str:
+    sign = draw(st.sampled_from(["", "+", "-"]))
+    whole = draw(st.text("0123456789", min_size=1, max_size=22))
+    fraction = draw(st.none() | st.text("0123456789", max_size=12))
+    suffix = draw(
+        st.sampled_from(SUFFIXES)
+        | st.builds(
+            lambda e, sgn, n: f"{e}{sgn}{n}",
+            st.sampled_from("eE"),
+            st.sampled_from(["", "+", "-"]),
+            st.integers(min_value=0, max_value=30),
+        )
+    )
+    return sign + whole + ("" if fraction is None else "." + fraction) + suffix
+
+
+@given(quantities())
+def test_str_round_trips(q: Quantity) -> None:
+    assert P(str(q)) == q
+    assert Quantity.from_json(q.to_json()) == q
+
+
+@given(quantity_strings())
+def test_parse_then_print_is_stable(text: str) -> None:
+    q = P(text)
+    printed = str(q)
+    again = P(printed)
+    assert again == q
+    # after one more step the text is a fixed point
+    settled = str(again)
+    assert str(P(settled)) == settled
+    assert P(settled) == q
+
+
+@given(quantity_strings())
+def test_parsed_precision_is_nano_rounded_away_from_zero(text: str) -> None:
+    q = P(text)
+    exponent = q.amount.as_tuple().exponent
+    assert isinstance(exponent, int)
+    assert exponent >= -9 or q.is_zero()
+
+
+@given(quantities(), quantities())
+def test_arithmetic_is_exact(a: Quantity, b: Quantity) -> None:
+    assert (a + b) - b == a
+    assert a - a == Quantity()
+    negated = -a
+    assert -negated == a
+    # (Decimal's own + would round to 28 digits here; Fraction does not)
+    assert Fraction((a + b).amount) == Fraction(a.amount) + Fraction(b.amount)
+    assert Fraction((a - b).amount) == Fraction(a.amount) - Fraction(b.amount)
+    assert a.cmp(b) == (a.amount > b.amount) - (a.amount < b.amount)
+    assert (a < b) == (a.amount < b.amount)
+    assert a * 3 == a + a + a
+
+
+@given(quantities(), st.sampled_from([-9, -6, -3, 0, 3]))
+def test_scaled_value_is_ceiling_of_magnitude(q: Quantity, scale: int) -> None:
+    exact = Fraction(q.amount) / Fraction(10) ** scale
+    magnitude = math.ceil(abs(exact))
+    assert q.scaled_value(scale) == (magnitude if exact >= 0 else -magnitude)
+    assert q.sign() == (exact > 0) - (exact < 0)
