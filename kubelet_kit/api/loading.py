@@ -1,0 +1,360 @@
+"""Loading pod manifests: dicts, YAML or JSON text, files and directories.
+
+What a file may hold: one pod, several YAML documents (``---``), a ``kind: List``
+whose ``items`` are pods, or the same in JSON. Empty documents are skipped. Every pod
+remembers where it came from (``Pod.source``: the file path).
+
+Bad input never escapes as anything but :class:`~kubelet_kit.errors.ValidationError`,
+whose ``errors`` list every problem found (type errors while decoding and every
+validation rule), each with its Kubernetes-style field path.
+
+Unknown fields are tolerated and kept (``extra`` on each model; written back by
+``to_dict``), like the kubelet's file source, which decodes without rejecting unknown
+fields. ``strict=True`` reports them as errors instead (``unknown field "..."``), as
+``kubectl --validate=strict`` does.
+
+A pod without ``metadata.uid`` gets a deterministic one (:func:`static_pod_uid`),
+derived like the kubelet derives it for static pods: an MD5 over the defaulted pod,
+then ``host:<nodeName>`` and ``file:<source>`` (``url:<source>`` for URLs). The bytes
+hashed are this package's canonical JSON of the pod, not Go's object dump, so the
+values differ from the kubelet's; the properties are the same: same input, same uid;
+other content, source or node, another uid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+from kubelet_kit.api.pod import Container, Pod
+from kubelet_kit.api.serde import decode
+from kubelet_kit.api.validation import validate_pod
+from kubelet_kit.errors import FieldError, ValidationError
+
+__all__ = [
+    "MANIFEST_SUFFIXES",
+    "ManifestResult",
+    "apply_defaults",
+    "load_manifests",
+    "load_pod",
+    "parse_documents",
+    "read_manifests",
+    "static_pod_uid",
+]
+
+#: File name endings read from a directory (other files there are ignored, and so
+#: are hidden files, as the kubelet ignores them).
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+#: Kubernetes fields that this package keeps as data in ``extra`` rather than
+#: modelling; ``strict=True`` does not report them as unknown.
+_PASSTHROUGH = frozenset({
+    "metadata.managedFields", "metadata.finalizers", "metadata.selfLink",
+    "spec.ephemeralContainers", "spec.schedulingGates", "spec.hostUsers",
+    "spec.setHostnameAsFQDN", "spec.topologySpreadConstraints", "spec.resourceClaims",
+    "spec.serviceAccount", "spec.hostnameOverride", "status.resize",
+    "status.resourceClaimStatuses", "status.observedGeneration",
+})
+
+
+@attrs.frozen
+class ManifestResult:
+    """One pod document read from a file: the pod, or the problems found in it.
+
+    Attributes:
+        source: The file path (or ``"<input>"``).
+        index: Position of the document within the file (0-based) or None when the
+            file holds a single object.
+        pod: The loaded pod, or None when there were errors.
+        errors: Every problem found in this document.
+    """
+
+    source: str
+    index: int | None
+    pod: Pod | None
+    errors: tuple[FieldError, ...] = ()
+
+    @property
+    def location(self) -> str:
+        """``<file>`` or ``<file>[<index>]`` for multi-document files."""
+        return self.source if self.index is None else f"{self.source}[{self.index}]"
+
+
+def static_pod_uid(
+    pod: Pod | Mapping[str, Any], *, source: str | None, node_name: str = "",
+    is_file: bool = True,
+) -> str:
+    """A deterministic uid for a pod that came without one (static pods).
+
+    Args:
+        pod: The (defaulted) pod, or its JSON shape. Its own uid is ignored.
+        source: The file path or URL it was read from.
+        node_name: The node's name; the kubelet hashes ``host:<nodeName>`` for files.
+        is_file: Whether ``source`` is a file (else a URL, hashed as ``url:<source>``).
+
+    Returns:
+        32 lowercase hex digits (an MD5 digest), as the kubelet's generated uids are.
+    """
+    data = pod.to_dict() if isinstance(pod, Pod) else dict(pod)
+    meta = dict(data.get("metadata") or {})
+    meta.pop("uid", None)
+    data["metadata"] = meta
+    hasher = hashlib.md5(usedforsecurity=False)
+    hasher.update(json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode())
+    if is_file:
+        hasher.update(f"host:{node_name}".encode())
+        hasher.update(f"file:{source or ''}".encode())
+    else:
+        hasher.update(f"url:{source or ''}".encode())
+    return hasher.hexdigest()
+
+
+def apply_defaults(pod: Pod) -> Pod:
+    """Apply the API defaults that depend on several fields (what attrs defaults cannot).
+
+    The rules: a container resource (and a pod-level one) with a limit but no
+    request gets the limit as its request; with ``hostNetwork`` a container port
+    without ``hostPort`` gets its ``containerPort`` as ``hostPort``. The loader calls
+    this; call it yourself for pods you build in code to get the API server's view.
+    """
+    spec = pod.spec
+
+    def fix(cs: tuple[Container, ...]) -> tuple[Container, ...]:
+        out = []
+        for c in cs:
+            c = attrs.evolve(c, resources=c.resources.with_defaults())
+            if spec.host_network:
+                ports = tuple(p if p.host_port else attrs.evolve(p, host_port=p.container_port)
+                              for p in c.ports)
+                c = attrs.evolve(c, ports=ports)
+            out.append(c)
+        return tuple(out)
+
+    spec = attrs.evolve(
+        spec,
+        containers=fix(spec.containers),
+        init_containers=fix(spec.init_containers),
+        resources=spec.resources.with_defaults() if spec.resources is not None else None,
+    )
+    return attrs.evolve(pod, spec=spec)
+
+
+def _covered(path: str, bad: list[str]) -> bool:
+    """Whether ``path`` lies at or under a path that already failed to decode."""
+    return any(path == b or path.startswith((b + ".", b + "[")) for b in bad)
+
+
+def _pod_from_object(
+    data: Any, *, source: str | None, node_name: str, strict: bool
+) -> tuple[Pod | None, list[FieldError]]:
+    errors: list[FieldError] = []
+    unknown: list[str] = []
+    pod = decode(Pod, data, errors=errors, unknown=unknown)
+    if not isinstance(data, Mapping):
+        return None, errors
+    # The model defaults apiVersion and kind; a manifest must still name them.
+    for key in ("apiVersion", "kind"):
+        if not data.get(key):
+            errors.append(FieldError(key, "Required value"))
+    bad = [e.path for e in errors]
+    # Validation runs even after decode errors so that every problem is reported;
+    # a field that failed to decode is not reported a second time.
+    errors.extend(e for e in validate_pod(pod) if not _covered(e.path, bad))
+    if strict:
+        errors.extend(
+            FieldError(p, f'unknown field "{p}"') for p in unknown if p not in _PASSTHROUGH
+        )
+    if errors:
+        return None, errors
+    pod = apply_defaults(pod)
+    if not pod.metadata.uid:
+        uid = static_pod_uid(pod, source=source, node_name=node_name)
+        pod = attrs.evolve(pod, metadata=attrs.evolve(pod.metadata, uid=uid))
+    return attrs.evolve(pod, source=source), []
+
+
+def parse_documents(text: str, *, source: str = "<input>") -> list[tuple[int | None, Any]]:
+    """Split manifest text into objects: JSON, or YAML with one or more documents.
+
+    A ``kind: List`` (or ``PodList``) is expanded into its ``items``. Empty YAML
+    documents are skipped.
+
+    Args:
+        text: The file's content.
+        source: Name used in error messages.
+
+    Returns:
+        ``(index, object)`` pairs; ``index`` is None when the text holds one object.
+
+    Raises:
+        ValidationError: The text is not valid JSON/YAML (the message gives the line
+            and column) or a List has no ``items`` list.
+    """
+    stripped = text.lstrip()
+    objects: list[Any]
+    if stripped.startswith(("{", "[")):
+        try:
+            objects = [json.loads(text)]
+        except json.JSONDecodeError as exc:
+            raise ValidationError.single(
+                "", f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+                source=source) from None
+    else:
+        try:
+            objects = [d for d in yaml.safe_load_all(text) if d is not None]
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            problem = getattr(exc, "problem", None) or str(exc)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+            raise ValidationError.single("", f"invalid YAML: {problem}{where}",
+                                         source=source) from None
+    expanded: list[Any] = []
+    for obj in objects:
+        if isinstance(obj, Mapping) and obj.get("kind") in ("List", "PodList"):
+            items = obj.get("items")
+            if not isinstance(items, list):
+                raise ValidationError.single("items", "Required value: a List needs an "
+                                             "items list", source=source)
+            expanded.extend(items)
+        else:
+            expanded.append(obj)
+    if len(expanded) == 1 and len(objects) == 1 and not (
+        isinstance(objects[0], Mapping) and objects[0].get("kind") in ("List", "PodList")
+    ):
+        return [(None, expanded[0])]
+    return list(enumerate(expanded))
+
+
+def load_pod(
+    data: Mapping[str, Any] | str | bytes, *, source: str | None = None, node_name: str = "",
+    strict: bool = False,
+) -> Pod:
+    """Load one pod from a dict, or YAML or JSON text, applying Kubernetes' defaults.
+
+    Args:
+        data: Parsed JSON (a mapping in camelCase) or the manifest text.
+        source: Where it came from (file path or URL); kept as ``Pod.source`` and
+            used in the generated uid.
+        node_name: The node's name, used in the generated uid.
+        strict: Report unknown fields as errors instead of keeping them.
+
+    Returns:
+        The pod, with ``metadata.uid`` generated if it had none.
+
+    Raises:
+        ValidationError: Anything wrong with the input; ``errors`` lists it all.
+    """
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValidationError.single("", f"not UTF-8 text: {exc}", source=source) from None
+    obj: Any
+    if isinstance(data, str):
+        docs = parse_documents(data, source=source or "<input>")
+        if len(docs) != 1:
+            raise ValidationError.single(
+                "", f"expected exactly one pod, found {len(docs)} objects "
+                "(use load_manifests for several)", source=source)
+        obj = docs[0][1]
+    else:
+        obj = data
+    pod, errors = _pod_from_object(obj, source=source, node_name=node_name, strict=strict)
+    if pod is None:
+        raise ValidationError(errors, source=source)
+    return pod
+
+
+def _manifest_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(
+            p for p in path.iterdir()
+            if p.is_file() and not p.name.startswith(".") and p.suffix in MANIFEST_SUFFIXES
+        )
+    return [path]
+
+
+def _read_file(path: Path, *, node_name: str, strict: bool) -> Iterator[ManifestResult]:
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        yield ManifestResult(source, None, None, (FieldError("", f"cannot read: {reason}"),))
+        return
+    try:
+        docs = parse_documents(text, source=source)
+    except ValidationError as exc:
+        yield ManifestResult(source, None, None, tuple(exc.errors))
+        return
+    if not docs:
+        yield ManifestResult(source, None, None, (FieldError("", "no pod in file"),))
+        return
+    for index, obj in docs:
+        pod, errors = _pod_from_object(obj, source=source, node_name=node_name, strict=strict)
+        yield ManifestResult(source, index, pod, tuple(errors))
+
+
+def read_manifests(
+    *paths: str | os.PathLike[str], node_name: str = "", strict: bool = False
+) -> list[ManifestResult]:
+    """Read every pod document under the given files and directories.
+
+    Never raises for bad content: each document's problems are in its result, so
+    one bad pod does not hide the others. A directory is read one level deep, files
+    ending in ``.yaml``, ``.yml`` or ``.json`` in name order, hidden files skipped.
+
+    Args:
+        paths: Files or directories.
+        node_name: The node's name, used in generated uids.
+        strict: Report unknown fields as errors.
+
+    Returns:
+        One result per document, in file order.
+    """
+    results: list[ManifestResult] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            results.append(ManifestResult(str(path), None, None,
+                                          (FieldError("", "cannot read: no such file or "
+                                                          "directory"),)))
+            continue
+        for file in _manifest_files(path):
+            results.extend(_read_file(file, node_name=node_name, strict=strict))
+    return results
+
+
+def load_manifests(
+    path: str | os.PathLike[str], *, node_name: str = "", strict: bool = False
+) -> list[Pod]:
+    """Load every pod from a manifest file or a directory of them.
+
+    Args:
+        path: A file (one or several pods) or a directory (see :func:`read_manifests`).
+        node_name: The node's name, used in generated uids.
+        strict: Report unknown fields as errors.
+
+    Returns:
+        The pods, in file and document order, each with ``source`` set to its file.
+
+    Raises:
+        ValidationError: Some document was bad. ``errors`` lists the problems of every
+            document, each path prefixed with ``<file>: `` or ``<file>[<index>]: ``.
+    """
+    results = read_manifests(path, node_name=node_name, strict=strict)
+    problems = [
+        FieldError(f"{r.location}: {e.path}" if e.path else r.location, e.message)
+        for r in results
+        for e in r.errors
+    ]
+    if problems:
+        raise ValidationError(problems, source=os.fspath(path))
+    return [r.pod for r in results if r.pod is not None]

@@ -1,0 +1,130 @@
+"""The shape of a pod's status (``v1.PodStatus``): phase, conditions, container states.
+
+Only the shape lives here; computing phase and conditions is the status subsystem's
+work. Timestamps are timezone-aware datetimes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from kubelet_kit.api.quantity import Quantity
+from kubelet_kit.api.serde import Model
+
+__all__ = [
+    "ContainerState",
+    "ContainerStateRunning",
+    "ContainerStateTerminated",
+    "ContainerStateWaiting",
+    "ContainerStatus",
+    "PodCondition",
+    "PodIP",
+    "PodStatus",
+]
+
+
+@attrs.frozen(kw_only=True)
+class PodCondition(Model):
+    """One pod condition (``PodScheduled``, ``Initialized``, ``ContainersReady``,
+    ``Ready``, ``PodReadyToStartContainers``, ...); ``status`` is ``"True"``,
+    ``"False"`` or ``"Unknown"``."""
+
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    last_probe_time: _dt.datetime | None = None
+    last_transition_time: _dt.datetime | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PodIP(Model):
+    """One IP address of the pod (or host)."""
+
+    ip: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ContainerStateWaiting(Model):
+    """Not running yet, or waiting to restart (``reason`` e.g. ``CrashLoopBackOff``)."""
+
+    reason: str = ""
+    message: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ContainerStateRunning(Model):
+    """Running since ``started_at``."""
+
+    started_at: _dt.datetime | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ContainerStateTerminated(Model):
+    """Exited (``reason`` e.g. ``Completed``, ``Error``, ``OOMKilled``)."""
+
+    exit_code: int = 0
+    signal: int | None = None
+    reason: str = ""
+    message: str = ""
+    started_at: _dt.datetime | None = None
+    finished_at: _dt.datetime | None = None
+    container_id: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ContainerState(Model):
+    """A container's state: at most one of waiting, running and terminated is set.
+
+    (Not to be confused with the runtime's ``kubelet_kit.container.ContainerState``
+    enum, which is the CRI's view.)
+    """
+
+    waiting: ContainerStateWaiting | None = None
+    running: ContainerStateRunning | None = None
+    terminated: ContainerStateTerminated | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ContainerStatus(Model):
+    """Status of one container, as the kubelet reports it."""
+
+    name: str = ""
+    state: ContainerState = attrs.field(factory=ContainerState)
+    last_state: ContainerState = attrs.field(factory=ContainerState)
+    ready: bool = False
+    restart_count: int = 0
+    image: str = ""
+    image_id: str = ""
+    container_id: str = ""
+    started: bool | None = None
+    allocated_resources: Mapping[str, Quantity] = attrs.field(factory=dict)
+    resources: Mapping[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PodStatus(Model):
+    """Observed state of a pod."""
+
+    phase: str = ""
+    conditions: tuple[PodCondition, ...] = ()
+    message: str = ""
+    reason: str = ""
+    nominated_node_name: str = ""
+    host_ip: str = ""
+    host_ips: tuple[PodIP, ...] = ()
+    pod_ip: str = ""
+    pod_ips: tuple[PodIP, ...] = ()
+    start_time: _dt.datetime | None = None
+    init_container_statuses: tuple[ContainerStatus, ...] = ()
+    container_statuses: tuple[ContainerStatus, ...] = ()
+    ephemeral_container_statuses: tuple[ContainerStatus, ...] = ()
+    qos_class: str = ""
+
+    def condition(self, type_: str) -> PodCondition | None:
+        """The condition of that type, or None."""
+        return next((c for c in self.conditions if c.type == type_), None)
