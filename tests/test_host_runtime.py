@@ -775,3 +775,19 @@ async def test_images_are_recorded(
     await runtime.remove_image(ImageSpec("busybox"))
     await runtime.remove_image(ImageSpec("busybox"))
     assert [i.repo_tags for i in await runtime.list_images()] == [("quay.io/org/app:1",)]
+
+
+async def test_a_shim_that_cannot_run_is_a_start_error(
+    make_runtime: Callable[..., HostProcessRuntime], sandbox_config: PodSandboxConfig
+) -> None:
+    rt = make_runtime(python="/bin/false")
+    sid = await rt.run_pod_sandbox(sandbox_config)
+    cid = await rt.create_container(sid, container("noshim", "true"), sandbox_config)
+    with pytest.raises(ContainerStartError, match="without reporting"):
+        await rt.start_container(cid)
+    status = await rt.container_status(cid)
+    assert (status.state, status.exit_code, status.reason) == (
+        ContainerState.EXITED,
+        128,
+        "StartError",
+    )

@@ -79,18 +79,24 @@ def process_start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
-def describe_start_error(exc: OSError, argv: list[str], cwd: str) -> str:
-    """A runc-like message for a process that could not be started."""
+def describe_start_error(exc: OSError, argv: list[str]) -> str:
+    """A runc-like message for a process that could not be executed."""
     if isinstance(exc, FileNotFoundError) and exc.filename == argv[0]:
         if "/" not in argv[0]:
             return f'exec: "{argv[0]}": executable file not found in $PATH'
         return f'exec: "{argv[0]}": no such file or directory'
     if isinstance(exc, PermissionError) and exc.filename == argv[0]:
         return f'exec: "{argv[0]}": permission denied'
-    if exc.filename == cwd:
-        reason = (exc.strerror or str(exc)).lower()
-        return f'chdir to cwd ("{cwd}") set in config.json failed: {reason}'
-    return f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)
+    return _os_error_text(exc)
+
+
+def _os_error_text(exc: OSError) -> str:
+    reason = (exc.strerror or str(exc)).lower()
+    return f'{reason}: "{exc.filename}"' if exc.filename else reason
+
+
+class _StartFailure(Exception):
+    """The process could not be started; the message says why, runc-style."""
 
 
 def _report(data: dict[str, Any]) -> None:
@@ -160,7 +166,7 @@ def _copy_output(
             else:
                 poller.unregister(fd)
                 open_fds.discard(fd)
-        if pidfd is None and not exited and proc.poll() is not None:
+        if pidfd is None and not exited and _has_exited(proc.pid):
             exited = True
             _kill_group(proc.pid)
     for writer in writers.values():
@@ -169,9 +175,69 @@ def _copy_output(
         os.close(pidfd)
 
 
+def _has_exited(pid: int) -> bool:
+    """Whether the child ``pid`` has exited, without reaping it."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None
+
+
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(OSError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def _start(
+    spec: dict[str, Any], argv: list[str], cwd: str, env: dict[str, str]
+) -> tuple[subprocess.Popen[bytes], int, int, int | None]:
+    """Make the working directory, open the log, start the process.
+
+    Returns the process, the read ends of its stdout and stderr pipes and the
+    log file descriptor (None without a log).
+
+    Raises:
+        _StartFailure: any step failed; the message names the step and the path.
+    """
+    try:
+        # runc creates a missing working directory; so do we.
+        Path(cwd).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _StartFailure(f'mkdir working directory "{cwd}": {_os_error_text(exc)}') from None
+    log_path = spec.get("log_path", "")
+    try:
+        log_fd = _open_log(log_path)
+    except OSError as exc:
+        raise _StartFailure(f'open log file "{log_path}": {_os_error_text(exc)}') from None
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    try:
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out_w,
+            stderr=err_w,
+            process_group=0,
+            user=spec.get("user"),
+            group=spec.get("group"),
+            extra_groups=spec.get("extra_groups"),
+        )
+    except OSError as exc:
+        for fd in (out_r, err_r, log_fd):
+            if fd is not None:
+                os.close(fd)
+        if exc.filename == cwd and exc.filename != argv[0]:
+            message = f'chdir to cwd "{cwd}": {_os_error_text(exc)}'
+        else:
+            message = describe_start_error(exc, argv)
+        raise _StartFailure(message) from None
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    return proc, out_r, err_r, log_fd
 
 
 def run(state_dir: Path) -> int:
@@ -180,31 +246,10 @@ def run(state_dir: Path) -> int:
     argv: list[str] = spec["argv"]
     cwd: str = spec["cwd"] or "/"
     env: dict[str, str] = spec["env"]
-    started_at = time.time()
     try:
-        # runc creates a missing working directory; so do we.
-        Path(cwd).mkdir(parents=True, exist_ok=True)
-        log_fd = _open_log(spec.get("log_path", ""))
-        out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        try:
-            proc = subprocess.Popen(
-                argv,
-                env=env,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
-                process_group=0,
-                user=spec.get("user"),
-                group=spec.get("group"),
-                extra_groups=spec.get("extra_groups"),
-            )
-        finally:
-            os.close(out_w)
-            os.close(err_w)
-    except OSError as exc:
-        message = describe_start_error(exc, argv, cwd)
+        proc, out_r, err_r, log_fd = _start(spec, argv, cwd, env)
+    except _StartFailure as exc:
+        message = str(exc)
         write_json_atomic(
             state_dir / EXIT_FILE,
             {
@@ -217,6 +262,7 @@ def run(state_dir: Path) -> int:
         )
         _report({"error": message})
         return 1
+    started_at = time.time()
     start = {
         "pid": proc.pid,
         "pid_start": process_start_ticks(proc.pid),

@@ -816,6 +816,19 @@ class HostProcessRuntime:
                     f"{self._start_timeout:g}s"
                 ) from None
             if "error" in report:
+                if _read_json(cdir / EXIT_FILE) is None and _read_json(cdir / START_FILE) is None:
+                    # The shim died before it could record anything: record the
+                    # failed start ourselves, so the container is not CREATED forever.
+                    write_json_atomic(
+                        cdir / EXIT_FILE,
+                        {
+                            "exit_code": 128,
+                            "reason": "StartError",
+                            "message": report["error"],
+                            "started_at": 0.0,
+                            "finished_at": self._clock.now(),
+                        },
+                    )
                 raise ContainerStartError(
                     f'failed to start container "{name}" ({container_id}): {report["error"]}'
                 )
@@ -1048,7 +1061,7 @@ class HostProcessRuntime:
         """Usage of one container from /proc; usage fields are None unless it runs.
         Raises NotFoundError."""
         rec = self._load_container(container_id)
-        return self._stats(rec, _scan_procs())[0]
+        return self._stats(rec, await asyncio.to_thread(_scan_procs))[0]
 
     async def list_container_stats(
         self, filter: ContainerFilter | None = None
@@ -1056,13 +1069,13 @@ class HostProcessRuntime:
         """Usage of every container matching ``filter``. Raises nothing."""
         infos = await self.list_containers(filter)
         wanted = {i.id for i in infos}
-        procs = _scan_procs()
+        procs = await asyncio.to_thread(_scan_procs)
         return [self._stats(r, procs)[0] for r in self._container_records() if r.id in wanted]
 
     async def pod_sandbox_stats(self, pod_sandbox_id: str) -> PodSandboxStats:
         """Summed usage of the sandbox's running containers. Raises NotFoundError."""
         self._load_sandbox(pod_sandbox_id)
-        procs = _scan_procs()
+        procs = await asyncio.to_thread(_scan_procs)
         stats, count = [], 0
         for rec in self._container_records():
             if rec.pod_sandbox_id == pod_sandbox_id:
