@@ -51,6 +51,7 @@ __all__ = [
     "ERR_NUMERIC",
     "ERR_SUFFIX",
     "MAX_INT64",
+    "SPLIT_RE",
     "Format",
     "Quantity",
     "Scale",
@@ -292,7 +293,8 @@ class Quantity:
                 # avoids rounding a fraction of a binary unit when printing
                 fmt = Format.DECIMAL_SI
         if not positive:
-            amount = -amount
+            # (plain unary minus would round to the default 28-digit context)
+            amount = _EXACT.minus(amount)
         return cls(amount, fmt)
 
     @classmethod
