@@ -754,9 +754,13 @@ class HostProcessRuntime:
                     f'"{pod_sandbox_id}" is reserved for "{other.id}"'
                 )
         spec = self._build_spec(name, config, sandbox.config)
+        # As containerd: the log path is relative to the log directory of the
+        # sandbox config in this request. Without a directory only an absolute
+        # path names a file; otherwise the output is discarded.
+        log_dir = sandbox_config.log_directory or sandbox.config.log_directory
         log_path = ""
-        if sandbox.config.log_directory and config.log_path:
-            log_path = str(Path(sandbox.config.log_directory) / config.log_path)
+        if config.log_path and (log_dir or config.log_path.startswith("/")):
+            log_path = str(Path(log_dir or "/") / config.log_path)
         spec["log_path"] = log_path
         try:
             image_ref = _image_id(normalize_image_ref(config.image.image))
