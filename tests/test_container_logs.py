@@ -248,3 +248,10 @@ def test_read_log_skips_bad_lines_and_rebuilds_output(tmp_path: Path) -> None:
         LogRecord(records[2].timestamp_ns, LogStream.STDERR, False, b"oops")
     ]
     assert records == sorted(records, key=lambda r: r.timestamp_ns)
+
+
+def test_all_is_honest() -> None:
+    import kubelet_kit.container.logs as logs
+
+    missing = [name for name in logs.__all__ if not hasattr(logs, name)]
+    assert missing == []

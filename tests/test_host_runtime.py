@@ -791,3 +791,13 @@ async def test_a_shim_that_cannot_run_is_a_start_error(
         128,
         "StartError",
     )
+
+
+def test_all_is_honest() -> None:
+    import kubelet_kit.runtimes
+    import kubelet_kit.runtimes.host
+
+    for module in (kubelet_kit.runtimes, kubelet_kit.runtimes.host):
+        for name in module.__all__:
+            assert getattr(module, name) is not None, name
+    assert kubelet_kit.runtimes.HostProcessRuntime is HostProcessRuntime
