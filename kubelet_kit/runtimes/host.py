@@ -50,6 +50,9 @@ Containers
     reported EXITED with code 255 and reason ``Unknown``, as containerd does
     when it finds a running container's task gone.
 
+    The shims stay in the agent's cgroup: under systemd, run the agent with
+    ``KillMode=process`` if containers are to survive a restart of the agent.
+
     ``remove_container`` keeps the log file: the kubelet owns the pod's log
     directory and deletes container logs itself, as with containerd.
 
