@@ -124,6 +124,8 @@ def child_path(parent: str, key: str) -> str:
 
 
 def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int):

@@ -244,12 +244,15 @@ class _Validator:
         if value is not None and not 0 <= value <= 0o777:
             self.invalid(path, value, _MODE_MSG)
 
-    def relative_path(self, path: str, value: str) -> None:
-        # Kubernetes' validateLocalDescendingPath.
+    def relative_path(self, path: str, value: str, *, item: bool = False) -> None:
+        # Kubernetes' validateLocalDescendingPath; file items of configMap, secret and
+        # downwardAPI volumes may not even start with "..".
         if posixpath.isabs(value):
             self.invalid(path, value, "must be a relative path")
         if ".." in value.split("/"):
             self.invalid(path, value, "must not contain '..'")
+        if item and value.startswith(".."):
+            self.invalid(path, value, "must not start with '..'")
 
     # ------------------------------------------------------------------ metadata
 
@@ -381,7 +384,7 @@ class _Validator:
             if not item.path:
                 self.required(f"{p}.path")
             else:
-                self.relative_path(f"{p}.path", item.path)
+                self.relative_path(f"{p}.path", item.path, item=True)
             self.mode(f"{p}.mode", item.mode)
 
     def downward_files(self, items: Sequence[DownwardAPIVolumeFile], path: str) -> None:
@@ -390,7 +393,7 @@ class _Validator:
             if not item.path:
                 self.required(f"{p}.path")
             else:
-                self.relative_path(f"{p}.path", item.path)
+                self.relative_path(f"{p}.path", item.path, item=True)
             self.mode(f"{p}.mode", item.mode)
             if item.field_ref is not None and item.resource_field_ref is not None:
                 self.invalid(p, "resource", "fieldRef and resourceFieldRef can not be "

@@ -1,0 +1,143 @@
+"""The ``kubelet-kit`` command.
+
+``kubelet-kit --version`` prints the version; ``kubelet-kit validate PATH...`` checks
+pod manifests (files or directories) and prints one line per problem::
+
+    pods/web.yaml: spec.containers[0].image: Required value
+    pods/two.yaml[1]: spec.restartPolicy: Unsupported value: "Sometimes": ...
+
+``[n]`` names the document (0-based) in a file holding several pods. The exit status
+is 0 when everything is valid, 1 when a problem was found, 2 for bad usage. The
+command never prints a traceback for bad input.
+
+Subcommands are registered in one place, :data:`SUBCOMMANDS`: a subcommand is a
+function that adds its parser to the ``add_subparsers()`` object and sets ``func``
+(``args -> exit status``) with ``set_defaults``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from kubelet_kit._version import __version__
+
+__all__ = ["SUBCOMMANDS", "Handler", "build_parser", "main"]
+
+#: A subcommand's handler: takes the parsed arguments, returns the exit status.
+Handler = Callable[[argparse.Namespace], int]
+
+_Subparsers = Any  # argparse's _SubParsersAction is private; typed loosely on purpose
+
+
+def _add_validate(subparsers: _Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "validate",
+        help="check pod manifests (files or directories)",
+        description="Check Kubernetes v1 Pod manifests (YAML or JSON; several documents "
+                    "or a List per file; directories are read one level deep) and print "
+                    "one line per problem: <file>[<document>]: <field path>: <message>.",
+    )
+    parser.add_argument("paths", nargs="+", metavar="FILE_OR_DIR", help="manifest file or "
+                        "directory")
+    parser.add_argument("--strict", action="store_true",
+                        help="also report fields that the Pod schema does not know")
+    parser.add_argument("--node-name", default="", help="node name used for generated uids "
+                        "(only shown with --verbose)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also print each valid pod with its namespace, uid and QoS class")
+    parser.set_defaults(func=_validate)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    # Imported here so that `kubelet-kit --version` stays fast.
+    from kubelet_kit.api import qos_class, read_manifests
+
+    out: TextIO = sys.stdout
+    results = read_manifests(*args.paths, node_name=args.node_name, strict=args.strict)
+    problems = 0
+    bad_docs = 0
+    pods = 0
+    files = {r.source for r in results}
+    for r in results:
+        if r.errors:
+            bad_docs += 1
+            for e in r.errors:
+                problems += 1
+                out.write(f"{r.location}: {e.path}: {e.message}\n" if e.path
+                          else f"{r.location}: {e.message}\n")
+        elif r.pod is not None:
+            pods += 1
+            if args.verbose:
+                p = r.pod
+                out.write(f"{r.location}: ok: pod {p.namespace}/{p.name} uid={p.uid} "
+                          f"qos={qos_class(p)}\n")
+    if problems:
+        noun = "problem" if problems == 1 else "problems"
+        sys.stderr.write(f"{problems} {noun} in {bad_docs} of {bad_docs + pods} "
+                         f"document(s) ({len(files)} file(s))\n")
+        return 1
+    out.write(f"OK: {pods} pod(s) valid in {len(files)} file(s)\n")
+    return 0
+
+
+#: Every subcommand, in the order ``--help`` lists them. To add one (``run``,
+#: ``cri``, ...), write an ``_add_<name>(subparsers)`` function like
+#: :func:`_add_validate` and append it here.
+SUBCOMMANDS: list[Callable[[_Subparsers], None]] = [
+    _add_validate,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``kubelet-kit`` argument parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="kubelet-kit",
+        description="The kubelet's subsystems as importable, swappable, testable parts.",
+    )
+    parser.add_argument("--version", action="version", version=f"kubelet-kit {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for register in SUBCOMMANDS:
+        register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line.
+
+    Args:
+        argv: Arguments without the program name; ``sys.argv[1:]`` when None.
+
+    Returns:
+        The exit status: 0 success, 1 problems found, 2 usage or internal error.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors exit from argparse
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    func: Handler | None = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return func(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:
+        # Bad input is reported by the subcommands themselves; this is a bug. Keep
+        # the promise of no traceback unless asked for one.
+        if os.environ.get("KUBELET_KIT_DEBUG"):
+            raise
+        sys.stderr.write(f"kubelet-kit: internal error: {type(exc).__name__}: {exc} "
+                         "(set KUBELET_KIT_DEBUG=1 for a traceback)\n")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
