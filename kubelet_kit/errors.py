@@ -7,6 +7,8 @@
     │                              every (field path, message) found
     ├── QuantityError (ValueError) a string that is not a resource.Quantity
     ├── ConfigurationError         a component was configured wrongly
+    ├── PodSyncError               a step of syncing a pod failed; ``.reason`` is the
+    │                              kubelet's reason (ErrImagePull, CrashLoopBackOff, ...)
     └── ContainerRuntimeError      a Runtime operation failed
         ├── NotFoundError          no sandbox, container or image with that id
         ├── AlreadyExistsError     the name or id is taken
@@ -41,6 +43,7 @@ __all__ = [
     "InvalidArgumentError",
     "KubeletKitError",
     "NotFoundError",
+    "PodSyncError",
     "QuantityError",
     "RuntimeUnavailableError",
     "UnimplementedError",
@@ -98,6 +101,29 @@ class ConfigurationError(KubeletKitError):
     def __init__(self, message: str, errors: Sequence[FieldError] = ()) -> None:
         self.errors = list(errors)
         super().__init__(message)
+
+
+class PodSyncError(KubeletKitError):
+    """A step of syncing a pod failed, for one of the kubelet's reasons.
+
+    The reason is what the kubelet reports (a container's waiting reason such as
+    ``ErrImagePull``, ``ImagePullBackOff``, ``ErrImageNeverPull``,
+    ``InvalidImageName``, ``CrashLoopBackOff``, ``CreateContainerConfigError``,
+    ``CreateContainerError``, ``RunContainerError``, ``PostStartHookError``, or a pod
+    event reason such as ``FailedMount`` and ``FailedCreatePodSandBox``); callers
+    branch on :attr:`reason`, never on the message.
+
+    Attributes:
+        reason: The kubelet's reason string.
+        message: The kubelet's message for it.
+        container: The container it concerns ("" for the pod as a whole).
+    """
+
+    def __init__(self, reason: str, message: str, *, container: str = "") -> None:
+        self.reason = reason
+        self.message = message
+        self.container = container
+        super().__init__(f"{reason}: {message}" if message else reason)
 
 
 class ContainerRuntimeError(KubeletKitError):
