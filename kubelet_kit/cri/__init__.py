@@ -8,3 +8,15 @@
 The protocol is described in ``api.proto`` (package ``runtime.v1``, wire-compatible
 with upstream cri-api); ``kubelet_kit.cri.gen`` holds the generated modules.
 """
+
+from kubelet_kit.cri.remote import DEFAULT_ENDPOINT, CRIRuntime, grpc_target
+from kubelet_kit.cri.server import SERVED_RPCS, UNSERVED_RPCS, CRIServer
+
+__all__ = [
+    "DEFAULT_ENDPOINT",
+    "SERVED_RPCS",
+    "UNSERVED_RPCS",
+    "CRIRuntime",
+    "CRIServer",
+    "grpc_target",
+]

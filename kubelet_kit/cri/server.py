@@ -1,0 +1,439 @@
+"""CRIServer: serve any :class:`~kubelet_kit.container.Runtime` over runtime.v1.
+
+A fake, the host-process runtime or your own Runtime becomes a CRI endpoint that
+crictl, a kubelet or a :class:`~kubelet_kit.cri.CRIRuntime` can drive::
+
+    async with CRIServer(FakeRuntime(events=True), "/run/my-runtime.sock"):
+        ...
+
+Both services are registered with every RPC of the protocol. The RPCs listed in
+:data:`SERVED_RPCS` call the runtime; the others (streaming endpoints for
+exec/attach/port-forward, checkpoints, metrics, image filesystem info, runtime
+configuration) answer UNIMPLEMENTED with a message naming the method, as a CRI
+runtime does for what it lacks. Errors the runtime raises become status codes in
+:func:`kubelet_kit.cri.errors.to_status`, so a CRIRuntime on the other side
+raises the same error class again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from kubelet_kit.clock import Clock, RealClock
+from kubelet_kit.container.interfaces import ContainerFilter, PodSandboxFilter, Runtime
+from kubelet_kit.cri import convert
+from kubelet_kit.cri.errors import to_status
+from kubelet_kit.cri.gen import api_pb2 as pb
+from kubelet_kit.errors import ConfigurationError, NotFoundError
+
+__all__ = ["SERVED_RPCS", "UNSERVED_RPCS", "CRIServer"]
+
+_RUNTIME_SERVICE = "runtime.v1.RuntimeService"
+_IMAGE_SERVICE = "runtime.v1.ImageService"
+
+#: RPCs answered UNIMPLEMENTED, each with the reason it is not served.
+UNSERVED_RPCS: dict[str, str] = {
+    # Streaming (exec/attach/port-forward) needs an HTTP streaming server.
+    "Exec": "no streaming server",
+    "Attach": "no streaming server",
+    "PortForward": "no streaming server",
+    # The Runtime protocol has no such operation.
+    "ReopenContainerLog": "no log rotation in the Runtime protocol",
+    "CheckpointContainer": "no checkpoints in the Runtime protocol",
+    "ListMetricDescriptors": "no pod metrics in the Runtime protocol",
+    "ListPodSandboxMetrics": "no pod metrics in the Runtime protocol",
+    "StreamPodSandboxMetrics": "no pod metrics in the Runtime protocol",
+    "RuntimeConfig": "no cgroup driver report in the Runtime protocol",
+    "UpdatePodSandboxResources": "no pod-level resources in the Runtime protocol",
+    "ImageFsInfo": "no filesystem stats in the Runtime protocol",
+}
+
+#: The CRI version string answered in VersionResponse.version.
+_API_VERSION = "0.1.0"
+
+_Handler = Callable[[Any, grpc.aio.ServicerContext], Any]
+
+
+def _all_rpcs(service: str) -> list[Any]:
+    return list(pb.DESCRIPTOR.services_by_name[service.rsplit(".", 1)[1]].methods)
+
+
+class _Servicer:
+    """The RPC bodies: a protobuf request in, a protobuf response out."""
+
+    def __init__(self, runtime: Runtime, clock: Clock) -> None:
+        self.rt = runtime
+        self.clock = clock
+
+    # ----------------------------------------------------------- runtime info
+
+    async def Version(self, req: Any) -> Any:
+        v = await self.rt.version()
+        msg = convert.version_to_pb(v)
+        msg.version = _API_VERSION
+        msg.runtime_api_version = v.runtime_api_version or "v1"
+        return msg
+
+    async def Status(self, req: Any) -> Any:
+        return pb.StatusResponse(status=convert.runtime_status_to_pb(await self.rt.status()))
+
+    async def UpdateRuntimeConfig(self, req: Any) -> Any:
+        # The kubelet sends the pod CIDR at start; a Runtime has no use for it, and
+        # refusing would fail the kubelet's start-up, so it is accepted and ignored.
+        return pb.UpdateRuntimeConfigResponse()
+
+    # -------------------------------------------------------------- sandboxes
+
+    async def RunPodSandbox(self, req: Any) -> Any:
+        config = convert.sandbox_config_from_pb(req.config, req.runtime_handler)
+        return pb.RunPodSandboxResponse(pod_sandbox_id=await self.rt.run_pod_sandbox(config))
+
+    async def StopPodSandbox(self, req: Any) -> Any:
+        await self.rt.stop_pod_sandbox(req.pod_sandbox_id)
+        return pb.StopPodSandboxResponse()
+
+    async def RemovePodSandbox(self, req: Any) -> Any:
+        await self.rt.remove_pod_sandbox(req.pod_sandbox_id)
+        return pb.RemovePodSandboxResponse()
+
+    async def PodSandboxStatus(self, req: Any) -> Any:
+        status = await self.rt.pod_sandbox_status(req.pod_sandbox_id)
+        return pb.PodSandboxStatusResponse(
+            status=convert.sandbox_status_to_pb(status),
+            timestamp=convert.seconds_to_ns(self.clock.now()),
+        )
+
+    def _sandbox_filter(self, req: Any) -> PodSandboxFilter | None:
+        return convert.sandbox_filter_from_pb(req.filter) if req.HasField("filter") else None
+
+    async def ListPodSandbox(self, req: Any) -> Any:
+        items = await self.rt.list_pod_sandboxes(self._sandbox_filter(req))
+        return pb.ListPodSandboxResponse(items=[convert.sandbox_to_pb(s) for s in items])
+
+    async def StreamPodSandboxes(self, req: Any) -> AsyncIterator[Any]:
+        items = await self.rt.list_pod_sandboxes(self._sandbox_filter(req))
+        if items:  # each response carries at least one item
+            yield pb.StreamPodSandboxesResponse(
+                pod_sandboxes=[convert.sandbox_to_pb(s) for s in items]
+            )
+
+    # ------------------------------------------------------------- containers
+
+    async def CreateContainer(self, req: Any) -> Any:
+        cid = await self.rt.create_container(
+            req.pod_sandbox_id,
+            convert.container_config_from_pb(req.config),
+            convert.sandbox_config_from_pb(req.sandbox_config),
+        )
+        return pb.CreateContainerResponse(container_id=cid)
+
+    async def StartContainer(self, req: Any) -> Any:
+        await self.rt.start_container(req.container_id)
+        return pb.StartContainerResponse()
+
+    async def StopContainer(self, req: Any) -> Any:
+        await self.rt.stop_container(req.container_id, float(req.timeout))
+        return pb.StopContainerResponse()
+
+    async def RemoveContainer(self, req: Any) -> Any:
+        await self.rt.remove_container(req.container_id)
+        return pb.RemoveContainerResponse()
+
+    def _container_filter(self, req: Any) -> ContainerFilter | None:
+        return convert.container_filter_from_pb(req.filter) if req.HasField("filter") else None
+
+    async def ListContainers(self, req: Any) -> Any:
+        items = await self.rt.list_containers(self._container_filter(req))
+        return pb.ListContainersResponse(containers=[convert.container_to_pb(c) for c in items])
+
+    async def StreamContainers(self, req: Any) -> AsyncIterator[Any]:
+        items = await self.rt.list_containers(self._container_filter(req))
+        if items:
+            yield pb.StreamContainersResponse(
+                containers=[convert.container_to_pb(c) for c in items]
+            )
+
+    async def ContainerStatus(self, req: Any) -> Any:
+        status = await self.rt.container_status(req.container_id)
+        return pb.ContainerStatusResponse(status=convert.container_status_to_pb(status))
+
+    async def UpdateContainerResources(self, req: Any) -> Any:
+        await self.rt.update_container_resources(
+            req.container_id, convert.resources_from_pb(req.linux)
+        )
+        return pb.UpdateContainerResourcesResponse()
+
+    async def ExecSync(self, req: Any) -> Any:
+        result = await self.rt.exec_sync(
+            req.container_id, list(req.cmd), float(req.timeout) if req.timeout else None
+        )
+        return pb.ExecSyncResponse(
+            stdout=result.stdout, stderr=result.stderr, exit_code=result.exit_code
+        )
+
+    # ------------------------------------------------------------------ stats
+
+    async def ContainerStats(self, req: Any) -> Any:
+        stats = await self.rt.container_stats(req.container_id)
+        return pb.ContainerStatsResponse(stats=convert.container_stats_to_pb(stats))
+
+    async def ListContainerStats(self, req: Any) -> Any:
+        stats = await self.rt.list_container_stats(self._container_filter(req))
+        return pb.ListContainerStatsResponse(
+            stats=[convert.container_stats_to_pb(s) for s in stats]
+        )
+
+    async def StreamContainerStats(self, req: Any) -> AsyncIterator[Any]:
+        stats = await self.rt.list_container_stats(self._container_filter(req))
+        if stats:
+            yield pb.StreamContainerStatsResponse(
+                container_stats=[convert.container_stats_to_pb(s) for s in stats]
+            )
+
+    async def PodSandboxStats(self, req: Any) -> Any:
+        stats = await self.rt.pod_sandbox_stats(req.pod_sandbox_id)
+        return pb.PodSandboxStatsResponse(stats=convert.sandbox_stats_to_pb(stats))
+
+    async def _sandbox_stats(self, req: Any) -> list[Any]:
+        flt = None
+        if req.HasField("filter"):
+            flt = PodSandboxFilter(
+                id=req.filter.id or None, label_selector=dict(req.filter.label_selector)
+            )
+        out = []
+        for sandbox in await self.rt.list_pod_sandboxes(flt):
+            # A sandbox removed between the list and its stats is simply left out.
+            with contextlib.suppress(NotFoundError):
+                out.append(convert.sandbox_stats_to_pb(await self.rt.pod_sandbox_stats(sandbox.id)))
+        return out
+
+    async def ListPodSandboxStats(self, req: Any) -> Any:
+        return pb.ListPodSandboxStatsResponse(stats=await self._sandbox_stats(req))
+
+    async def StreamPodSandboxStats(self, req: Any) -> AsyncIterator[Any]:
+        stats = await self._sandbox_stats(req)
+        if stats:
+            yield pb.StreamPodSandboxStatsResponse(pod_sandbox_stats=stats)
+
+    # ----------------------------------------------------------------- events
+
+    async def GetContainerEvents(self, req: Any) -> AsyncIterator[Any]:
+        async for event in self.rt.get_container_events():
+            yield convert.container_event_to_pb(event)
+
+    # ----------------------------------------------------------------- images
+
+    async def _images(self, req: Any) -> list[Any]:
+        wanted = req.filter.image.image if req.HasField("filter") else ""
+        if wanted:
+            one = await self.rt.image_status(convert.image_spec_from_pb(req.filter.image))
+            return [convert.image_to_pb(one)] if one is not None else []
+        return [convert.image_to_pb(i) for i in await self.rt.list_images()]
+
+    async def ListImages(self, req: Any) -> Any:
+        return pb.ListImagesResponse(images=await self._images(req))
+
+    async def StreamImages(self, req: Any) -> AsyncIterator[Any]:
+        images = await self._images(req)
+        if images:
+            yield pb.StreamImagesResponse(images=images)
+
+    async def ImageStatus(self, req: Any) -> Any:
+        image = await self.rt.image_status(convert.image_spec_from_pb(req.image))
+        if image is None:
+            return pb.ImageStatusResponse()  # absent: no image field, not an error
+        return pb.ImageStatusResponse(image=convert.image_to_pb(image))
+
+    async def PullImage(self, req: Any) -> Any:
+        sandbox = (
+            convert.sandbox_config_from_pb(req.sandbox_config)
+            if req.HasField("sandbox_config")
+            else None
+        )
+        ref = await self.rt.pull_image(convert.image_spec_from_pb(req.image), sandbox)
+        return pb.PullImageResponse(image_ref=ref)
+
+    async def RemoveImage(self, req: Any) -> Any:
+        await self.rt.remove_image(convert.image_spec_from_pb(req.image))
+        return pb.RemoveImageResponse()
+
+
+#: RPCs that call the runtime (every RPC of both services but :data:`UNSERVED_RPCS`).
+SERVED_RPCS: frozenset[str] = frozenset(
+    m.name
+    for service in (_RUNTIME_SERVICE, _IMAGE_SERVICE)
+    for m in _all_rpcs(service)
+    if m.name not in UNSERVED_RPCS
+)
+
+
+def _unary(body: Callable[[Any], Awaitable[Any]]) -> _Handler:
+    async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await body(request)
+        except Exception as exc:
+            code, details = to_status(exc)
+        await context.abort(code, details)
+
+    return handle
+
+
+def _stream(body: Callable[[Any], AsyncIterator[Any]]) -> _Handler:
+    async def handle(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        try:
+            async for item in body(request):
+                yield item
+            return
+        except Exception as exc:
+            code, details = to_status(exc)
+        await context.abort(code, details)
+
+    return handle
+
+
+def _unimplemented(name: str, reason: str, streaming: bool) -> _Handler:
+    details = f"runtime.v1 {name} is not served by kubelet-kit's CRI server ({reason})"
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, details)
+
+    async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, details)
+        yield  # pragma: no cover - makes this an async generator
+
+    return stream if streaming else unary
+
+
+def _generic_handler(service: str, servicer: _Servicer) -> grpc.GenericRpcHandler:
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
+    for method in _all_rpcs(service):
+        request_cls = getattr(pb, method.input_type.name)
+        response_cls = getattr(pb, method.output_type.name)
+        streaming = method.server_streaming
+        if method.name in UNSERVED_RPCS:
+            fn = _unimplemented(method.name, UNSERVED_RPCS[method.name], streaming)
+        elif streaming:
+            fn = _stream(getattr(servicer, method.name))
+        else:
+            fn = _unary(getattr(servicer, method.name))
+        make = grpc.unary_stream_rpc_method_handler
+        if not streaming:
+            make = grpc.unary_unary_rpc_method_handler
+        handlers[method.name] = make(
+            fn,
+            request_deserializer=request_cls.FromString,
+            response_serializer=response_cls.SerializeToString,
+        )
+    return grpc.method_handlers_generic_handler(service, handlers)
+
+
+class CRIServer:
+    """Serves a Runtime as ``runtime.v1`` RuntimeService and ImageService on a unix socket.
+
+    Nothing starts in ``__init__``. :meth:`start` binds the socket (replacing a
+    stale socket file left by a crashed server); :meth:`stop` closes it;
+    :meth:`run` serves until stopped. Also an async context manager.
+
+    Args:
+        runtime: Any implementation of :class:`kubelet_kit.container.Runtime`.
+        socket_path: Path of the unix socket to listen on.
+        clock: Source of wall time for response timestamps.
+        max_message_bytes: Largest message accepted or sent (the kubelet's 16 MiB).
+        interceptors: ``grpc.aio.ServerInterceptor``s (logging, metrics, auth).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        socket_path: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        max_message_bytes: int = 16 * 1024 * 1024,
+        interceptors: Sequence[Any] = (),
+    ) -> None:
+        self._runtime = runtime
+        self._path = Path(socket_path)
+        if not self._path.is_absolute():
+            raise ConfigurationError(f"socket_path: {str(self._path)!r} is not absolute")
+        self._clock: Clock = clock or RealClock()
+        self._max = max_message_bytes
+        self._interceptors = list(interceptors)
+        self._server: grpc.aio.Server | None = None
+
+    @property
+    def socket_path(self) -> Path:
+        """Where the server listens."""
+        return self._path
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint for a client: ``unix:///path``."""
+        return f"unix://{self._path}"
+
+    async def start(self) -> None:
+        """Bind the socket and start serving. Idempotent.
+
+        Raises:
+            ConfigurationError: the socket cannot be bound (the message names it).
+        """
+        if self._server is not None:
+            return
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            if self._path.is_socket():
+                self._path.unlink()
+        server = grpc.aio.server(
+            interceptors=self._interceptors or None,
+            options=[
+                ("grpc.max_receive_message_length", self._max),
+                ("grpc.max_send_message_length", self._max),
+            ]
+        )
+        servicer = _Servicer(self._runtime, self._clock)
+        server.add_generic_rpc_handlers(
+            (
+                _generic_handler(_RUNTIME_SERVICE, servicer),
+                _generic_handler(_IMAGE_SERVICE, servicer),
+            )
+        )
+        try:
+            server.add_insecure_port(self.endpoint)
+        except RuntimeError as exc:
+            raise ConfigurationError(f"socket_path: cannot listen on {self._path}: {exc}") from None
+        await server.start()
+        self._server = server
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop serving; calls in flight get ``grace`` seconds. Idempotent."""
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop(grace)
+            with contextlib.suppress(FileNotFoundError):
+                self._path.unlink()
+
+    async def run(self) -> None:
+        """Start (if needed) and serve until :meth:`stop` is called."""
+        await self.start()
+        server = self._server
+        if server is not None:
+            await server.wait_for_termination()
+
+    async def __aenter__(self) -> CRIServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
