@@ -1,0 +1,59 @@
+"""KubeletConfiguration: the kubelet's field names, defaults and errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubelet_kit.api.kubeletconfig import KubeletConfiguration, load_kubelet_config
+from kubelet_kit.errors import ValidationError
+
+HEAD = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"}
+
+
+def test_defaults_are_the_kubelets() -> None:
+    c = load_kubelet_config(HEAD)
+    assert c.seconds("sync_frequency") == 60
+    assert c.seconds("file_check_frequency") == 20
+    assert c.seconds("runtime_request_timeout") == 120
+    assert (c.max_pods, c.pod_logs_dir, c.cgroup_driver) == (110, "/var/log/pods", "cgroupfs")
+    assert c.container_runtime_endpoint == "unix:///run/containerd/containerd.sock"
+    assert c == KubeletConfiguration()
+
+
+def test_a_real_kubelet_file_loads_and_keeps_unknown_fields(tmp_path: Path) -> None:
+    f = tmp_path / "kubelet.yaml"
+    f.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+        "kind: KubeletConfiguration\n"
+        "staticPodPath: /etc/kubernetes/manifests\n"
+        "staticPodURL: http://127.0.0.1:8080/pods\n"
+        "syncFrequency: 30s\n"
+        "cpuCFSQuota: false\n"
+        "authentication: {anonymous: {enabled: false}}\n"
+    )
+    c = load_kubelet_config(f)
+    assert c.static_pod_path == "/etc/kubernetes/manifests"
+    assert c.static_pod_url == "http://127.0.0.1:8080/pods"
+    assert c.seconds("sync_frequency") == 30 and c.cpu_cfs_quota is False
+    assert c.extra["authentication"] == {"anonymous": {"enabled": False}}
+
+
+def test_every_bad_field_is_named() -> None:
+    with pytest.raises(ValidationError) as info:
+        load_kubelet_config(
+            {**HEAD, "syncFrequency": "1 minute", "maxPods": "many", "cgroupDriver": "cgroupv3",
+             "port": 70000}
+        )
+    paths = sorted(e.path for e in info.value.errors)
+    assert paths == ["cgroupDriver", "maxPods", "port", "syncFrequency"]
+    text = str(info.value)
+    assert 'syncFrequency: Invalid value: "1 minute": time: invalid duration "1 minute"' in text
+
+
+def test_wrong_kind_and_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match='kind: Unsupported value: "Pod"'):
+        load_kubelet_config({**HEAD, "kind": "Pod"})
+    with pytest.raises(ValidationError, match="cannot read"):
+        load_kubelet_config(tmp_path / "missing.yaml")
