@@ -253,3 +253,14 @@ def test_timestamps_written_as_rfc3339() -> None:
     data["metadata"]["creationTimestamp"] = "2024-05-01T12:20:30+02:00"
     pod = load_pod(data)
     assert pod.to_dict()["metadata"]["creationTimestamp"] == "2024-05-01T10:20:30Z"
+
+
+def test_strict_accepts_every_kubernetes_field_kept_as_data() -> None:
+    data = json.loads(json.dumps(MINIMAL))
+    data["spec"]["volumes"] = [{"name": "share", "nfs": {"server": "s", "path": "/x"}}]
+    data["spec"]["hostUsers"] = False
+    data["spec"]["containers"][0]["lifecycle"] = {"stopSignal": "SIGTERM"}
+    data["metadata"]["finalizers"] = ["x"]
+    pod = load_pod(data, strict=True)
+    assert pod.spec.volumes[0].kind == "nfs"
+    assert pod.to_dict()["spec"]["volumes"][0]["nfs"] == {"server": "s", "path": "/x"}

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from typing import Any
 import attrs
 import yaml
 
-from kubelet_kit.api.pod import Container, Pod
+from kubelet_kit.api.pod import OTHER_VOLUME_SOURCES, Container, Pod
 from kubelet_kit.api.serde import decode
 from kubelet_kit.api.validation import validate_pod
 from kubelet_kit.errors import FieldError, ValidationError
@@ -54,14 +55,28 @@ __all__ = [
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 #: Kubernetes fields that this package keeps as data in ``extra`` rather than
-#: modelling; ``strict=True`` does not report them as unknown.
+#: modelling (paths without list indices); ``strict=True`` does not report them.
 _PASSTHROUGH = frozenset({
     "metadata.managedFields", "metadata.finalizers", "metadata.selfLink",
     "spec.ephemeralContainers", "spec.schedulingGates", "spec.hostUsers",
     "spec.setHostnameAsFQDN", "spec.topologySpreadConstraints", "spec.resourceClaims",
-    "spec.serviceAccount", "spec.hostnameOverride", "status.resize",
-    "status.resourceClaimStatuses", "status.observedGeneration",
+    "spec.serviceAccount", "spec.hostnameOverride", "spec.deprecatedServiceAccount",
+    "status.resize", "status.resourceClaimStatuses", "status.observedGeneration",
+    "status.extendedResourceClaimStatus",
+    "spec.volumes.projected.sources.clusterTrustBundle",
+    "spec.volumes.projected.sources.podCertificate",
+    *(f"spec.{group}.{field}" for group in ("containers", "initContainers")
+      for field in ("lifecycle.stopSignal", "restartPolicyRules")),
+    *(f"status.{group}.{field}"
+      for group in ("containerStatuses", "initContainerStatuses")
+      for field in ("user", "volumeMounts", "allocatedResourcesStatus", "stopSignal")),
+    *(f"spec.volumes.{kind}" for kind in OTHER_VOLUME_SOURCES),
 })
+_INDEX = re.compile(r"\[[^\]]*\]")
+
+
+def _is_passthrough(path: str) -> bool:
+    return _INDEX.sub("", path) in _PASSTHROUGH
 
 
 @attrs.frozen
@@ -169,7 +184,7 @@ def _pod_from_object(
     errors.extend(e for e in validate_pod(pod) if not _covered(e.path, bad))
     if strict:
         errors.extend(
-            FieldError(p, f'unknown field "{p}"') for p in unknown if p not in _PASSTHROUGH
+            FieldError(p, f'unknown field "{p}"') for p in unknown if not _is_passthrough(p)
         )
     if errors:
         return None, errors
