@@ -56,7 +56,8 @@ def _pod(policy: str, init: str = "", static: bool = False) -> Pod:
     """init: "" none, "X" one regular init, "X*" one sidecar, "XY*" both."""
     inits = []
     if "X" in init:
-        inits.append(Container(name="containerX", restart_policy="Always" if init == "X*" else None))
+        sidecar = "Always" if init == "X*" else None
+        inits.append(Container(name="containerX", restart_policy=sidecar))
     if "Y*" in init:
         inits.append(Container(name="containerY", restart_policy="Always"))
     regular = (Container(name="containerA"),) if "Y*" in init else (
