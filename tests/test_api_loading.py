@@ -264,3 +264,16 @@ def test_strict_accepts_every_kubernetes_field_kept_as_data() -> None:
     pod = load_pod(data, strict=True)
     assert pod.spec.volumes[0].kind == "nfs"
     assert pod.to_dict()["spec"]["volumes"][0]["nfs"] == {"server": "s", "path": "/x"}
+
+
+def test_model_from_dict_decodes_parts() -> None:
+    from kubelet_kit.api import ContainerStatus
+
+    st = ContainerStatus.from_dict({"name": "c", "restartCount": 3,
+                                    "state": {"waiting": {"reason": "CrashLoopBackOff"}}})
+    assert st.restart_count == 3
+    assert st.state.waiting is not None and st.state.waiting.reason == "CrashLoopBackOff"
+    assert ContainerStatus.from_dict(st.to_dict()) == st
+    with pytest.raises(ValidationError) as info:
+        ContainerStatus.from_dict({"restartCount": "three"})
+    assert [e.path for e in info.value.errors] == ["restartCount"]

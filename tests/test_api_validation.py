@@ -343,3 +343,16 @@ def test_loader_text_only_raises_validation_error(text: str) -> None:
         assert exc.errors
     else:
         assert isinstance(pod, Pod)
+
+
+def test_host_port_conflicts_across_containers() -> None:
+    data = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [
+                {"name": "a", "image": "i", "ports": [{"containerPort": 80, "hostPort": 8080}]},
+                {"name": "b", "image": "i", "ports": [
+                    {"containerPort": 81, "hostPort": 8080},
+                    {"containerPort": 82, "hostPort": 8080, "protocol": "UDP"}]}]}}
+    with pytest.raises(ValidationError) as info:
+        load_pod(data)
+    assert [str(e) for e in info.value.errors] == [
+        'spec.containers[1].ports[0].hostPort: Duplicate value: "/TCP/8080"']

@@ -78,6 +78,18 @@ class Model:
 
     extra: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
 
+    @classmethod
+    def from_dict(cls: type[M], data: Mapping[str, Any]) -> M:
+        """Decode this model from Kubernetes' camelCase JSON shape.
+
+        Only decodes: no validation and no cross-field defaulting (use
+        :func:`kubelet_kit.api.load_pod` for whole pods from manifests).
+
+        Raises:
+            ValidationError: A value has the wrong type; ``errors`` lists them all.
+        """
+        return decode(cls, data)
+
     def to_dict(self) -> dict[str, Any]:
         """Return this object in Kubernetes' camelCase JSON shape.
 

@@ -672,6 +672,17 @@ class _Validator:
         if c.security_context is not None:
             self.security_context(c.security_context, f"{path}.securityContext")
 
+    def host_port_conflicts(self, containers: Sequence[tuple[str, Container]]) -> None:
+        seen: set[str] = set()
+        for cpath, c in containers:
+            for j, port in enumerate(c.ports):
+                if not port.host_port:
+                    continue
+                key = f"{port.host_ip}/{port.protocol}/{port.host_port}"
+                if key in seen:
+                    self.duplicate(f"{cpath}.ports[{j}].hostPort", key)
+                seen.add(key)
+
     # ------------------------------------------------------------------ spec
 
     def spec(self, spec: PodSpec, path: str = "spec") -> None:
@@ -688,6 +699,12 @@ class _Validator:
                     if c.name in names:
                         self.duplicate(f"{cpath}.name", c.name)
                     names.add(c.name)
+        # Host ports may not collide across the app containers; init containers run
+        # one at a time, so each is checked on its own.
+        for i, c in enumerate(spec.init_containers):
+            self.host_port_conflicts([(f"{path}.initContainers[{i}]", c)])
+        self.host_port_conflicts(
+            [(f"{path}.containers[{i}]", c) for i, c in enumerate(spec.containers)])
         self.enum(f"{path}.restartPolicy", spec.restart_policy, _RESTART_POLICIES)
         self.enum(f"{path}.dnsPolicy", spec.dns_policy, _DNS_POLICIES)
         if spec.dns_policy == "None" and spec.dns_config is None:
