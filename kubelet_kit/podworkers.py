@@ -104,6 +104,7 @@ class _PodState:
     current: asyncio.Task[Any] | None = None  # the syncer call in flight
     current_grace: float | None = None
     requeue: TimerHandle | None = None
+    stopped: asyncio.Event = attrs.Factory(asyncio.Event)  # set once containers are stopped
 
 
 class PodWorkers:
@@ -216,6 +217,13 @@ class PodWorkers:
             del self._pods[uid]
         return gone
 
+    async def wait_terminated(self, uid: str) -> None:
+        """Block until pod ``uid``'s containers are stopped (its worker reached
+        TERMINATED). Returns at once for a pod no worker knows."""
+        state = self._pods.get(uid)
+        if state is not None:
+            await state.stopped.wait()
+
     async def shutdown(self) -> None:
         """Cancel every worker and wait for them. Idempotent. Pods keep running."""
         self._closed = True
@@ -326,6 +334,7 @@ class PodWorkers:
             )
             if done:
                 state.phase = WorkerPhase.TERMINATED
+                state.stopped.set()
             return None  # on to cleanup, or again with the shorter grace period
         await self._syncer.sync_terminated_pod(pod)
         state.finished = True

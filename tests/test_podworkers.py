@@ -182,3 +182,17 @@ async def test_shutdown_cancels_workers_without_terminating_pods(env: Any) -> No
     env.workers.update_pod(make_pod("a"), UpdateType.KILL)  # after shutdown: ignored
     await env.clock.settle()
     assert env.syncer.of("terminating", "a") == []
+
+
+async def test_wait_terminated_returns_once_containers_are_stopped(env: Any) -> None:
+    env.syncer.terminating_gate = gate = asyncio.Event()
+    env.workers.update_pod(make_pod("a"), UpdateType.CREATE)
+    await env.clock.settle()
+    waiter = asyncio.create_task(env.workers.wait_terminated("a"))
+    env.workers.update_pod(make_pod("a"), UpdateType.KILL, grace_period=1)
+    await env.clock.settle()
+    assert not waiter.done()
+    gate.set()
+    await env.clock.settle()
+    assert waiter.done()
+    await env.workers.wait_terminated("unknown")  # returns at once
