@@ -277,3 +277,13 @@ def test_model_from_dict_decodes_parts() -> None:
     with pytest.raises(ValidationError) as info:
         ContainerStatus.from_dict({"restartCount": "three"})
     assert [e.path for e in info.value.errors] == ["restartCount"]
+
+
+def test_status_fields_without_omitempty_are_always_written() -> None:
+    from kubelet_kit.api import ContainerStatus, PodCondition
+
+    assert ContainerStatus(name="c").to_dict() == {
+        "name": "c", "state": {}, "lastState": {}, "ready": False, "restartCount": 0,
+        "image": "", "imageID": ""}
+    assert PodCondition(type="Ready", status="False").to_dict() == {
+        "type": "Ready", "status": "False"}

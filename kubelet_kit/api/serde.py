@@ -20,7 +20,9 @@ caller (``unknown`` list), which a strict check can turn into errors.
 
 Encoding (:func:`encode`) follows Kubernetes' ``omitempty`` habit: ``None``, empty
 strings, empty lists and maps, and ``False`` where ``False`` is the field's default
-are left out; every other value, defaults included, is written.
+are left out (except fields marked ``always_written()``, which Kubernetes declares
+without ``omitempty``, such as a container status' ``ready``); every other value,
+defaults included, is written.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from kubelet_kit.errors import FieldError, QuantityError
 
 __all__ = [
     "Model",
+    "always_written",
     "child_path",
     "decode",
     "encode",
@@ -53,6 +56,7 @@ M = TypeVar("M", bound="Model")
 
 _JSON_NAME = "kubelet_kit.json_name"
 _SKIP = "kubelet_kit.skip"
+_ALWAYS = "kubelet_kit.always"
 _ACRONYMS = {"ip": "IP", "ips": "IPs", "id": "ID", "pid": "PID", "ipc": "IPC", "api": "API"}
 _SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -65,6 +69,11 @@ def json_name(name: str) -> dict[str, str]:
 def not_serialized() -> dict[str, bool]:
     """Field metadata for attributes that are not part of the Kubernetes object."""
     return {_SKIP: True}
+
+
+def always_written() -> dict[str, bool]:
+    """Field metadata for fields Kubernetes writes even when empty (no ``omitempty``)."""
+    return {_ALWAYS: True}
 
 
 @attrs.frozen(kw_only=True)
@@ -361,7 +370,8 @@ def encode(value: Any) -> Any:
         out: dict[str, Any] = {}
         for attr_name, key, _tp, a in _fields(type(value)):
             field_value = getattr(value, attr_name)
-            if _is_empty(field_value, a.default):
+            if field_value is None or (
+                    not a.metadata.get(_ALWAYS) and _is_empty(field_value, a.default)):
                 continue
             out[key] = encode(field_value)
         for key, raw in value.extra.items():

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from kubelet_kit.api.quantity import Quantity
-from kubelet_kit.api.serde import Model
+from kubelet_kit.api.serde import Model, always_written
 
 __all__ = [
     "ContainerState",
@@ -33,8 +33,8 @@ class PodCondition(Model):
     ``Ready``, ``PodReadyToStartContainers``, ...); ``status`` is ``"True"``,
     ``"False"`` or ``"Unknown"``."""
 
-    type: str = ""
-    status: str = ""
+    type: str = attrs.field(default="", metadata=always_written())
+    status: str = attrs.field(default="", metadata=always_written())
     reason: str = ""
     message: str = ""
     last_probe_time: _dt.datetime | None = None
@@ -93,13 +93,13 @@ class ContainerState(Model):
 class ContainerStatus(Model):
     """Status of one container, as the kubelet reports it."""
 
-    name: str = ""
+    name: str = attrs.field(default="", metadata=always_written())
     state: ContainerState = attrs.field(factory=ContainerState)
     last_state: ContainerState = attrs.field(factory=ContainerState)
-    ready: bool = False
+    ready: bool = attrs.field(default=False, metadata=always_written())
     restart_count: int = 0
-    image: str = ""
-    image_id: str = ""
+    image: str = attrs.field(default="", metadata=always_written())
+    image_id: str = attrs.field(default="", metadata=always_written())
     container_id: str = ""
     started: bool | None = None
     allocated_resources: Mapping[str, Quantity] = attrs.field(factory=dict)
