@@ -116,8 +116,25 @@ class FakeClock:
         self._wall_offset = wall - self._mono
 
     async def settle(self, rounds: int = 50) -> None:
-        """Yield to the event loop ``rounds`` times so woken tasks can run."""
+        """Let every task that can run, run, until all wait on something.
+
+        Yields to the event loop at least ``rounds`` times, and then as long as the
+        loop still has callbacks ready (bounded), so that a chain of awaits woken
+        by one timer completes before time moves again. (The check reads the
+        running loop's ready queue, an implementation detail of CPython's asyncio
+        loops; elsewhere exactly ``rounds`` yields are made.)
+        """
         for _ in range(rounds):
+            await asyncio.sleep(0)
+        ready = getattr(asyncio.get_running_loop(), "_ready", None)
+        if ready is None:
+            return
+        for _ in range(100_000):
+            if not ready:
+                # Twice in a row empty: nothing woke in between.
+                await asyncio.sleep(0)
+                if not ready:
+                    return
             await asyncio.sleep(0)
 
     async def run_for(self, seconds: float, *, settle_rounds: int = 50) -> None:
