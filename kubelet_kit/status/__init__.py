@@ -7,6 +7,18 @@ This package imports only ``kubelet_kit.api``, ``kubelet_kit.container`` and
 ``kubelet_kit.clock``.
 """
 
+from kubelet_kit.status.generate import (
+    CONTAINER_CREATING,
+    CONTAINER_STATUS_UNKNOWN,
+    POD_INITIALIZING,
+    container_should_be_restarted,
+    container_statuses,
+    generate_pod_status,
+    merge_transition_times,
+    pod_conditions,
+    pod_ready_to_start_containers,
+)
+from kubelet_kit.status.manager import StatusManager, StatusSubscription
 from kubelet_kit.status.phase import (
     FAILED,
     PENDING,
@@ -20,13 +32,24 @@ from kubelet_kit.status.phase import (
 )
 
 __all__ = [
+    "CONTAINER_CREATING",
+    "CONTAINER_STATUS_UNKNOWN",
     "FAILED",
     "PENDING",
+    "POD_INITIALIZING",
     "RUNNING",
     "SUCCEEDED",
     "TERMINAL_PHASES",
     "UNKNOWN",
+    "StatusManager",
+    "StatusSubscription",
+    "container_should_be_restarted",
+    "container_statuses",
+    "generate_pod_status",
     "has_any_regular_container_started",
     "is_static_pod",
+    "merge_transition_times",
+    "pod_conditions",
     "pod_phase",
+    "pod_ready_to_start_containers",
 ]

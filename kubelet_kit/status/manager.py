@@ -1,0 +1,258 @@
+"""The status manager: the latest API status of every pod, and its subscribers.
+
+The composer hands every status it generates to :meth:`StatusManager.set_pod_status`;
+the manager normalises it (a pod never leaves ``Failed``/``Succeeded``, conditions
+keep their transition times, the start time is kept) and drops updates that
+change nothing. An embedding agent that reports statuses somewhere (an API
+server, a fleet service) reads :meth:`StatusManager.subscribe`.
+
+Subscribers never slow the manager down: each has its own buffer holding at most
+one pending status per pod. A subscriber that falls behind loses intermediate
+statuses of a pod but always receives the latest one, which is what a status
+reporter needs (the kubelet's status manager coalesces the same way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+from collections import OrderedDict
+from collections.abc import Mapping
+from types import TracebackType
+
+import attrs
+
+from kubelet_kit.api import (
+    ContainerState,
+    ContainerStateTerminated,
+    ContainerStatus,
+    Pod,
+    PodStatus,
+)
+from kubelet_kit.clock import Clock, RealClock
+from kubelet_kit.status.generate import CONTAINER_STATUS_UNKNOWN, merge_transition_times
+from kubelet_kit.status.phase import FAILED, TERMINAL_PHASES, is_static_pod
+
+__all__ = ["StatusManager", "StatusSubscription"]
+
+_KILLED_MESSAGE = "The container could not be located when the pod was terminated"
+
+
+def _unknown_terminated() -> ContainerState:
+    # What the kubelet reports for a container it stopped without seeing the
+    # exit: we do not know whether it succeeded, so it is reported as an error.
+    return ContainerState(
+        terminated=ContainerStateTerminated(
+            reason=CONTAINER_STATUS_UNKNOWN, message=_KILLED_MESSAGE, exit_code=137
+        )
+    )
+
+
+def _has_run(status: ContainerStatus) -> bool:
+    return (
+        status.state.running is not None
+        or status.state.terminated is not None
+        or status.last_state.terminated is not None
+    )
+
+
+class StatusSubscription:
+    """One subscriber's view of status changes: an async iterator of ``(pod, status)``.
+
+    Made by :meth:`StatusManager.subscribe`. It receives every change made after
+    it was created (and, by default, the statuses already known). At most one
+    status per pod waits in its buffer: a newer status of the same pod replaces
+    the waiting one, so a slow reader skips intermediate statuses but never the
+    latest. Iteration ends after :meth:`close` or :meth:`StatusManager.close`.
+    One task should iterate a subscription (single consumer).
+    """
+
+    def __init__(self, manager: StatusManager) -> None:
+        self._manager = manager
+        self._pending: OrderedDict[str, tuple[Pod, PodStatus]] = OrderedDict()
+        self._wakeup = asyncio.Event()
+        self._closed = False
+
+    def _offer(self, pod: Pod, status: PodStatus) -> None:
+        if self._closed:
+            return
+        self._pending.pop(pod.uid, None)  # move to the back: newest change last
+        self._pending[pod.uid] = (pod, status)
+        self._wakeup.set()
+
+    @property
+    def pending(self) -> int:
+        """How many pods have a status waiting to be read."""
+        return len(self._pending)
+
+    def close(self) -> None:
+        """Stop receiving; a waiting reader ends its iteration. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._manager._unsubscribe(self)
+            self._wakeup.set()
+
+    def __aiter__(self) -> StatusSubscription:
+        return self
+
+    async def __anext__(self) -> tuple[Pod, PodStatus]:
+        """Wait for the next changed status. Raises StopAsyncIteration once closed."""
+        while not self._pending:
+            if self._closed:
+                raise StopAsyncIteration
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        _, item = self._pending.popitem(last=False)
+        return item
+
+    async def __aenter__(self) -> StatusSubscription:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class StatusManager:
+    """Keeps the latest API status of each pod and tells subscribers of changes.
+
+    Every method is synchronous and never blocks; subscribers read at their own
+    pace (see :class:`StatusSubscription`).
+
+    Args:
+        clock: Source of the time stamped on new conditions and start times.
+    """
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock if clock is not None else RealClock()
+        self._statuses: dict[str, tuple[Pod, PodStatus]] = {}
+        self._subscribers: set[StatusSubscription] = set()
+        self._closed = False
+
+    def _now(self) -> _dt.datetime:
+        return _dt.datetime.fromtimestamp(self._clock.now(), tz=_dt.UTC)
+
+    def _normalise(self, pod: Pod, status: PodStatus, old: PodStatus | None) -> PodStatus:
+        now = self._now()
+        base = old if old is not None else pod.status
+        if base.phase in TERMINAL_PHASES and status.phase != base.phase:
+            # Terminal is final: keep the phase and why the pod got there.
+            status = attrs.evolve(
+                status, phase=base.phase, reason=base.reason, message=base.message
+            )
+        start_time = base.start_time or status.start_time or now
+        conditions = merge_transition_times(status.conditions, base.conditions, now)
+        return attrs.evolve(status, start_time=start_time, conditions=conditions)
+
+    def set_pod_status(self, pod: Pod, status: PodStatus) -> bool:
+        """Record ``status`` as the pod's current status.
+
+        The status is normalised first: a pod whose status is (or, for a pod new
+        to the manager, whose ``pod.status`` is) ``Failed`` or ``Succeeded``
+        keeps that phase with its reason and message; a condition whose status
+        did not change keeps its ``lastTransitionTime`` (new or changed ones
+        without a time get the clock's now); ``startTime`` is kept, or set now.
+        Idempotent: an update that changes nothing is dropped.
+
+        Args:
+            pod: The pod the status belongs to (keyed by ``pod.uid``).
+            status: The new status, e.g. from ``generate_pod_status``.
+
+        Returns:
+            True when the stored status changed (subscribers were told).
+        """
+        entry = self._statuses.get(pod.uid)
+        old = entry[1] if entry is not None else None
+        status = self._normalise(pod, status, old)
+        if old is not None and status == old:
+            if entry is not None and entry[0] != pod:
+                self._statuses[pod.uid] = (pod, status)  # newer spec, same status
+            return False
+        self._statuses[pod.uid] = (pod, status)
+        for subscriber in tuple(self._subscribers):
+            subscriber._offer(pod, status)
+        return True
+
+    def get_pod_status(self, uid: str) -> PodStatus | None:
+        """The pod's current status, or None if the manager has none. Never blocks."""
+        entry = self._statuses.get(uid)
+        return entry[1] if entry is not None else None
+
+    def all_statuses(self) -> Mapping[str, PodStatus]:
+        """Every known status by pod uid (a copy)."""
+        return {uid: status for uid, (_, status) in self._statuses.items()}
+
+    def remove(self, uid: str) -> None:
+        """Forget a pod (after it was removed from the node). Idempotent."""
+        self._statuses.pop(uid, None)
+
+    def terminate_pod(self, pod: Pod, reason: str = "", message: str = "") -> PodStatus:
+        """Mark a pod as stopped for good (killed, evicted, shut down).
+
+        As the kubelet does on kill: every container not already terminated is
+        shown terminated with ``ContainerStatusUnknown`` (exit 137), since the
+        exit was not observed; init containers that never started stay waiting.
+        A pod not yet terminal becomes ``Failed`` with ``reason`` and ``message``
+        (e.g. ``Evicted``); a terminal pod keeps its phase, reason and message.
+        Static pods keep their phase, as upstream.
+
+        Args:
+            pod: The pod.
+            reason: Pod status reason for the termination, e.g. ``Evicted``.
+            message: Human-readable explanation.
+
+        Returns:
+            The stored status.
+        """
+        current = self.get_pod_status(pod.uid) or pod.status
+        containers = tuple(
+            s if s.state.terminated is not None else attrs.evolve(s, state=_unknown_terminated())
+            for s in current.container_statuses
+        )
+        inits = list(current.init_container_statuses)
+        # Init containers up to the last one that ever ran may have been killed;
+        # those after it never started and stay as they are.
+        last_run = max((i for i, s in enumerate(inits) if _has_run(s)), default=-1)
+        for i in range(last_run + 1):
+            if inits[i].state.terminated is None:
+                inits[i] = attrs.evolve(inits[i], state=_unknown_terminated())
+        status = attrs.evolve(
+            current, container_statuses=containers, init_container_statuses=tuple(inits)
+        )
+        if status.phase not in TERMINAL_PHASES and not is_static_pod(pod):
+            status = attrs.evolve(status, phase=FAILED, reason=reason, message=message)
+        self.set_pod_status(pod, status)
+        return self._statuses[pod.uid][1]
+
+    def subscribe(self, *, replay: bool = True) -> StatusSubscription:
+        """A new subscription to status changes.
+
+        Args:
+            replay: Start with the current status of every known pod.
+
+        Returns:
+            The subscription; iterate it with ``async for``, close it when done.
+        """
+        subscription = StatusSubscription(self)
+        if self._closed:
+            subscription.close()
+            return subscription
+        self._subscribers.add(subscription)
+        if replay:
+            for pod, status in self._statuses.values():
+                subscription._offer(pod, status)
+        return subscription
+
+    def _unsubscribe(self, subscription: StatusSubscription) -> None:
+        self._subscribers.discard(subscription)
+
+    def close(self) -> None:
+        """End every subscription (after they drain what is pending). Idempotent."""
+        self._closed = True
+        for subscriber in tuple(self._subscribers):
+            subscriber.close()
+
