@@ -42,7 +42,7 @@ def _add_validate(subparsers: _Subparsers) -> None:
                     "one line per problem: <file>[<document>]: <field path>: <message>.",
     )
     parser.add_argument("paths", nargs="+", metavar="FILE_OR_DIR", help="manifest file or "
-                        "directory")
+                        "directory; - reads standard input")
     parser.add_argument("--strict", action="store_true",
                         help="also report fields that the Pod schema does not know")
     parser.add_argument("--node-name", default="", help="node name used for generated uids "
@@ -54,10 +54,16 @@ def _add_validate(subparsers: _Subparsers) -> None:
 
 def _validate(args: argparse.Namespace) -> int:
     # Imported here so that `kubelet-kit --version` stays fast.
-    from kubelet_kit.api import qos_class, read_manifests
+    from kubelet_kit.api import qos_class, read_manifest_text, read_manifests
 
     out: TextIO = sys.stdout
-    results = read_manifests(*args.paths, node_name=args.node_name, strict=args.strict)
+    results = []
+    for path in args.paths:
+        if path == "-":
+            results.extend(read_manifest_text(sys.stdin.read(), source="<stdin>",
+                                              node_name=args.node_name, strict=args.strict))
+        else:
+            results.extend(read_manifests(path, node_name=args.node_name, strict=args.strict))
     problems = 0
     bad_docs = 0
     pods = 0

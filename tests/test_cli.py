@@ -105,3 +105,13 @@ def test_subcommands_registered_in_one_place() -> None:
     assert len(SUBCOMMANDS) >= 1
     ns = parser.parse_args(["validate", "x"])
     assert callable(ns.func)
+
+
+def test_validate_reads_standard_input() -> None:
+    text = (DATA / "broken" / "multi.yaml").read_text()
+    proc = subprocess.run([sys.executable, "-m", "kubelet_kit.cli", "validate", "-"],
+                          input=text, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == [
+        '<stdin>[1]: spec.restartPolicy: Unsupported value: "Sometimes": supported values: '
+        '"Always", "Never", "OnFailure"']

@@ -11,6 +11,7 @@ from kubelet_kit.api.loading import (
     apply_defaults,
     load_manifests,
     load_pod,
+    read_manifest_text,
     read_manifests,
     static_pod_uid,
 )
@@ -144,6 +145,7 @@ __all__ = [
     "pod_limits",
     "pod_requests",
     "qos_class",
+    "read_manifest_text",
     "read_manifests",
     "static_pod_uid",
     "validate_pod",

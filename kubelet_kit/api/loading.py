@@ -46,6 +46,7 @@ __all__ = [
     "load_manifests",
     "load_pod",
     "parse_documents",
+    "read_manifest_text",
     "read_manifests",
     "static_pod_uid",
 ]
@@ -304,6 +305,30 @@ def _read_file(path: Path, *, node_name: str, strict: bool) -> Iterator[Manifest
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         yield ManifestResult(source, None, None, (FieldError("", f"cannot read: {reason}"),))
         return
+    yield from read_manifest_text(text, source=source, node_name=node_name, strict=strict)
+
+
+def read_manifest_text(
+    text: str, *, source: str = "<input>", node_name: str = "", strict: bool = False
+) -> list[ManifestResult]:
+    """Read every pod document in manifest text (what :func:`read_manifests` does per file).
+
+    Never raises for bad content.
+
+    Args:
+        text: YAML (one or more documents) or JSON.
+        source: Name of the input, kept as each pod's ``source`` and in messages.
+        node_name: The node's name, used in generated uids.
+        strict: Report unknown fields as errors.
+
+    Returns:
+        One result per document.
+    """
+    return list(_read_text(text, source=source, node_name=node_name, strict=strict))
+
+
+def _read_text(text: str, *, source: str, node_name: str,
+               strict: bool) -> Iterator[ManifestResult]:
     try:
         docs = parse_documents(text, source=source)
     except ValidationError as exc:
