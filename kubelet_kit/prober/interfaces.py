@@ -36,6 +36,12 @@ class ProbeUpdate:
 
     A liveness or startup FAILURE asks the agent to restart the container; a
     readiness change asks it to recompute the pod's Ready condition.
+
+    Attributes:
+        termination_grace_period_seconds: The probe's own
+            ``terminationGracePeriodSeconds``, if it sets one: the kubelet uses it
+            instead of the pod's when it kills a container for a failed liveness
+            or startup probe.
     """
 
     pod_uid: str
@@ -44,6 +50,7 @@ class ProbeUpdate:
     kind: ProbeKind
     result: ProbeResult
     message: str = ""
+    termination_grace_period_seconds: int | None = None
 
 
 @runtime_checkable
