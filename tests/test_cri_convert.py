@@ -488,3 +488,40 @@ def test_unknown_enum_values_from_a_newer_runtime_degrade() -> None:
     raw = status.SerializeToString().replace(b"\x18\x03", b"\x18\x09")
     parsed = pb.ContainerStatus.FromString(raw)
     assert convert.container_status_from_pb(parsed).state is ContainerState.UNKNOWN
+
+
+# ------------------------------------------------------------- package hygiene
+
+
+def test_all_is_honest() -> None:
+    import types
+
+    import kubelet_kit.cri as cri
+
+    public = {
+        name for name, value in vars(cri).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert sorted(cri.__all__) == sorted(public)
+
+
+def test_cri_imports_no_other_subsystem() -> None:
+    # Rule 1 of the design: cri may import only api, container, clock and errors.
+    import ast
+    from pathlib import Path
+
+    import kubelet_kit.cri as cri
+
+    allowed = ("kubelet_kit.cri", "kubelet_kit.container", "kubelet_kit.clock",
+               "kubelet_kit.errors", "kubelet_kit.api")
+    package = Path(cri.__file__).parent
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                if name.startswith("kubelet_kit"):
+                    assert name.startswith(allowed), f"{path.name} imports {name}"
