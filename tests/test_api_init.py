@@ -46,5 +46,6 @@ def test_to_dict_of_empty_models_is_plain_json() -> None:
                                             "terminationGracePeriodSeconds": 30,
                                             "dnsPolicy": "ClusterFirst",
                                             "securityContext": {},
-                                            "schedulerName": "default-scheduler"},
+                                            "schedulerName": "default-scheduler",
+                                            "enableServiceLinks": True},
                                    "status": {}}

@@ -56,6 +56,8 @@ def test_defaults_applied_at_load() -> None:
     assert pod.spec.restart_policy == "Always"
     assert pod.spec.termination_grace_period_seconds == 30
     assert pod.spec.dns_policy == "ClusterFirst"
+    assert pod.spec.enable_service_links is True
+    assert pod.spec.scheduler_name == "default-scheduler"
     c = pod.spec.containers[0]
     assert c.image_pull_policy == "IfNotPresent"
     assert c.termination_message_path == "/dev/termination-log"

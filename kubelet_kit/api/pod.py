@@ -626,7 +626,7 @@ class PodSpec(Model):
     dns_config: Mapping[str, Any] | None = None
     readiness_gates: tuple[Mapping[str, Any], ...] = ()
     runtime_class_name: str | None = None
-    enable_service_links: bool | None = None
+    enable_service_links: bool = True
     preemption_policy: str | None = None
     overhead: Mapping[str, Quantity] = attrs.field(factory=dict)
     resources: ResourceRequirements | None = None
