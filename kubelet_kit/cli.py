@@ -91,9 +91,9 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 #: Every subcommand, in the order ``--help`` lists them. To add one (``run``,
-#: ``cri``, ...), write an ``_add_<name>(subparsers)`` function like
-#: :func:`_add_validate` and append it here.
-SUBCOMMANDS: list[Callable[[_Subparsers], None]] = [
+#: ``cri``, ...), write a ``register(subparsers)`` function like
+#: :func:`_add_validate` (its return value is ignored) and append it here.
+SUBCOMMANDS: list[Callable[[_Subparsers], object]] = [
     _add_validate,
 ]
 
