@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from kubelet_kit.cri.remote import CRIRuntime
+from kubelet_kit.cri import CRIRuntime, CRIServer
 
 from .containerd import Containerd, missing_parts
 
@@ -65,8 +66,22 @@ def containerd(
     return containerd_env
 
 
-@pytest.fixture
-async def cri(containerd: Containerd) -> AsyncIterator[CRIRuntime]:
-    """A connected CRIRuntime on the session's containerd."""
-    async with CRIRuntime(containerd.endpoint, timeout=60) as rt:
-        yield rt
+@pytest.fixture(params=["direct", "via-cri-server"])
+async def cri(request: pytest.FixtureRequest, containerd: Containerd) -> AsyncIterator[CRIRuntime]:
+    """A connected CRIRuntime on the session's containerd: directly, or through the
+    project's CRIServer serving a CRIRuntime of containerd (a CRI proxy), which
+    checks the server's conversions and error mapping against a real runtime."""
+    if request.param == "direct":
+        async with CRIRuntime(containerd.endpoint, timeout=60) as rt:
+            yield rt
+        return
+    sock_dir = Path(tempfile.mkdtemp(prefix="kkproxy-"))
+    try:
+        async with (
+            CRIRuntime(containerd.endpoint, timeout=60) as inner,
+            CRIServer(inner, sock_dir / "proxy.sock") as server,
+            CRIRuntime(server.endpoint, timeout=60) as rt,
+        ):
+            yield rt
+    finally:
+        shutil.rmtree(sock_dir, ignore_errors=True)
