@@ -525,3 +525,16 @@ def test_cri_imports_no_other_subsystem() -> None:
             for name in names:
                 if name.startswith("kubelet_kit"):
                     assert name.startswith(allowed), f"{path.name} imports {name}"
+
+
+def test_committed_generated_code_is_up_to_date() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("grpc_tools", reason="grpcio-tools (the dev extra) generates the stubs")
+    script = Path(__file__).resolve().parent.parent / "scripts" / "gen_protos.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
