@@ -240,7 +240,7 @@ async def _logs(rt: CRIRuntime, args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def _exec(rt: CRIRuntime, args: argparse.Namespace, out: TextIO) -> int:
-    cmd = [c for c in args.cmd if c != "--"] if args.cmd[:1] == ["--"] else list(args.cmd)
+    cmd = list(args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd)
     if not cmd:
         raise KubeletKitError("exec: a command is required")
     result = await rt.exec_sync(args.id, cmd, timeout=args.timeout or None)
