@@ -356,3 +356,23 @@ def test_host_port_conflicts_across_containers() -> None:
         load_pod(data)
     assert [str(e) for e in info.value.errors] == [
         'spec.containers[1].ports[0].hostPort: Duplicate value: "/TCP/8080"']
+
+
+@pytest.mark.parametrize("text", [
+    "a: " + "[" * 3000 + "]" * 3000,
+    '{"a": ' + "[" * 3000 + "]" * 3000 + "}",
+    "spec: {containers: [" + "{a: " * 150 + "1" + "}" * 150 + "]}",
+])
+def test_deep_nesting_is_a_validation_error(text: str) -> None:
+    with pytest.raises(ValidationError, match="nests deeper than 100 levels"):
+        load_pod(text)
+
+
+def test_yaml_alias_bomb_is_refused_quickly() -> None:
+    lines = ["apiVersion: v1", "kind: Pod", "metadata:", "  name: p", "  annotations:",
+             "    a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 9):
+        refs = ", ".join([f"*a{i - 1}"] * 10)
+        lines.append(f"    a{i}: &a{i} [{refs}]")
+    with pytest.raises(ValidationError, match="holds more than 200000 values"):
+        load_pod("\n".join(lines))

@@ -162,6 +162,34 @@ def apply_defaults(pod: Pod) -> Pod:
     return attrs.evolve(pod, spec=spec)
 
 
+#: Deepest nesting and most values accepted in one manifest. A real pod nests about
+#: a dozen levels and holds hundreds of values; the limits keep recursive decoding far
+#: from Python's recursion limit and stop YAML alias bombs (a few lines of aliases
+#: that expand to billions of values).
+_MAX_DEPTH = 100
+_MAX_NODES = 200_000
+_TOO_DEEP = f"the manifest nests deeper than {_MAX_DEPTH} levels"
+_TOO_BIG = f"the manifest holds more than {_MAX_NODES} values"
+
+
+def _shape_problem(value: Any) -> str | None:
+    """Why ``value`` is too deep or too big to decode, or None (iterative walk)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    seen = 0
+    while stack:
+        item, depth = stack.pop()
+        seen += 1
+        if depth > _MAX_DEPTH:
+            return _TOO_DEEP
+        if seen > _MAX_NODES:
+            return _TOO_BIG
+        if isinstance(item, Mapping):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend((v, depth + 1) for v in item)
+    return None
+
+
 def _covered(path: str, bad: list[str]) -> bool:
     """Whether ``path`` lies at or under a path that already failed to decode."""
     return any(path == b or path.startswith((b + ".", b + "[")) for b in bad)
@@ -172,9 +200,13 @@ def _pod_from_object(
 ) -> tuple[Pod | None, list[FieldError]]:
     errors: list[FieldError] = []
     unknown: list[str] = []
-    pod = decode(Pod, data, errors=errors, unknown=unknown)
     if not isinstance(data, Mapping):
+        decode(Pod, data, errors=errors)
         return None, errors
+    problem = _shape_problem(data)
+    if problem:
+        return None, [FieldError("", problem)]
+    pod = decode(Pod, data, errors=errors, unknown=unknown)
     # The model defaults apiVersion and kind; a manifest must still name them.
     for key in ("apiVersion", "kind"):
         if not data.get(key):
@@ -222,9 +254,13 @@ def parse_documents(text: str, *, source: str = "<input>") -> list[tuple[int | N
             raise ValidationError.single(
                 "", f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
                 source=source) from None
+        except RecursionError:
+            raise ValidationError.single("", _TOO_DEEP, source=source) from None
     else:
         try:
             objects = [d for d in yaml.safe_load_all(text) if d is not None]
+        except RecursionError:
+            raise ValidationError.single("", _TOO_DEEP, source=source) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             problem = getattr(exc, "problem", None) or str(exc)
