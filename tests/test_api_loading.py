@@ -289,3 +289,13 @@ def test_status_fields_without_omitempty_are_always_written() -> None:
         "image": "", "imageID": ""}
     assert PodCondition(type="Ready", status="False").to_dict() == {
         "type": "Ready", "status": "False"}
+
+
+def test_container_resolves_named_ports() -> None:
+    from kubelet_kit.api import ContainerPort
+
+    c = Container(name="c", ports=(ContainerPort(name="http", container_port=8080),))
+    assert c.resolve_port("http") == 8080
+    assert c.resolve_port(9090) == 9090
+    assert c.resolve_port("9091") == 9091
+    assert c.resolve_port("metrics") is None

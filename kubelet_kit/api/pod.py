@@ -417,6 +417,22 @@ class Container(Model):
         """True for a restartable init container (``restartPolicy: Always``)."""
         return self.restart_policy == "Always"
 
+    def resolve_port(self, port: int | str) -> int | None:
+        """The port number a probe or hook means (upstream ``ResolveContainerPort``).
+
+        A number is itself; a name is looked up among this container's ports; a name
+        that matches no port but is all digits is read as a number.
+
+        Returns:
+            The port number, or None when the name matches nothing.
+        """
+        if isinstance(port, int):
+            return port
+        for p in self.ports:
+            if p.name == port:
+                return p.container_port
+        return int(port) if port.isdigit() else None
+
 
 # ----------------------------------------------------------------------- volumes
 
