@@ -299,3 +299,4 @@ def test_container_resolves_named_ports() -> None:
     assert c.resolve_port(9090) == 9090
     assert c.resolve_port("9091") == 9091
     assert c.resolve_port("metrics") is None
+    assert c.resolve_port(70000) is None

@@ -424,14 +424,17 @@ class Container(Model):
         that matches no port but is all digits is read as a number.
 
         Returns:
-            The port number, or None when the name matches nothing.
+            The port number, or None when the name matches nothing or the number is
+            outside 1..65535.
         """
+        number: int | None
         if isinstance(port, int):
-            return port
-        for p in self.ports:
-            if p.name == port:
-                return p.container_port
-        return int(port) if port.isdigit() else None
+            number = port
+        else:
+            number = next((p.container_port for p in self.ports if p.name == port), None)
+            if number is None and port.isdigit():
+                number = int(port)
+        return number if number is not None and 0 < number < 65536 else None
 
 
 # ----------------------------------------------------------------------- volumes
