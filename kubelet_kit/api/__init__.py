@@ -4,6 +4,12 @@ Models are frozen attrs classes with snake_case attributes and Kubernetes' defau
 ``load_pod`` / ``load_manifests`` read camelCase YAML or JSON and report every
 problem at once as a :class:`~kubelet_kit.errors.ValidationError`; ``Pod.to_dict()``
 writes the camelCase shape back.
+
+Unknown fields are kept (each model's ``extra``) and written back by ``to_dict``, so
+nothing is lost in a round trip; ``strict=True`` reports them instead. A manifest
+without ``metadata.uid`` gets a deterministic one (:func:`static_pod_uid`).
+``qos_class``, ``pod_requests`` and ``pod_limits`` follow upstream's rules, sidecars
+included.
 """
 
 from kubelet_kit.api.loading import (
