@@ -85,7 +85,7 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
         ('kind', 'Required value'),
     ],
     'not-a-mapping.yaml': [
-        ('', 'Invalid value: a list: expected an object, got a list'),
+        ('', 'Invalid value: [...]: expected an object, got a list'),
     ],
     'ports.yaml': [
         ('spec.containers[0].ports[1].name', 'Duplicate value: "http"'),
@@ -131,9 +131,9 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
     ],
     'types.yaml': [
         ('metadata.labels.version', 'Invalid value: 2: expected a string, got an integer'),
-        ('spec.volumes', 'Invalid value: an object: expected a list, got an object'),
+        ('spec.volumes', 'Invalid value: {...}: expected a list, got an object'),
         ('spec.containers[0].ports[0].containerPort', 'Invalid value: "80": expected an integer, got a string'),
-        ('spec.containers[0].resources.limits', 'Invalid value: a list: expected an object, got a list'),
+        ('spec.containers[0].resources.limits', 'Invalid value: [...]: expected an object, got a list'),
         ('spec.containers[0].livenessProbe.httpGet.port', 'Invalid value: 8.5: expected an integer or a string, got a number'),
         ('spec.containers[0].stdin', 'Invalid value: "true": expected a boolean, got a string'),
         ('spec.containers[1]', 'Invalid value: "just-a-string": expected an object, got a string'),

@@ -37,7 +37,7 @@ from typing import Any, TypeVar, Union
 import attrs
 
 from kubelet_kit.api.quantity import Quantity
-from kubelet_kit.errors import FieldError, QuantityError
+from kubelet_kit.errors import FieldError, QuantityError, ValidationError
 
 __all__ = [
     "Model",
@@ -170,7 +170,13 @@ def format_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return str(value)
-    return _describe(value)
+    if value is None:
+        return "null"
+    if isinstance(value, Mapping):
+        return "{...}"
+    if isinstance(value, list | tuple):
+        return "[...]"
+    return type(value).__name__
 
 
 def _type_error(path: str, value: Any, expected: str) -> FieldError:
@@ -342,8 +348,6 @@ def decode(
     Raises:
         ValidationError: Only when ``errors`` is ``None`` and something was wrong.
     """
-    from kubelet_kit.errors import ValidationError
-
     own: list[FieldError] = [] if errors is None else errors
     sink: list[str] = [] if unknown is None else unknown
     if not isinstance(data, Mapping):
