@@ -1,0 +1,213 @@
+"""Making sure a container's image is on the node (the kubelet's image manager).
+
+``imagePullPolicy`` decides: ``Always`` pulls on every container start,
+``IfNotPresent`` only when the runtime does not hold the image, ``Never`` never
+(and fails with ``ErrImageNeverPull`` when the image is absent). A failed pull
+reports ``ErrImagePull`` and starts a back-off per pod and image (10 s doubling to
+300 s): until it expires, the container waits with ``ImagePullBackOff`` and no
+pull is tried. A reference that is not a valid image name fails with
+``InvalidImageName`` before the runtime is asked anything.
+
+Failures raise :class:`~kubelet_kit.errors.PodSyncError` with the kubelet's reason
+and message; nothing here matches error strings.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from kubelet_kit.clock import Clock
+from kubelet_kit.container.interfaces import ImageSpec, PodSandboxConfig, Runtime
+from kubelet_kit.errors import ContainerRuntimeError, PodSyncError
+from kubelet_kit.podsync.backoff import (
+    IMAGE_BACKOFF_CAP,
+    IMAGE_BACKOFF_INITIAL,
+    Backoff,
+    go_quote,
+)
+
+if TYPE_CHECKING:
+    from kubelet_kit.api import Container, Pod
+
+__all__ = [
+    "ERR_IMAGE_INSPECT",
+    "ERR_IMAGE_NEVER_PULL",
+    "ERR_IMAGE_PULL",
+    "ERR_INVALID_IMAGE_NAME",
+    "IMAGE_PULL_BACK_OFF",
+    "ImagePuller",
+    "apply_default_image_tag",
+    "image_backoff_key",
+]
+
+ERR_IMAGE_PULL = "ErrImagePull"
+IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
+ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
+ERR_INVALID_IMAGE_NAME = "InvalidImageName"
+ERR_IMAGE_INSPECT = "ImageInspectError"
+
+# The grammar of distribution/reference (docker's image reference).
+_ALNUM = r"[a-z0-9]+"
+_SEPARATOR = r"(?:[._]|__|[-]+)"
+_PATH_COMPONENT = rf"{_ALNUM}(?:{_SEPARATOR}{_ALNUM})*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = (
+    rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+)
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+_REFERENCE = re.compile(
+    rf"^((?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+    rf"(?::({_TAG}))?(?:@({_DIGEST}))?$"
+)
+_HEX64 = re.compile(r"^[a-f0-9]{64}$")
+_NAME_TOTAL_MAX = 255
+
+
+def _parse_error(image: str) -> str | None:
+    """Why ``image`` is not a valid reference (docker's messages), or None."""
+    if _HEX64.match(image):
+        return f"invalid repository name ({image}), cannot specify 64-byte hexadecimal strings"
+    match = _REFERENCE.match(image)
+    if match is None:
+        if not image:
+            return "repository name must have at least one component"
+        if _REFERENCE.match(image.lower()):
+            return "invalid reference format: repository name must be lowercase"
+        return "invalid reference format"
+    name = match.group(1)
+    if len(name) > _NAME_TOTAL_MAX:
+        return f"repository name must not be more than {_NAME_TOTAL_MAX} characters"
+    first, sep, rest = name.partition("/")
+    # A first component without '.' or ':' that is not "localhost" and is all
+    # lower case is a Docker Hub path, not a registry host.
+    is_domain = bool(sep) and (
+        any(ch in first for ch in ".:") or first == "localhost" or first.lower() != first
+    )
+    remote = rest if is_domain else name
+    if remote.lower() != remote:
+        return f"invalid reference format: repository name ({remote}) must be lowercase"
+    return None
+
+
+def apply_default_image_tag(image: str) -> str:
+    """The image with ``:latest`` appended when it has neither tag nor digest.
+
+    Raises:
+        ValueError: ``image`` is not a valid image reference; the message is the
+            kubelet's ``couldn't parse image reference "<image>": <why>``.
+    """
+    why = _parse_error(image)
+    if why is not None:
+        raise ValueError(f"couldn't parse image reference {go_quote(image)}: {why}")
+    match = _REFERENCE.match(image)
+    assert match is not None
+    if match.group(2) is None and match.group(3) is None:
+        return image + ":latest"
+    return image
+
+
+def image_backoff_key(pod: Pod, container: Container) -> str:
+    """The pull back-off key: ``<pod uid>_<image>``, as the kubelet's."""
+    return f"{pod.metadata.uid}_{container.image}"
+
+
+class ImagePuller:
+    """Pulls images by the container's policy, with the kubelet's pull back-off.
+
+    Args:
+        runtime: Where images are inspected and pulled.
+        clock: Source of time for the back-off.
+        backoff: The pull back-off; default 10 s doubling to 300 s.
+    """
+
+    def __init__(self, runtime: Runtime, clock: Clock, backoff: Backoff | None = None) -> None:
+        self.runtime = runtime
+        self.clock = clock
+        if backoff is None:
+            backoff = Backoff(
+                clock, initial=IMAGE_BACKOFF_INITIAL, cap=IMAGE_BACKOFF_CAP, reset_after=None
+            )
+        self.backoff = backoff
+
+    def backoff_expiry(self, pod: Pod, container: Container) -> float | None:
+        """Wall-clock time the pull back-off of this container's image ends, if it
+        is in back-off now; None otherwise."""
+        key = image_backoff_key(pod, container)
+        entry = self.backoff.entry(key)
+        if entry is None or not self.backoff.is_in_backoff_since_update(key, self.clock.now()):
+            return None
+        return entry.last_update + entry.delay
+
+    def forget_pod(self, pod: Pod) -> None:
+        """Drop the pull back-off of every image of ``pod``. Idempotent."""
+        self.backoff.forget_prefix(f"{pod.metadata.uid}_")
+
+    async def ensure_image(
+        self,
+        pod: Pod,
+        container: Container,
+        sandbox_config: PodSandboxConfig | None = None,
+    ) -> str:
+        """Make sure the container's image is present, pulling it if the policy says.
+
+        Blocks while a pull runs. Not idempotent in effect: ``Always`` pulls each
+        call (outside back-off).
+
+        Args:
+            pod: The pod (its uid keys the back-off, its annotations go with the
+                image spec).
+            container: The container whose image is wanted.
+            sandbox_config: The pod's sandbox config, passed to the pull.
+
+        Returns:
+            The image reference the runtime holds (its image id).
+
+        Raises:
+            PodSyncError: reason ``InvalidImageName``, ``ImageInspectError``,
+                ``ErrImageNeverPull``, ``ImagePullBackOff`` or ``ErrImagePull``,
+                with the kubelet's message.
+        """
+        try:
+            image = apply_default_image_tag(container.image)
+        except ValueError as exc:
+            raise PodSyncError(
+                ERR_INVALID_IMAGE_NAME,
+                f"Failed to apply default image tag {go_quote(container.image)}: {exc}",
+                container=container.name,
+            ) from exc
+        spec = ImageSpec(image, dict(pod.metadata.annotations))
+        try:
+            held = await self.runtime.image_status(spec)
+        except ContainerRuntimeError as exc:
+            raise PodSyncError(
+                ERR_IMAGE_INSPECT,
+                f"Failed to inspect image {go_quote(container.image)}: {exc}",
+                container=container.name,
+            ) from exc
+        policy = container.image_pull_policy
+        should_pull = policy == "Always" or (policy == "IfNotPresent" and held is None)
+        if not should_pull:
+            if held is not None:
+                return held.id
+            raise PodSyncError(
+                ERR_IMAGE_NEVER_PULL,
+                f"Container image {go_quote(container.image)} is not present with pull "
+                "policy of Never",
+                container=container.name,
+            )
+        key = image_backoff_key(pod, container)
+        if self.backoff.is_in_backoff_since_update(key, self.clock.now()):
+            raise PodSyncError(
+                IMAGE_PULL_BACK_OFF,
+                f"Back-off pulling image {go_quote(container.image)}",
+                container=container.name,
+            )
+        try:
+            ref = await self.runtime.pull_image(spec, sandbox_config)
+        except ContainerRuntimeError as exc:
+            self.backoff.next(key, self.clock.now())
+            raise PodSyncError(ERR_IMAGE_PULL, str(exc), container=container.name) from exc
+        self.backoff.gc()
+        return ref
