@@ -5,5 +5,24 @@ unit-testing a node policy builds on the same fakes the project's tests use.
 """
 
 from kubelet_kit.testing.clock import FakeClock, FakeTimerHandle
+from kubelet_kit.testing.fake_runtime import (
+    Call,
+    FakeRuntime,
+    InjectedError,
+    LogLine,
+    format_cri_log_line,
+    format_rfc3339_nano,
+    normalize_image_ref,
+)
 
-__all__ = ["FakeClock", "FakeTimerHandle"]
+__all__ = [
+    "Call",
+    "FakeClock",
+    "FakeRuntime",
+    "FakeTimerHandle",
+    "InjectedError",
+    "LogLine",
+    "format_cri_log_line",
+    "format_rfc3339_nano",
+    "normalize_image_ref",
+]
