@@ -715,11 +715,11 @@ class _Validator:
         if ads is not None and not 1 <= ads <= 2147483647:
             self.invalid(f"{path}.activeDeadlineSeconds", ads,
                          "must be between 1 and 2147483647, inclusive")
-        for key, value in (("nodeName", spec.node_name),
-                           ("serviceAccountName", spec.service_account_name),
-                           ("priorityClassName", spec.priority_class_name)):
-            if value:
-                self.each(f"{path}.{key}", value, is_dns1123_subdomain(value))
+        for key, name in (("nodeName", spec.node_name),
+                          ("serviceAccountName", spec.service_account_name),
+                          ("priorityClassName", spec.priority_class_name)):
+            if name:
+                self.each(f"{path}.{key}", name, is_dns1123_subdomain(name))
         if spec.hostname:
             self.each(f"{path}.hostname", spec.hostname, is_dns1123_label(spec.hostname))
         if spec.subdomain:
