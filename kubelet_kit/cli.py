@@ -90,6 +90,18 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_run(subparsers: _Subparsers) -> None:
+    from kubelet_kit.runner import register
+
+    register(subparsers)
+
+
+def _add_cri(subparsers: _Subparsers) -> None:
+    from kubelet_kit.cri.cli import register
+
+    register(subparsers)
+
+
 #: Every subcommand, in the order ``--help`` lists them. To add one (``run``,
 #: ``cri``, ...), write a ``register(subparsers)`` function like
 #: :func:`_add_validate` (its return value is ignored) and append it here.
