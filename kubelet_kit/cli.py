@@ -107,6 +107,8 @@ def _add_cri(subparsers: _Subparsers) -> None:
 #: :func:`_add_validate` (its return value is ignored) and append it here.
 SUBCOMMANDS: list[Callable[[_Subparsers], object]] = [
     _add_validate,
+    _add_run,
+    _add_cri,
 ]
 
 
