@@ -1,0 +1,570 @@
+"""ReferenceProbeManager: the kubelet's probe manager and workers on an injected clock."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as _dt
+import logging
+import random
+from collections.abc import AsyncIterator, Iterable, Mapping
+from types import TracebackType
+from typing import Final, Self
+
+import attrs
+from prometheus_client import CollectorRegistry
+
+from kubelet_kit.api import Container, Pod, PodStatus, Probe
+from kubelet_kit.clock import Clock
+from kubelet_kit.container import Runtime
+from kubelet_kit.prober.interfaces import ProbeKind, ProbeResult, ProbeUpdate
+from kubelet_kit.prober.metrics import RESULT_FAILED, RESULT_SUCCESSFUL, ProberMetrics
+from kubelet_kit.prober.probers import Prober, ProbeStatus
+from kubelet_kit.prober.results import (
+    INITIAL_RESULTS,
+    ResultsCache,
+    ThresholdCounter,
+    fold_pod_status,
+)
+
+__all__ = ["DEFAULT_UPDATES_CAPACITY", "ContainerView", "ReferenceProbeManager"]
+
+log = logging.getLogger(__name__)
+
+#: Capacity of the updates queue; a full queue makes workers wait (back-pressure,
+#: as the kubelet's results channel does).
+DEFAULT_UPDATES_CAPACITY: Final = 1000
+
+_TERMINAL_PHASES: Final = frozenset({"Failed", "Succeeded"})
+
+_Key = tuple[str, str, ProbeKind]
+
+
+@attrs.frozen
+class ContainerView:
+    """What the manager knows of one container from the agent's last sync.
+
+    Attributes:
+        container_id: The container's id as the agent reports it (``<type>://<id>``
+            or a bare runtime id); a new id means a new container (a restart).
+        running: Whether it runs now. Only running containers are probed.
+        started_at: Wall time (seconds since the epoch, on the manager's clock) it
+            started; ``initialDelaySeconds`` counts from here.
+        terminated: Whether it has exited (as opposed to not having started).
+    """
+
+    container_id: str
+    running: bool
+    started_at: float | None = None
+    terminated: bool = False
+
+
+@attrs.define
+class _PodView:
+    pod_ip: str = ""
+    phase: str = ""
+    containers: dict[str, ContainerView] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class _Seed:
+    container_id: str
+    ready: bool
+    started: bool
+
+
+def _timestamp(value: _dt.datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+class _Worker:
+    """Probes one container with one probe kind, every period, until stopped."""
+
+    def __init__(
+        self, manager: ReferenceProbeManager, pod: Pod, container: Container, kind: ProbeKind,
+        probe: Probe,
+    ) -> None:
+        self.manager = manager
+        self.pod = pod
+        self.container = container
+        self.kind = kind
+        self.probe = probe
+        self.key: _Key = (pod.uid, container.name, kind)
+        self.counter = ThresholdCounter(probe.success_threshold, probe.failure_threshold)
+        self.container_id = ""
+        self.on_hold = False
+        self.task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._manual = False
+
+    # -- control (sync, from the manager)
+
+    def start(self, tg: asyncio.TaskGroup) -> None:
+        self.task = tg.create_task(
+            self.run(), name=f"probe-{self.kind.value}-{self.pod.uid}-{self.container.name}"
+        )
+
+    def trigger(self) -> None:
+        """Probe now instead of at the next tick (the next ticks count from now)."""
+        self._manual = True
+        self._wake.set()
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        else:
+            self.manager._worker_done(self)
+
+    # -- the loop
+
+    async def run(self) -> None:
+        m = self.manager
+        clock = m.clock
+        period = float(self.probe.period_seconds)
+        try:
+            # Right after an agent (re)start every worker would probe at once:
+            # spread the first runs over one period, as the kubelet does.
+            if period > clock.now() - m.agent_start_time:
+                await clock.sleep(m.rng.random() * period)
+            next_tick = clock.monotonic() + period
+            while await self._probe_guarded():
+                now = clock.monotonic()
+                if next_tick <= now:
+                    # The probe outlasted a tick: like a Go ticker (one buffered
+                    # tick), run again now and stay on the same grid.
+                    next_tick += (int((now - next_tick) // period) + 1) * period
+                    continue
+                if await self._wait(next_tick - now):
+                    next_tick = clock.monotonic() + period
+                else:
+                    next_tick += period
+        finally:
+            m._worker_done(self)
+
+    async def _wait(self, delay: float) -> bool:
+        """Wait for the next tick or a manual trigger; True if triggered."""
+        if not self._wake.is_set():
+            handle = self.manager.clock.call_later(delay, self._wake.set)
+            try:
+                await self._wake.wait()
+            finally:
+                handle.cancel()
+        self._wake.clear()
+        manual, self._manual = self._manual, False
+        return manual
+
+    async def _probe_guarded(self) -> bool:
+        try:
+            return await self.do_probe()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # One broken probe must not stop the others (the kubelet recovers too).
+            log.exception(
+                "%s probe worker for %s container %s failed; continuing",
+                self.kind.value, self.pod.uid, self.container.name,
+            )
+            return True
+
+    async def do_probe(self) -> bool:
+        """One period of the kubelet's ``doProbe``; False when the worker should end."""
+        m = self.manager
+        view = m._pods.get(self.pod.uid)
+        if view is None:
+            return True  # no status yet
+        if view.phase in _TERMINAL_PHASES:
+            return False
+        c = view.containers.get(self.container.name)
+        if c is None or not c.container_id:
+            return True  # not created yet
+        if c.container_id != self.container_id:
+            # A new container (first sight or a restart): results start over.
+            if self.container_id:
+                m._caches[self.kind].remove(self.container_id)
+            self.container_id = c.container_id
+            self.on_hold = False
+            self.counter.reset()
+            if m._caches[self.kind].get(self.container_id) is None:
+                await m._publish(self, INITIAL_RESULTS[self.kind], "")
+        if self.on_hold:
+            return True
+        if not c.running:
+            if self.kind is ProbeKind.READINESS:
+                await m._publish(self, ProbeResult.FAILURE, "container is not running")
+            # A container that exited and will not be restarted needs no worker.
+            return not (c.terminated and self.pod.spec.restart_policy == "Never")
+        if self.pod.metadata.deletion_timestamp is not None and self.kind in (
+            ProbeKind.LIVENESS, ProbeKind.STARTUP,
+        ):
+            # The pod is going away: end quietly with a success.
+            await m._publish(self, ProbeResult.SUCCESS, "")
+            return False
+        if c.started_at is not None and int(
+            m.clock.now() - c.started_at
+        ) < self.probe.initial_delay_seconds:
+            return True
+        started = m._is_started(self.pod.uid, self.container.name, self.container_id)
+        if started == (self.kind is ProbeKind.STARTUP):
+            # Startup probes stop once started; the others wait for it.
+            return True
+
+        began = m.clock.monotonic()
+        outcome = await m.prober.probe(
+            self.kind, self.pod, self.container, self.probe,
+            pod_ip=view.pod_ip, container_id=self.container_id,
+        )
+        if outcome.status is ProbeStatus.UNKNOWN:
+            return True  # a prober error says nothing about the container
+        result = ProbeResult.SUCCESS if outcome.succeeded else ProbeResult.FAILURE
+        m.metrics.observe(
+            self.kind,
+            RESULT_SUCCESSFUL if result is ProbeResult.SUCCESS else RESULT_FAILED,
+            container=self.container.name, pod=self.pod.name, namespace=self.pod.namespace,
+            pod_uid=self.pod.uid, duration=m.clock.monotonic() - began,
+        )
+        if not self.counter.observe(result):
+            return True
+        await m._publish(self, result, outcome.output)
+        if (self.kind is ProbeKind.LIVENESS and result is ProbeResult.FAILURE) or (
+            self.kind is ProbeKind.STARTUP
+        ):
+            # The container will be restarted (or has started): nothing to probe
+            # until a new container id shows up.
+            self.on_hold = True
+            self.counter.reset()
+        return True
+
+
+class ReferenceProbeManager:
+    """The kubelet's probe manager: one worker per (pod, container, probe kind).
+
+    **Lifecycle.** :meth:`add_pod` registers a worker for every liveness, readiness
+    and startup probe of the pod's containers and sidecars; workers run while
+    :meth:`run` runs (``async with manager:`` runs it in the background).
+    :meth:`remove_pod` stops them and forgets their results.
+
+    **What the agent tells the manager.** Workers probe only what the agent has
+    reported, so after each sync the agent calls :meth:`set_pod_status` with the
+    pod's API status (pod IP, phase, each container's id and state), or the finer
+    :meth:`update_container` and :meth:`set_pod_ip`. A worker sees the change at
+    its next tick. A new container id for a container name is a new container:
+    its results start from the initial values and a worker on hold resumes.
+
+    **What the manager tells the agent.** :meth:`updates` yields a
+    :class:`ProbeUpdate` whenever a cached result changes: a liveness or startup
+    FAILURE means "restart this container" (it carries the probe's
+    ``terminationGracePeriodSeconds``), readiness and startup changes mean
+    "recompute the pod's status", with :meth:`update_pod_status` folding
+    ``started``/``ready`` in.
+
+    **The kubelet's rules.** Probes run every ``periodSeconds`` on the clock, the
+    first one at a random point of the first period while the agent started less
+    than a period ago; none runs before ``initialDelaySeconds`` since the container
+    started, nor against a container that is not running. Until the startup probe
+    succeeds only it runs. Results count only after ``successThreshold`` or
+    ``failureThreshold`` equal results in a row; a prober error (UNKNOWN) is
+    discarded. A published liveness failure, and any startup verdict, holds the
+    worker until the container id changes.
+
+    Deliberate differences from the kubelet: a container that is not running gets
+    a readiness FAILURE, but its liveness and startup results are left alone (so a
+    published liveness/startup FAILURE always means a running container failed);
+    the consecutive-result count starts over with a new container.
+
+    **After an agent restart.** Seed the manager with the statuses the previous
+    agent reported (``previous_statuses`` or :meth:`seed_pod_status`): a container
+    with the same id that was ready stays ready, and one that was started stays
+    started, until its probes say otherwise (``failureThreshold`` failures).
+
+    Args:
+        runtime: Runs exec probes.
+        clock: All periods, delays and timeouts.
+        registry: Where the prober metrics go; a fresh registry if None
+            (reachable as ``manager.metrics.registry``).
+        agent_start_time: Wall time the agent started (default: now on ``clock``).
+        rng: Source of the random first delay (default: a new ``random.Random``).
+        prober: Runs probes; default a :class:`Prober` over ``runtime``.
+        previous_statuses: Last reported status by pod uid, to seed from.
+        updates_capacity: Capacity of the updates queue.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        clock: Clock,
+        *,
+        registry: CollectorRegistry | None = None,
+        agent_start_time: float | None = None,
+        rng: random.Random | None = None,
+        prober: Prober | None = None,
+        previous_statuses: Mapping[str, PodStatus] | None = None,
+        updates_capacity: int = DEFAULT_UPDATES_CAPACITY,
+    ) -> None:
+        self.runtime = runtime
+        self.clock = clock
+        self.metrics = ProberMetrics(registry)
+        self.agent_start_time = clock.now() if agent_start_time is None else agent_start_time
+        self.rng = rng if rng is not None else random.Random()
+        self._own_prober = prober is None
+        self.prober = prober if prober is not None else Prober(runtime, clock)
+        self._workers: dict[_Key, _Worker] = {}
+        self._caches: dict[ProbeKind, ResultsCache] = {k: ResultsCache() for k in ProbeKind}
+        self._pods: dict[str, _PodView] = {}
+        self._seeds: dict[tuple[str, str], _Seed] = {}
+        self._queue: asyncio.Queue[ProbeUpdate] = asyncio.Queue(maxsize=updates_capacity)
+        self._tg: asyncio.TaskGroup | None = None
+        self._stopped = asyncio.Event()
+        self._done = asyncio.Event()
+        self._bg: asyncio.Task[None] | None = None
+        for uid, status in (previous_statuses or {}).items():
+            self.seed_pod_status(uid, status)
+
+    # ------------------------------------------------------------- lifecycle
+
+    async def run(self) -> None:
+        """Run the workers until :meth:`stop`. Raises only on a fatal error.
+
+        Call once; a stopped manager does not run again.
+        """
+        if self._stopped.is_set():
+            self._done.set()
+            return
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                for worker in list(self._workers.values()):
+                    if worker.task is None:
+                        worker.start(tg)
+                await self._stopped.wait()
+                for worker in list(self._workers.values()):
+                    worker.stop()
+        finally:
+            self._tg = None
+            if self._own_prober:
+                await self.prober.aclose()
+            self._done.set()
+
+    async def stop(self) -> None:
+        """Stop every worker and end :meth:`updates`; waits for :meth:`run` to return.
+        Idempotent."""
+        self._stopped.set()
+        if self._bg is not None or self._tg is not None:
+            await self._done.wait()
+
+    async def __aenter__(self) -> Self:
+        self._bg = asyncio.create_task(self.run(), name="probe-manager")
+        await asyncio.sleep(0)  # let run() start the workers registered so far
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+        if self._bg is not None:
+            await self._bg
+
+    # ------------------------------------------------------------- pods
+
+    def add_pod(self, pod: Pod) -> None:
+        """Register a worker for every probe of the pod's containers and sidecars.
+
+        Never blocks; idempotent (an existing worker keeps running, with the new
+        pod object for its metadata; probe settings are not updated, as in the
+        kubelet).
+        """
+        containers = [c for c in pod.spec.init_containers if c.is_sidecar]
+        containers.extend(pod.spec.containers)
+        for container in containers:
+            for kind, probe in (
+                (ProbeKind.STARTUP, container.startup_probe),
+                (ProbeKind.READINESS, container.readiness_probe),
+                (ProbeKind.LIVENESS, container.liveness_probe),
+            ):
+                if probe is None:
+                    continue
+                key = (pod.uid, container.name, kind)
+                existing = self._workers.get(key)
+                if existing is not None:
+                    existing.pod = pod
+                    continue
+                worker = _Worker(self, pod, container, kind, probe)
+                self._workers[key] = worker
+                if self._tg is not None:
+                    worker.start(self._tg)
+
+    def remove_pod(self, pod: Pod) -> None:
+        """Stop the pod's workers and forget its results and reported state.
+        Never blocks; idempotent."""
+        for key, worker in list(self._workers.items()):
+            if key[0] == pod.uid:
+                worker.stop()
+        self._pods.pop(pod.uid, None)
+        for seed_key in [k for k in self._seeds if k[0] == pod.uid]:
+            seed = self._seeds.pop(seed_key)
+            for cache in self._caches.values():
+                cache.remove(seed.container_id)
+
+    def stop_liveness_and_startup(self, pod: Pod) -> None:
+        """Stop the pod's liveness and startup workers (the pod is terminating).
+        Never blocks; idempotent."""
+        for key, worker in list(self._workers.items()):
+            if key[0] == pod.uid and key[2] in (ProbeKind.LIVENESS, ProbeKind.STARTUP):
+                worker.stop()
+
+    def cleanup_pods(self, desired: Iterable[str]) -> None:
+        """Stop the workers of every pod whose uid is not in ``desired``."""
+        keep = set(desired)
+        for key, worker in list(self._workers.items()):
+            if key[0] not in keep:
+                worker.stop()
+
+    # ------------------------------------------------------------- reported state
+
+    def update_container(
+        self,
+        pod_uid: str,
+        container_name: str,
+        container_id: str,
+        *,
+        running: bool,
+        started_at: float | None = None,
+        terminated: bool = False,
+    ) -> None:
+        """Record one container's id and state after a sync. Never blocks.
+
+        Args:
+            pod_uid: The pod.
+            container_name: The container's name in the pod spec.
+            container_id: Its current id; ``""`` when it has none yet.
+            running: Whether it runs.
+            started_at: Wall time it started (on this manager's clock); if None, the
+                first time it was reported running with this id.
+            terminated: Whether it has exited.
+        """
+        view = self._pods.setdefault(pod_uid, _PodView())
+        old = view.containers.get(container_name)
+        if started_at is None and running:
+            same = old is not None and old.container_id == container_id
+            started_at = old.started_at if same and old is not None else self.clock.now()
+        view.containers[container_name] = ContainerView(
+            container_id, running, started_at, terminated
+        )
+
+    def set_pod_ip(self, pod_uid: str, pod_ip: str) -> None:
+        """Record the pod's IP, the default host of network probes. Never blocks."""
+        self._pods.setdefault(pod_uid, _PodView()).pod_ip = pod_ip
+
+    def set_pod_status(self, pod_uid: str, status: PodStatus) -> None:
+        """Record everything probes need from the pod's API status: pod IP, phase,
+        and each container's id and state. Never blocks; call after every sync."""
+        view = self._pods.setdefault(pod_uid, _PodView())
+        view.pod_ip = status.pod_ip
+        view.phase = status.phase
+        for cs in (*status.init_container_statuses, *status.container_statuses):
+            running = cs.state.running is not None
+            started_at = _timestamp(cs.state.running.started_at) if cs.state.running else None
+            self.update_container(
+                pod_uid, cs.name, cs.container_id, running=running, started_at=started_at,
+                terminated=cs.state.terminated is not None,
+            )
+
+    def seed_pod_status(self, pod_uid: str, status: PodStatus) -> None:
+        """Carry over what a previous agent reported for the pod's containers.
+
+        A running container that was reported ready (or started) is taken as ready
+        (started) until its probes say otherwise; the seed applies only to the very
+        container id that was reported. Never blocks.
+        """
+        for cs in (*status.init_container_statuses, *status.container_statuses):
+            if not cs.container_id or cs.state.running is None:
+                continue
+            seed = _Seed(cs.container_id, ready=cs.ready, started=bool(cs.started))
+            self._seeds[(pod_uid, cs.name)] = seed
+            if seed.ready:
+                self._caches[ProbeKind.READINESS].set(cs.container_id, ProbeResult.SUCCESS)
+            if seed.started:
+                self._caches[ProbeKind.STARTUP].set(cs.container_id, ProbeResult.SUCCESS)
+
+    # ------------------------------------------------------------- results
+
+    def result(self, kind: ProbeKind, container_id: str) -> ProbeResult | None:
+        """The cached result of ``kind`` for a container id, or None. Never blocks."""
+        return self._caches[kind].get(container_id)
+
+    def has_probe(self, pod_uid: str, container_name: str, kind: ProbeKind) -> bool:
+        """Whether a worker exists for that probe. Never blocks."""
+        return (pod_uid, container_name, kind) in self._workers
+
+    def update_pod_status(self, pod: Pod, status: PodStatus) -> PodStatus:
+        """Fold the latest results into ``status``: each container's ``started`` and
+        ``ready`` (see :func:`~kubelet_kit.prober.results.fold_pod_status`). A
+        container that is started but not yet ready gets its readiness probe run
+        at once. Never blocks."""
+        folded, trigger = fold_pod_status(
+            pod,
+            status,
+            lambda kind, cid: self._caches[kind].get(cid) if cid else None,
+            lambda name, kind: (pod.uid, name, kind) in self._workers,
+        )
+        for name in trigger:
+            worker = self._workers.get((pod.uid, name, ProbeKind.READINESS))
+            if worker is not None:
+                worker.trigger()
+        return folded
+
+    async def updates(self) -> AsyncIterator[ProbeUpdate]:
+        """Result changes as they happen. Single consumer (the composer). Ends once
+        the manager is stopped and the queued updates are drained."""
+        stopped = asyncio.ensure_future(self._stopped.wait())
+        try:
+            while True:
+                if not self._queue.empty():
+                    yield self._queue.get_nowait()
+                    continue
+                if self._stopped.is_set():
+                    return
+                get = asyncio.ensure_future(self._queue.get())
+                await asyncio.wait({get, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if get.done():
+                    yield get.result()
+                else:
+                    get.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await get
+        finally:
+            stopped.cancel()
+
+    # ------------------------------------------------------------- worker helpers
+
+    def _is_started(self, pod_uid: str, container_name: str, container_id: str) -> bool:
+        if (pod_uid, container_name, ProbeKind.STARTUP) not in self._workers:
+            return True
+        return self._caches[ProbeKind.STARTUP].get(container_id) is ProbeResult.SUCCESS
+
+    async def _publish(self, worker: _Worker, result: ProbeResult, message: str) -> None:
+        if not self._caches[worker.kind].set(worker.container_id, result):
+            return
+        await self._queue.put(
+            ProbeUpdate(
+                pod_uid=worker.pod.uid,
+                container_name=worker.container.name,
+                container_id=worker.container_id,
+                kind=worker.kind,
+                result=result,
+                message=message,
+                termination_grace_period_seconds=worker.probe.termination_grace_period_seconds,
+            )
+        )
+
+    def _worker_done(self, worker: _Worker) -> None:
+        if self._workers.get(worker.key) is worker:
+            del self._workers[worker.key]
+        if worker.container_id:
+            self._caches[worker.kind].remove(worker.container_id)
+        self.metrics.forget(
+            worker.kind, container=worker.container.name, pod=worker.pod.name,
+            namespace=worker.pod.namespace, pod_uid=worker.pod.uid,
+        )

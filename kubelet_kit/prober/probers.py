@@ -1,0 +1,621 @@
+"""The four probe handlers (exec, HTTP GET, TCP socket, gRPC health) and a dispatcher.
+
+Each handler runs one probe and returns a :class:`ProbeOutcome` with the kubelet's
+result and output strings (``pkg/probe/...``):
+
+* **exec** runs the command through ``Runtime.exec_sync`` with the probe's timeout:
+  exit 0 succeeds, any other exit fails with the output (stdout then stderr, at
+  most 10 KiB) as the message, and a ``DeadlineExceededError`` fails with
+  ``command "<cmd>" timed out``. ``$(VAR)`` in the command is expanded from the
+  container's ``env`` as the kubelet does (static values only).
+* **HTTP GET** (aiohttp; HTTPS without certificate verification, no proxies, no
+  keep-alive): 2xx succeeds with the body as output, 3xx succeeds with a warning
+  (``Probe terminated redirects, Response body: ...``), anything else fails with
+  ``HTTP probe failed with statuscode: N``; transport errors and timeouts fail.
+  Redirects are followed only to the same host name (any port), at most 10
+  requests in all; a redirect elsewhere ends the chain and its 3xx counts as
+  above. At most 10 KiB of the body is read. ``User-Agent: kube-probe/<ver>`` and
+  ``Accept: */*`` are sent unless the probe sets them; a header set to ``""``
+  is not sent.
+* **TCP** succeeds once a connection is established, and closes it at once.
+* **gRPC** calls ``grpc.health.v1.Health/Check`` for the probe's service;
+  ``SERVING`` succeeds with ``service healthy``, anything else fails with the
+  kubelet's messages.
+
+A handler that cannot run at all (a named port the container does not declare,
+an exec the runtime refuses) returns :attr:`ProbeStatus.UNKNOWN`: the kubelet
+calls that a prober error, retries it up to 3 times, and then discards it.
+
+Timeouts: every handler is bounded by ``timeoutSeconds`` measured on the injected
+clock, and real network I/O is also bounded by the same number of real seconds,
+so a FakeClock test can time a probe out without waiting and a real agent never
+hangs on a peer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from typing import Final, TypeVar
+
+import aiohttp
+import attrs
+import grpc
+import grpc.aio
+from multidict import CIMultiDict
+from yarl import URL
+
+from kubelet_kit.api import Container, EnvVar, Pod, Probe
+from kubelet_kit.clock import Clock, wait_for
+from kubelet_kit.container import Runtime
+from kubelet_kit.errors import ContainerRuntimeError, DeadlineExceededError
+from kubelet_kit.prober.health import CHECK_METHOD, ServingStatus, decode_check_response
+from kubelet_kit.prober.health import encode_check_request as _encode_check_request
+from kubelet_kit.prober.interfaces import ProbeKind
+
+__all__ = [
+    "KUBE_PROBE_USER_AGENT",
+    "MAX_PROBE_RETRIES",
+    "MAX_READ_LENGTH",
+    "MAX_REDIRECT_REQUESTS",
+    "ProbeOutcome",
+    "ProbeStatus",
+    "Prober",
+    "exec_probe",
+    "expand_command",
+    "format_probe_url",
+    "grpc_probe",
+    "http_probe",
+    "join_host_port",
+    "resolve_port",
+    "tcp_probe",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Most output kept from an exec probe and most body read from an HTTP probe (10 KiB).
+MAX_READ_LENGTH: Final = 10 * 1024
+#: Most requests one HTTP probe makes while following redirects (Go's default policy).
+MAX_REDIRECT_REQUESTS: Final = 10
+#: How often the kubelet runs a probe that errored before giving up on that period.
+MAX_PROBE_RETRIES: Final = 3
+#: The Kubernetes minor version whose kubelet this package follows.
+KUBERNETES_VERSION: Final = "1.34"
+#: The kubelet's probe User-Agent: ``kube-probe/<major>.<minor>``.
+KUBE_PROBE_USER_AGENT: Final = f"kube-probe/{KUBERNETES_VERSION}"
+
+_REDIRECT_CODES: Final = frozenset({301, 302, 303, 307, 308})
+
+
+class ProbeStatus(enum.Enum):
+    """What one run of a handler found (``pkg/probe`` ``Result``)."""
+
+    SUCCESS = "success"
+    #: Success, with something worth a warning (an HTTP redirect not followed).
+    WARNING = "warning"
+    FAILURE = "failure"
+    #: The prober itself erred; the run says nothing about the container.
+    UNKNOWN = "unknown"
+
+
+@attrs.frozen
+class ProbeOutcome:
+    """Result of one handler run.
+
+    Attributes:
+        status: Success, warning, failure or unknown (prober error).
+        output: The handler's output: the body, the command's output, or the
+            failure or error message, in the kubelet's words.
+    """
+
+    status: ProbeStatus
+    output: str = ""
+
+    @property
+    def succeeded(self) -> bool:
+        """True for SUCCESS and WARNING (the kubelet counts a warning as success)."""
+        return self.status in (ProbeStatus.SUCCESS, ProbeStatus.WARNING)
+
+
+def _success(output: str = "") -> ProbeOutcome:
+    return ProbeOutcome(ProbeStatus.SUCCESS, output)
+
+
+def _failure(output: str) -> ProbeOutcome:
+    return ProbeOutcome(ProbeStatus.FAILURE, output)
+
+
+def _unknown(output: str) -> ProbeOutcome:
+    return ProbeOutcome(ProbeStatus.UNKNOWN, output)
+
+
+def _go_seconds(seconds: float) -> str:
+    # Go prints a whole-second time.Duration as "1s", "30s".
+    return f"{seconds:g}s"
+
+
+def _errno_text(exc: OSError) -> str:
+    # Go's syscall errors are lower case ("connection refused"); strerror is not.
+    text = exc.strerror or str(exc)
+    return text[:1].lower() + text[1:]
+
+
+async def _bounded(clock: Clock, awaitable: Awaitable[T], timeout: float) -> T:
+    """Await with ``timeout`` on ``clock`` and, for real I/O, in real seconds too."""
+    return await wait_for(clock, asyncio.wait_for(awaitable, timeout), timeout)
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def join_host_port(host: str, port: int) -> str:
+    """``host:port``, with brackets around an IPv6 address (Go's JoinHostPort)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def resolve_port(port: int | str, container: Container) -> int:
+    """The port number a probe means: a number, or a container port's name.
+
+    A string that names no port of the container is tried as a number, as the
+    kubelet does.
+
+    Raises:
+        ValueError: the name matches no port and is not a number, or the number
+            is outside 1-65535; the message is the kubelet's.
+    """
+    number: int
+    if isinstance(port, int):
+        number = port
+    else:
+        named = next((p.container_port for p in container.ports if p.name == port), None)
+        if named is not None:
+            number = named
+        else:
+            try:
+                number = int(port, 10)
+            except ValueError:
+                raise ValueError(f'strconv.Atoi: parsing "{port}": invalid syntax') from None
+    if 0 < number < 65536:
+        return number
+    raise ValueError(f"invalid port number: {number}")
+
+
+def format_probe_url(scheme: str, host: str, port: int, path: str) -> URL:
+    """The URL an HTTP probe requests: lower-cased scheme (default http), host,
+    port and the path as given (query string included)."""
+    scheme = (scheme or "http").lower()
+    if not path.startswith("/"):
+        path = "/" + path
+    return URL(f"{scheme}://{join_host_port(host, port)}{path}", encoded=True)
+
+
+def expand_command(command: Sequence[str], env: Iterable[EnvVar]) -> list[str]:
+    """Expand ``$(VAR)`` in each argument from the container's env.
+
+    The kubelet's rules: ``$$`` is a literal ``$``; ``$(NAME)`` becomes the value
+    of ``NAME`` (an env var with ``valueFrom`` counts as empty), or stays as
+    written when there is no such variable; an unclosed ``$(`` and a ``$``
+    before any other character stay as written.
+    """
+    values: dict[str, str] = {e.name: e.value or "" for e in env}
+    return [_expand(arg, values) for arg in command]
+
+
+def _expand(arg: str, values: Mapping[str, str]) -> str:
+    out: list[str] = []
+    i = 0
+    n = len(arg)
+    while i < n:
+        ch = arg[i]
+        if ch != "$" or i + 1 >= n:
+            out.append(ch)
+            i += 1
+            continue
+        nxt = arg[i + 1]
+        if nxt == "$":
+            out.append("$")
+            i += 2
+        elif nxt == "(":
+            close = arg.find(")", i + 2)
+            if close < 0:
+                out.append("$(")
+                i += 2
+            else:
+                name = arg[i + 2 : close]
+                out.append(values.get(name, f"$({name})"))
+                i = close + 1
+        else:
+            out.append("$" + nxt)
+            i += 2
+    return "".join(out)
+
+
+# ------------------------------------------------------------------ exec
+
+
+async def exec_probe(
+    runtime: Runtime, container_id: str, command: Sequence[str], timeout: float
+) -> ProbeOutcome:
+    """Run ``command`` in the container with ``runtime.exec_sync``.
+
+    The runtime enforces ``timeout`` (it must also kill the command), so no second
+    timer is set here.
+
+    Returns:
+        SUCCESS on exit 0, FAILURE on another exit or on a timeout, UNKNOWN when
+        the runtime could not run the command (not running, unknown id, ...).
+    """
+    try:
+        result = await runtime.exec_sync(container_id, list(command), timeout)
+    except DeadlineExceededError:
+        return _failure(f'command "{" ".join(command)}" timed out')
+    except ContainerRuntimeError as exc:
+        return _unknown(str(exc))
+    data = (result.stdout + result.stderr)[:MAX_READ_LENGTH]
+    output = data.decode("utf-8", errors="replace")
+    return _success(output) if result.exit_code == 0 else _failure(output)
+
+
+# ------------------------------------------------------------------ HTTP
+
+
+def _probe_headers(
+    headers: Iterable[tuple[str, str]], user_agent: str
+) -> tuple[CIMultiDict[str], list[str]]:
+    """The request headers and the automatic headers aiohttp must not add."""
+    hdrs: CIMultiDict[str] = CIMultiDict(headers)
+    skip: list[str] = []
+    if "User-Agent" not in hdrs:
+        hdrs["User-Agent"] = user_agent
+    elif hdrs["User-Agent"] == "":
+        # Go's transport sends no User-Agent when the header is set but empty.
+        del hdrs["User-Agent"]
+        skip.append("User-Agent")
+    if "Accept" not in hdrs:
+        hdrs["Accept"] = "*/*"
+    elif hdrs["Accept"] == "":
+        del hdrs["Accept"]
+        skip.append("Accept")
+    return hdrs, skip
+
+
+async def _read_at_most(content: aiohttp.StreamReader, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        data = await content.read(limit - size)
+        if not data:
+            break
+        chunks.append(data)
+        size += len(data)
+    return b"".join(chunks)
+
+
+async def http_probe(
+    url: URL | str,
+    headers: Iterable[tuple[str, str]],
+    timeout: float,
+    *,
+    clock: Clock,
+    session: aiohttp.ClientSession,
+    user_agent: str = KUBE_PROBE_USER_AGENT,
+) -> ProbeOutcome:
+    """GET ``url`` the way the kubelet's HTTP prober does (see the module docs).
+
+    Args:
+        url: The full URL (see :func:`format_probe_url`).
+        headers: The probe's ``httpHeaders`` as (name, value) pairs, repeats kept.
+        timeout: Seconds for the whole exchange, redirects and body included.
+        clock: Where the timeout is measured (real I/O is bounded in real time too).
+        session: The session to use; it should not verify certificates nor keep
+            connections alive (:class:`Prober` makes such a session).
+        user_agent: Sent unless the probe sets ``User-Agent`` itself.
+    """
+    start = URL(url, encoded=True) if isinstance(url, str) else url
+    hdrs, skip = _probe_headers(headers, user_agent)
+    try:
+        return await _bounded(clock, _http_exchange(start, hdrs, skip, session), timeout)
+    except TimeoutError:
+        return _failure(
+            f'Get "{start}": context deadline exceeded '
+            "(Client.Timeout exceeded while awaiting headers)"
+        )
+
+
+async def _http_exchange(
+    start: URL, hdrs: CIMultiDict[str], skip: list[str], session: aiohttp.ClientSession
+) -> ProbeOutcome:
+    current = start
+    requests = 0
+    while True:
+        requests += 1
+        try:
+            async with session.get(
+                current,
+                headers=hdrs,
+                skip_auto_headers=skip,
+                allow_redirects=False,
+                ssl=False,
+            ) as resp:
+                location = resp.headers.get("Location")
+                if resp.status in _REDIRECT_CODES and location is not None:
+                    target = current.join(URL(location))
+                    if target.host == start.host:
+                        if requests >= MAX_REDIRECT_REQUESTS:
+                            return _failure(f'Get "{target}": stopped after 10 redirects')
+                        current = target
+                        continue
+                    # Another host: the chain ends here with this 3xx (a warning).
+                body = await _read_at_most(resp.content, MAX_READ_LENGTH)
+                text = body.decode("utf-8", errors="replace")
+                if 200 <= resp.status < 300:
+                    return _success(text)
+                if 300 <= resp.status < 400:
+                    log.debug("probe of %s terminated redirects (%d)", start, resp.status)
+                    return ProbeOutcome(
+                        ProbeStatus.WARNING, f"Probe terminated redirects, Response body: {text}"
+                    )
+                return _failure(f"HTTP probe failed with statuscode: {resp.status}")
+        except aiohttp.ClientConnectorError as exc:
+            addr = join_host_port(exc.host, exc.port or 0)
+            reason = _errno_text(exc.os_error)
+            return _failure(f'Get "{current}": dial tcp {addr}: connect: {reason}')
+        except aiohttp.ClientError as exc:
+            return _failure(f'Get "{current}": {exc}')
+        except ValueError as exc:
+            # A URL aiohttp cannot request (a malformed host or path).
+            return _unknown(f'parse "{current}": {exc}')
+
+
+# ------------------------------------------------------------------ TCP
+
+
+async def tcp_probe(host: str, port: int, timeout: float, *, clock: Clock) -> ProbeOutcome:
+    """Open a TCP connection to ``host:port`` and close it; connected is success."""
+    addr = join_host_port(host, port)
+    try:
+        _reader, writer = await _bounded(clock, asyncio.open_connection(host, port), timeout)
+    except TimeoutError:
+        return _failure(f"dial tcp {addr}: i/o timeout")
+    except OSError as exc:
+        return _failure(f"dial tcp {addr}: connect: {_errno_text(exc)}")
+    writer.close()
+    with contextlib.suppress(Exception):
+        # Bounded: a peer that never acknowledges the close must not stall a worker.
+        await _bounded(clock, writer.wait_closed(), timeout)
+    return _success()
+
+
+# ------------------------------------------------------------------ gRPC
+
+# Go's codes.Code names, which the kubelet's messages print.
+_GO_CODE_NAMES: Final = {
+    grpc.StatusCode.CANCELLED: "Canceled",
+}
+
+
+def _go_code(code: grpc.StatusCode) -> str:
+    if code in _GO_CODE_NAMES:
+        return _GO_CODE_NAMES[code]
+    return "".join(part.capitalize() for part in code.name.split("_"))
+
+
+def _status_name(value: int) -> str:
+    try:
+        return ServingStatus(value).name
+    except ValueError:
+        return str(value)  # Go prints an unknown enum value as its number
+
+
+async def grpc_probe(
+    host: str,
+    port: int,
+    service: str,
+    timeout: float,
+    *,
+    clock: Clock,
+    user_agent: str = KUBE_PROBE_USER_AGENT,
+) -> ProbeOutcome:
+    """Call ``grpc.health.v1.Health/Check`` for ``service`` on ``host:port``.
+
+    Connecting and the call share ``timeout``. Plaintext only, as the kubelet.
+    """
+    addr = join_host_port(host, port)
+    deadline = clock.monotonic() + timeout
+    channel = grpc.aio.insecure_channel(
+        addr,
+        options=[
+            ("grpc.primary_user_agent", user_agent),
+            ("grpc.enable_retries", 0),
+            ("grpc.use_local_subchannel_pool", 1),
+        ],
+    )
+    try:
+        try:
+            await _bounded(clock, channel.channel_ready(), timeout)
+        except TimeoutError:
+            return _failure(
+                f'timeout: failed to connect service "{addr}" within {_go_seconds(timeout)}: '
+                "context deadline exceeded"
+            )
+        remaining = max(deadline - clock.monotonic(), 0.001)
+        check = channel.unary_unary(CHECK_METHOD)
+        try:
+            data = await _bounded(
+                clock, check(_encode_check_request(service), timeout=remaining), remaining
+            )
+        except TimeoutError:
+            return _failure(f"timeout: health rpc did not complete within {_go_seconds(timeout)}")
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code()
+            if code is grpc.StatusCode.UNIMPLEMENTED:
+                return _failure(
+                    "error: this server does not implement the grpc health protocol "
+                    f"(grpc.health.v1.Health): {exc.details()}"
+                )
+            if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+                return _failure(
+                    f"timeout: health rpc did not complete within {_go_seconds(timeout)}"
+                )
+            return _failure(
+                "error: health rpc probe failed: "
+                f"rpc error: code = {_go_code(code)} desc = {exc.details()}"
+            )
+        try:
+            status = decode_check_response(data)
+        except Exception as exc:  # a malformed answer is the server's failure
+            return _failure(f"error: health rpc probe failed: {exc}")
+        if status != ServingStatus.SERVING:
+            return _failure(f'service unhealthy (responded with "{_status_name(status)}")')
+        return _success("service healthy")
+    finally:
+        await channel.close()
+
+
+# ------------------------------------------------------------------ dispatcher
+
+
+class Prober:
+    """Runs a container's probe with the right handler, the kubelet's way.
+
+    Resolves named ports against the container's ports, the host (the probe's
+    ``host``, else the pod IP, else ``127.0.0.1`` for an agent whose pods share
+    the host network), expands an exec command's ``$(VAR)``, and retries a
+    prober error (UNKNOWN) up to :data:`MAX_PROBE_RETRIES` times.
+
+    Holds one aiohttp session (no keep-alive, no certificate checks), made on
+    first use; :meth:`aclose` closes it.
+
+    Args:
+        runtime: Runs exec probes.
+        clock: Measures every timeout.
+        user_agent: The User-Agent of HTTP and gRPC probes.
+        max_retries: Runs per probe while the handler errs.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        clock: Clock,
+        *,
+        user_agent: str = KUBE_PROBE_USER_AGENT,
+        max_retries: int = MAX_PROBE_RETRIES,
+    ) -> None:
+        self.runtime = runtime
+        self.clock = clock
+        self.user_agent = user_agent
+        self.max_retries = max(1, max_retries)
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(force_close=True, ssl=False, limit=0),
+                # Timeouts are the probe's own (see http_probe); no proxies from env.
+                timeout=aiohttp.ClientTimeout(total=None),
+                trust_env=False,
+                auto_decompress=True,
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        """Close the HTTP session. Idempotent."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def probe(
+        self,
+        kind: ProbeKind,
+        pod: Pod,
+        container: Container,
+        probe: Probe,
+        *,
+        pod_ip: str,
+        container_id: str,
+    ) -> ProbeOutcome:
+        """Run ``probe`` once (with retries on prober errors) and return the outcome.
+
+        Never raises for anything the probe finds; cancellable.
+
+        Args:
+            kind: Which probe this is (for logs).
+            pod: The container's pod.
+            container: The probed container's spec.
+            probe: Its probe of ``kind``.
+            pod_ip: The pod's IP, the default host of HTTP, TCP and gRPC probes.
+            container_id: The runtime's container id (a ``<type>://`` prefix is
+                dropped before calling the runtime).
+        """
+        outcome = _unknown("no probe handler")
+        for _ in range(self.max_retries):
+            outcome = await self.run_once(
+                probe, container, pod_ip=pod_ip, container_id=container_id
+            )
+            if outcome.status is not ProbeStatus.UNKNOWN:
+                break
+        if outcome.status is ProbeStatus.UNKNOWN:
+            log.warning(
+                "%s probe of %s/%s container %s errored and resulted in unknown state: %s",
+                kind.value, pod.namespace, pod.name, container.name, outcome.output,
+            )
+        elif outcome.status is ProbeStatus.WARNING:
+            log.info(
+                "%s probe warning for %s/%s container %s: %s",
+                kind.value, pod.namespace, pod.name, container.name, outcome.output,
+            )
+        elif outcome.status is ProbeStatus.FAILURE:
+            log.info(
+                "%s probe failed for %s/%s container %s: %s",
+                kind.value, pod.namespace, pod.name, container.name, outcome.output,
+            )
+        return outcome
+
+    async def run_once(
+        self, probe: Probe, container: Container, *, pod_ip: str, container_id: str
+    ) -> ProbeOutcome:
+        """Run the probe's handler once, without retries."""
+        timeout = float(probe.timeout_seconds)
+        default_host = pod_ip or "127.0.0.1"
+        if probe.exec is not None:
+            command = expand_command(probe.exec.command, container.env)
+            runtime_id = container_id.partition("://")[2] or container_id
+            return await exec_probe(self.runtime, runtime_id, command, timeout)
+        if probe.http_get is not None:
+            action = probe.http_get
+            try:
+                port = resolve_port(action.port, container)
+            except ValueError as exc:
+                return _unknown(str(exc))
+            url = format_probe_url(action.scheme, action.host or default_host, port, action.path)
+            return await http_probe(
+                url,
+                [(h.name, h.value) for h in action.http_headers],
+                timeout,
+                clock=self.clock,
+                session=self._http_session(),
+                user_agent=self.user_agent,
+            )
+        if probe.tcp_socket is not None:
+            try:
+                port = resolve_port(probe.tcp_socket.port, container)
+            except ValueError as exc:
+                return _unknown(str(exc))
+            return await tcp_probe(
+                probe.tcp_socket.host or default_host, port, timeout, clock=self.clock
+            )
+        if probe.grpc is not None:
+            return await grpc_probe(
+                default_host,
+                probe.grpc.port,
+                probe.grpc.service or "",
+                timeout,
+                clock=self.clock,
+                user_agent=self.user_agent,
+            )
+        return _unknown(f"missing probe handler for container {container.name}")
