@@ -115,7 +115,7 @@ def test_map_reference_expands_against_earlier_values() -> None:
 
 
 def _pod(**spec: object) -> Pod:
-    base = {"containers": (Container(name="app", image="nginx:1"),)}
+    base: dict[str, object] = {"containers": (Container(name="app", image="nginx:1"),)}
     base.update(spec)
     return Pod(
         metadata=ObjectMeta(name="web", namespace="prod", uid="uid-1",
