@@ -197,3 +197,36 @@ def test_status_package_exports_and_imports_no_other_subsystem() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _terminated(name: str, code: int) -> ContainerStatus:
+    return ContainerStatus(name=name, state=ContainerState(
+        terminated=ContainerStateTerminated(exit_code=code)))
+
+
+def _waiting(name: str) -> ContainerStatus:
+    return ContainerStatus(name=name, state=ContainerState(waiting=ContainerStateWaiting()))
+
+
+def _policy(pod: Pod, policy: str) -> Pod:
+    return attrs.evolve(pod, spec=attrs.evolve(pod.spec, restart_policy=policy))
+
+
+def test_terminated_containers_cannot_come_back_unless_restartable() -> None:
+    manager = StatusManager(_clock())
+    never = _policy(_pod("n"), "Never")
+    manager.set_pod_status(never, PodStatus(container_statuses=(_terminated("app", 1),)))
+    assert not manager.set_pod_status(never, PodStatus(container_statuses=(_running("app"),)))
+    stored = manager.get_pod_status("n")
+    assert stored is not None and stored.container_statuses[0].state.terminated is not None
+
+    on_failure = _policy(_pod("f"), "OnFailure")
+    manager.set_pod_status(on_failure, PodStatus(container_statuses=(_terminated("app", 1),)))
+    assert manager.set_pod_status(on_failure, PodStatus(container_statuses=(_waiting("app"),)))
+    manager.set_pod_status(on_failure, PodStatus(container_statuses=(_terminated("app", 0),)))
+    assert not manager.set_pod_status(
+        on_failure, PodStatus(container_statuses=(_running("app"),)))
+
+    always = _policy(_pod("a"), "Always")
+    manager.set_pod_status(always, PodStatus(container_statuses=(_terminated("app", 0),)))
+    assert manager.set_pod_status(always, PodStatus(container_statuses=(_running("app"),)))

@@ -18,7 +18,11 @@ from kubelet_kit.status.generate import (
     pod_conditions,
     pod_ready_to_start_containers,
 )
-from kubelet_kit.status.manager import StatusManager, StatusSubscription
+from kubelet_kit.status.manager import (
+    StatusManager,
+    StatusSubscription,
+    illegal_container_transition,
+)
 from kubelet_kit.status.phase import (
     FAILED,
     PENDING,
@@ -47,6 +51,7 @@ __all__ = [
     "container_statuses",
     "generate_pod_status",
     "has_any_regular_container_started",
+    "illegal_container_transition",
     "is_static_pod",
     "merge_transition_times",
     "pod_conditions",

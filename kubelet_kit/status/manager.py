@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import logging
 from collections import OrderedDict
 from collections.abc import Mapping
 from types import TracebackType
@@ -33,7 +34,9 @@ from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.status.generate import CONTAINER_STATUS_UNKNOWN, merge_transition_times
 from kubelet_kit.status.phase import FAILED, TERMINAL_PHASES, is_static_pod
 
-__all__ = ["StatusManager", "StatusSubscription"]
+__all__ = ["StatusManager", "StatusSubscription", "illegal_container_transition"]
+
+log = logging.getLogger(__name__)
 
 _KILLED_MESSAGE = "The container could not be located when the pod was terminated"
 
@@ -54,6 +57,39 @@ def _has_run(status: ContainerStatus) -> bool:
         or status.state.terminated is not None
         or status.last_state.terminated is not None
     )
+
+
+def illegal_container_transition(pod: Pod, old: PodStatus, new: PodStatus) -> str | None:
+    """Why ``new`` may not follow ``old``, or None when it may (upstream
+    ``checkContainerStateTransition``).
+
+    A container that terminated and will not be restarted (restartPolicy Never,
+    or OnFailure after exit 0) cannot be reported non-terminated again; with
+    restartPolicy Always, and for sidecars, anything goes.
+    """
+    policy = pod.spec.restart_policy
+    if policy == "Always":
+        return None
+    sidecars = {c.name for c in pod.spec.sidecars}
+
+    def final(status: ContainerStatus) -> bool:
+        terminated = status.state.terminated
+        if terminated is None or status.name in sidecars:
+            return False
+        return not (terminated.exit_code != 0 and policy == "OnFailure")
+
+    for kind, before, after in (
+        ("container", old.container_statuses, new.container_statuses),
+        ("init container", old.init_container_statuses, new.init_container_statuses),
+    ):
+        done = {s.name for s in before if final(s)}
+        for status in after:
+            if status.name in done and status.state.terminated is None:
+                return (
+                    f"terminated {kind} {status.name} attempted illegal transition to "
+                    "non-terminated state"
+                )
+    return None
 
 
 class StatusSubscription:
@@ -156,7 +192,10 @@ class StatusManager:
         keeps that phase with its reason and message; a condition whose status
         did not change keeps its ``lastTransitionTime`` (new or changed ones
         without a time get the clock's now); ``startTime`` is kept, or set now.
-        Idempotent: an update that changes nothing is dropped.
+        Idempotent: an update that changes nothing is dropped. An update that
+        shows a container that terminated for good (restartPolicy Never, or
+        OnFailure after exit 0) as no longer terminated is refused and logged, as
+        the kubelet does (:func:`illegal_container_transition`).
 
         Args:
             pod: The pod the status belongs to (keyed by ``pod.uid``).
@@ -167,6 +206,10 @@ class StatusManager:
         """
         entry = self._statuses.get(pod.uid)
         old = entry[1] if entry is not None else None
+        problem = illegal_container_transition(pod, old or pod.status, status)
+        if problem is not None:
+            log.warning("pod %s: status update refused: %s", pod.full_name, problem)
+            return False
         status = self._normalise(pod, status, old)
         if old is not None and status == old:
             if entry is not None and entry[0] != pod:
