@@ -321,4 +321,3 @@ async def test_get_pod_status_of_unknown_pod_is_empty_not_an_error() -> None:
     rt = FakeRuntime(FakeClock())
     st = await get_pod_status(rt, "ghost", "g", "default")
     assert st.sandbox_statuses == () and st.container_statuses == ()
-

@@ -84,9 +84,7 @@ def _newest_first_statuses(
 ) -> tuple[ContainerStatus, ...]:
     # The kubelet keeps container statuses sorted newest first, so "the status of
     # container X" is simply the first one with that name.
-    return tuple(
-        sorted(statuses, key=lambda s: (s.created_at, s.metadata.attempt), reverse=True)
-    )
+    return tuple(sorted(statuses, key=lambda s: (s.created_at, s.metadata.attempt), reverse=True))
 
 
 @attrs.frozen

@@ -173,8 +173,8 @@ class GenericPLEG:
         self._cache = cache if cache is not None else PodCache()
         self.metrics = metrics if metrics is not None else PLEGMetrics(registry)
         self._owns_channel = channel is None
-        self._channel = channel if channel is not None else EventChannel(
-            self.metrics, EVENT_CHANNEL_CAPACITY
+        self._channel = (
+            channel if channel is not None else EventChannel(self.metrics, EVENT_CHANNEL_CAPACITY)
         )
         self._status_timestamps = status_timestamps
 
@@ -286,8 +286,11 @@ class GenericPLEG:
         try:
             sandboxes, containers = await wait_for(
                 self._clock,
-                _list(self._runtime, PodSandboxFilter(label_selector=selector),
-                      ContainerFilter(label_selector=selector)),
+                _list(
+                    self._runtime,
+                    PodSandboxFilter(label_selector=selector),
+                    ContainerFilter(label_selector=selector),
+                ),
                 self._inspect_timeout,
             )
         except TimeoutError:
@@ -429,9 +432,7 @@ class GenericPLEG:
         outcomes = await asyncio.gather(*(one(uid, pods[uid]) for uid in uids))
         return dict(zip(uids, outcomes, strict=True))
 
-    async def _inspect(
-        self, uid: str, pod: RuntimePod | None, listed_at: float
-    ) -> _Inspection:
+    async def _inspect(self, uid: str, pod: RuntimePod | None, listed_at: float) -> _Inspection:
         if pod is None:
             # No sandbox and no container left: the pod is gone from the runtime.
             self._cache.delete(uid, listed_at)
