@@ -1,0 +1,327 @@
+"""The prober's pure parts: thresholds, caches, status folding, command expansion,
+ports and URLs. Tables ported from upstream where upstream has them."""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+import pytest
+
+import kubelet_kit.prober as prober_pkg
+from kubelet_kit.api import (
+    Container,
+    ContainerPort,
+    ContainerState,
+    ContainerStateRunning,
+    ContainerStateTerminated,
+    ContainerStateWaiting,
+    ContainerStatus,
+    EnvVar,
+    EnvVarSource,
+    ObjectFieldSelector,
+    Pod,
+    PodSpec,
+    PodStatus,
+)
+from kubelet_kit.prober import ProbeKind, ProbeResult
+from kubelet_kit.prober.probers import expand_command, format_probe_url, resolve_port
+from kubelet_kit.prober.results import (
+    INITIAL_RESULTS,
+    ResultsCache,
+    ThresholdCounter,
+    fold_pod_status,
+)
+
+S, F = ProbeResult.SUCCESS, ProbeResult.FAILURE
+
+
+def test_all_is_honest() -> None:
+    for name in prober_pkg.__all__:
+        assert hasattr(prober_pkg, name), name
+    modules = {"interfaces", "stub", "manager", "metrics", "probers", "results", "health"}
+    names = {n for n in vars(prober_pkg) if n.isidentifier() and not n.startswith("_")}
+    public = names - modules
+    assert public == set(prober_pkg.__all__)
+
+
+def test_initial_results_are_the_kubelets() -> None:
+    assert INITIAL_RESULTS == {
+        ProbeKind.READINESS: F,
+        ProbeKind.LIVENESS: S,
+        ProbeKind.STARTUP: ProbeResult.UNKNOWN,
+    }
+
+
+@pytest.mark.parametrize(
+    ("success", "failure", "sequence", "acted"),
+    [
+        # Defaults: one success acts, three failures in a row act.
+        (1, 3, [S], [True]),
+        (1, 3, [F, F, F], [False, False, True]),
+        (1, 3, [F, F, S, F, F, F], [False, False, True, False, False, True]),
+        # Every further failure past the threshold still acts (the result is re-set).
+        (1, 3, [F, F, F, F], [False, False, True, True]),
+        (3, 1, [S, S, F, S, S, S], [False, False, True, False, False, True]),
+        (2, 2, [S, F, S, S, F, F], [False, False, False, True, False, True]),
+    ],
+)
+def test_threshold_counts_consecutive_equal_results(
+    success: int, failure: int, sequence: list[ProbeResult], acted: list[bool]
+) -> None:
+    counter = ThresholdCounter(success, failure)
+    assert [counter.observe(r) for r in sequence] == acted
+
+
+def test_threshold_reset_starts_the_run_over() -> None:
+    counter = ThresholdCounter(1, 2)
+    assert not counter.observe(F)
+    counter.reset()
+    assert not counter.observe(F)
+    assert counter.observe(F)
+
+
+def test_results_cache_reports_changes() -> None:
+    cache = ResultsCache()
+    assert cache.get("c1") is None
+    assert cache.set("c1", F) is True
+    assert cache.set("c1", F) is False
+    assert cache.set("c1", S) is True
+    assert cache.get("c1") is S
+    cache.remove("c1")
+    cache.remove("c1")
+    assert cache.get("c1") is None and len(cache) == 0
+
+
+# ---------------------------------------------------------------- fold
+
+NOW = _dt.datetime(2026, 1, 1, tzinfo=_dt.UTC)
+
+
+def running(name: str, cid: str) -> ContainerStatus:
+    return ContainerStatus(
+        name=name,
+        container_id=cid,
+        state=ContainerState(running=ContainerStateRunning(started_at=NOW)),
+    )
+
+
+def exited(name: str, cid: str, code: int) -> ContainerStatus:
+    return ContainerStatus(
+        name=name,
+        container_id=cid,
+        state=ContainerState(terminated=ContainerStateTerminated(exit_code=code)),
+    )
+
+
+def waiting(name: str) -> ContainerStatus:
+    return ContainerStatus(name=name, state=ContainerState(waiting=ContainerStateWaiting()))
+
+
+def fold(
+    status: PodStatus,
+    results: dict[tuple[ProbeKind, str], ProbeResult],
+    workers: set[tuple[str, ProbeKind]],
+    pod: Pod | None = None,
+) -> tuple[PodStatus, list[str]]:
+    return fold_pod_status(
+        pod or Pod(),
+        status,
+        lambda kind, cid: results.get((kind, cid)),
+        lambda name, kind: (name, kind) in workers,
+    )
+
+
+def test_fold_without_probes_running_is_started_and_ready() -> None:
+    status = PodStatus(container_statuses=(running("a", "c1"), waiting("b")))
+    folded, trigger = fold(status, {}, set())
+    a, b = folded.container_statuses
+    assert (a.started, a.ready) == (True, True)
+    assert (b.started, b.ready) == (False, False)
+    assert trigger == []
+
+
+def test_fold_startup_probe_gates_started_and_ready() -> None:
+    status = PodStatus(container_statuses=(running("a", "c1"),))
+    workers = {("a", ProbeKind.STARTUP)}
+    # Startup probe exists but has no result for this container yet: not started.
+    folded, _ = fold(status, {}, workers)
+    assert (folded.container_statuses[0].started, folded.container_statuses[0].ready) == (
+        False,
+        False,
+    )
+    folded, _ = fold(status, {(ProbeKind.STARTUP, "c1"): ProbeResult.UNKNOWN}, workers)
+    assert folded.container_statuses[0].started is False
+    folded, _ = fold(status, {(ProbeKind.STARTUP, "c1"): S}, workers)
+    assert (folded.container_statuses[0].started, folded.container_statuses[0].ready) == (
+        True,
+        True,
+    )
+
+
+def test_fold_readiness_probe_and_trigger() -> None:
+    status = PodStatus(container_statuses=(running("a", "c1"),))
+    workers = {("a", ProbeKind.READINESS)}
+    folded, trigger = fold(status, {(ProbeKind.READINESS, "c1"): F}, workers)
+    assert folded.container_statuses[0].ready is False
+    assert trigger == ["a"]  # started but not ready: run the readiness probe now
+    folded, trigger = fold(status, {(ProbeKind.READINESS, "c1"): S}, workers)
+    assert folded.container_statuses[0].ready is True
+    assert trigger == []
+    # A result for another (older) container id does not count.
+    folded, _ = fold(status, {(ProbeKind.READINESS, "old"): S}, workers)
+    assert folded.container_statuses[0].ready is False
+
+
+def test_fold_not_running_is_neither_started_nor_ready() -> None:
+    status = PodStatus(container_statuses=(exited("a", "c1", 0),))
+    folded, trigger = fold(status, {(ProbeKind.READINESS, "c1"): S}, {("a", ProbeKind.READINESS)})
+    assert (folded.container_statuses[0].started, folded.container_statuses[0].ready) == (
+        False,
+        False,
+    )
+    assert trigger == []
+
+
+def test_fold_init_containers_ready_when_exited_zero_and_sidecars_like_containers() -> None:
+    pod = Pod(
+        spec=PodSpec(
+            init_containers=(
+                Container(name="init"),
+                Container(name="side", restart_policy="Always"),
+            )
+        )
+    )
+    status = PodStatus(
+        init_container_statuses=(exited("init", "i1", 0), running("side", "s1")),
+    )
+    folded, trigger = fold(status, {}, {("side", ProbeKind.READINESS)}, pod)
+    init, side = folded.init_container_statuses
+    assert init.ready is True
+    assert (side.started, side.ready) == (True, False)
+    assert trigger == ["side"]
+    failed = attrs_evolve_status(status, exited("init", "i1", 1))
+    folded, _ = fold(failed, {}, set(), pod)
+    assert folded.init_container_statuses[0].ready is False
+
+
+def attrs_evolve_status(status: PodStatus, first_init: ContainerStatus) -> PodStatus:
+    return PodStatus(
+        init_container_statuses=(first_init, *status.init_container_statuses[1:]),
+        container_statuses=status.container_statuses,
+    )
+
+
+# ---------------------------------------------------------------- expansion
+# Upstream third_party/forked/golang/expansion/expand_test.go (doExpansionTest).
+
+EXPANSION_ENV = (
+    EnvVar(name="VAR_A", value="A"),
+    EnvVar(name="VAR_B", value="B"),
+    EnvVar(name="VAR_C", value="C"),
+    EnvVar(name="VAR_REF", value="$(VAR_A)"),
+    EnvVar(name="VAR_EMPTY", value=""),
+)
+
+EXPANSION_CASES = [
+    ("whole string", "$(VAR_A)", "A"),
+    ("repeat", "$(VAR_A)-$(VAR_A)", "A-A"),
+    ("beginning", "$(VAR_A)-1", "A-1"),
+    ("middle", "___$(VAR_B)___", "___B___"),
+    ("end", "___$(VAR_C)", "___C"),
+    ("compound", "$(VAR_A)_$(VAR_B)_$(VAR_C)", "A_B_C"),
+    ("escape & expand", "$$(VAR_B)_$(VAR_A)", "$(VAR_B)_A"),
+    ("compound escape", "$$(VAR_A)_$$(VAR_B)", "$(VAR_A)_$(VAR_B)"),
+    ("mixed in escapes", "f000-$$VAR_A", "f000-$VAR_A"),
+    ("backslash escape ignored", "foo\\$(VAR_C)bar", "foo\\Cbar"),
+    ("backslash escape ignored 2", "foo\\\\$(VAR_C)bar", "foo\\\\Cbar"),
+    ("lots of backslashes", "foo\\\\\\\\$(VAR_A)bar", "foo\\\\\\\\Abar"),
+    ("nested var references", "$(VAR_A$(VAR_B))", "$(VAR_A$(VAR_B))"),
+    ("nested var references second type", "$(VAR_A$(VAR_B)", "$(VAR_A$(VAR_B)"),
+    ("value is a reference", "$(VAR_REF)", "$(VAR_A)"),
+    ("value is a reference x 2", "%%$(VAR_REF)--$(VAR_REF)%%", "%%$(VAR_A)--$(VAR_A)%%"),
+    ("empty var", "foo$(VAR_EMPTY)bar", "foobar"),
+    ("unterminated expression", "foo$(VAR_Awhoops!", "foo$(VAR_Awhoops!"),
+    ("expression without operator", "f00__(VAR_A)__", "f00__(VAR_A)__"),
+    ("shell special vars pass through", "$?_boo_$!", "$?_boo_$!"),
+    ("bare operators are ignored", "$VAR_A", "$VAR_A"),
+    ("undefined vars are passed through", "$(VAR_DNE)", "$(VAR_DNE)"),
+    ("multiple (even) operators, var undefined", "$$$$$$(BIG_MONEY)", "$$$(BIG_MONEY)"),
+    ("multiple (even) operators, var defined", "$$$$$$(VAR_A)", "$$$(VAR_A)"),
+    ("multiple (odd) operators, var undefined", "$$$$$$$(GOOD_ODDS)", "$$$$(GOOD_ODDS)"),
+    ("multiple (odd) operators, var defined", "$$$$$$$(VAR_A)", "$$$A"),
+    ("missing open expression", "$VAR_A)", "$VAR_A)"),
+    ("shell syntax ignored", "${VAR_A}", "${VAR_A}"),
+    ("trailing incomplete expression not consumed", "$(VAR_B)_______$(A", "B_______$(A"),
+    ("trailing incomplete expression, no content", "$(VAR_C)_______$(", "C_______$("),
+    ("operator at end of input string is preserved", "$(VAR_A)foobarzab$", "Afoobarzab$"),
+    ("shell escaped incomplete expr", "foo-\\$(VAR_A", "foo-\\$(VAR_A"),
+    ("lots of $( in middle", "--$($($($($--", "--$($($($($--"),
+    ("lots of $( in beginning", "$($($($($--foo$(", "$($($($($--foo$("),
+    ("lots of $( at end", "foo0--$($($($(", "foo0--$($($($("),
+    ("escaped operators in variable names are not escaped", "$(foo$$var)", "$(foo$$var)"),
+    ("newline not expanded", "\n", "\n"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "arg", "expected"), EXPANSION_CASES, ids=[c[0] for c in EXPANSION_CASES]
+)
+def test_expand_command_follows_the_kubelets_expansion(name: str, arg: str, expected: str) -> None:
+    assert expand_command([arg], EXPANSION_ENV) == [expected]
+
+
+def test_expand_command_value_from_counts_as_empty() -> None:
+    env = (
+        EnvVar(
+            name="POD_IP",
+            value_from=EnvVarSource(field_ref=ObjectFieldSelector(field_path="status.podIP")),
+        ),
+    )
+    assert expand_command(["sh", "-c", "x$(POD_IP)y"], env) == ["sh", "-c", "xy"]
+
+
+# ---------------------------------------------------------------- ports and URLs
+
+PORTED = Container(
+    name="c",
+    ports=(ContainerPort(name="http", container_port=8080), ContainerPort(container_port=9090)),
+)
+
+
+@pytest.mark.parametrize(
+    ("port", "expected"),
+    [(80, 80), ("http", 8080), ("8081", 8081), (65535, 65535)],
+)
+def test_resolve_port(port: int | str, expected: int) -> None:
+    assert resolve_port(port, PORTED) == expected
+
+
+@pytest.mark.parametrize(
+    ("port", "message"),
+    [
+        ("metrics", 'strconv.Atoi: parsing "metrics": invalid syntax'),
+        (0, "invalid port number: 0"),
+        (65536, "invalid port number: 65536"),
+        ("-1", "invalid port number: -1"),
+    ],
+)
+def test_resolve_port_errors_in_the_kubelets_words(port: int | str, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        resolve_port(port, PORTED)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("scheme", "host", "port", "path", "url"),
+    # Upstream prober_test.go TestFormatURL, plus the default scheme.
+    [
+        ("http", "localhost", 93, "", "http://localhost:93/"),
+        ("https", "localhost", 93, "/path", "https://localhost:93/path"),
+        ("http", "localhost", 93, "?foo", "http://localhost:93/?foo"),
+        ("https", "localhost", 93, "/path?bar", "https://localhost:93/path?bar"),
+        ("HTTP", "10.0.0.1", 8080, "/healthz", "http://10.0.0.1:8080/healthz"),
+        ("", "::1", 8080, "/x", "http://[::1]:8080/x"),
+    ],
+)
+def test_format_probe_url(scheme: str, host: str, port: int, path: str, url: str) -> None:
+    assert str(format_probe_url(scheme, host, port, path)) == url
