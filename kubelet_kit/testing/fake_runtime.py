@@ -545,10 +545,17 @@ class _EventStream:
             raise StopAsyncIteration
         if not self.started:
             self.started = True
-            await self.runtime._enter("get_container_events", ())
-            if not self.runtime._events_enabled:
+            try:
+                await self.runtime._enter("get_container_events", ())
+                if not self.runtime._events_enabled:
+                    raise UnimplementedError(
+                        "get_container_events: the runtime has no event stream"
+                    )
+            except BaseException:
+                # A stream that failed to start is over; it receives nothing more.
                 self.closed = True
-                raise UnimplementedError("get_container_events: the runtime has no event stream")
+                self.runtime._streams.discard(self)
+                raise
         while True:
             if not self.queue.empty():
                 return self.queue.get_nowait()
