@@ -44,6 +44,7 @@ from kubelet_kit.errors import (
     ContainerRuntimeError,
     ContainerStartError,
     DeadlineExceededError,
+    ImageNotFoundError,
     ImagePullError,
     InvalidArgumentError,
     NotFoundError,
@@ -52,6 +53,7 @@ from kubelet_kit.errors import (
 from kubelet_kit.runtimes import HostProcessRuntime
 from kubelet_kit.runtimes.host import DEFAULT_PATH, normalize_image_ref
 from kubelet_kit.testing import FakeClock
+from kubelet_kit.testing.conformance import run_conformance
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -772,6 +774,9 @@ async def test_images_are_recorded(
     assert len(await runtime.list_images()) == 2
     with pytest.raises(ImagePullError):
         await runtime.pull_image(ImageSpec("Not A Ref"))
+    with pytest.raises(ImageNotFoundError):
+        await runtime.pull_image(ImageSpec("registry.invalid/no/such:0"))
+    assert await runtime.image_status(ImageSpec("registry.invalid/no/such:0")) is None
     await runtime.remove_image(ImageSpec("busybox"))
     await runtime.remove_image(ImageSpec("busybox"))
     assert [i.repo_tags for i in await runtime.list_images()] == [("quay.io/org/app:1",)]
@@ -801,3 +806,14 @@ def test_all_is_honest() -> None:
         for name in module.__all__:
             assert getattr(module, name) is not None, name
     assert kubelet_kit.runtimes.HostProcessRuntime is HostProcessRuntime
+
+
+async def test_conformance_kit(tmp_path: Path, roots: list[Path]) -> None:
+    roots.append(tmp_path / "conformance-root")
+    rt = HostProcessRuntime(tmp_path / "conformance-root")
+    report = await run_conformance(
+        rt, log_root=tmp_path / "logs", stop_timeout=0.5, poll_interval=0.02, timeout=WAIT
+    )
+    report.raise_for_failures()
+    # The host runtime has no event stream; everything else must pass.
+    assert [r.name for r in report.results if r.status == "skipped"] == ["events"]

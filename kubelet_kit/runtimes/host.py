@@ -59,9 +59,10 @@ Containers
 Images
     Images are records only: ``pull_image`` checks the reference's syntax,
     normalises it (``busybox`` -> ``docker.io/library/busybox:latest``) and
-    records it; the image id is ``sha256:`` + the SHA-256 of the normalised
-    reference, stable across agents. ``create_container`` does not require a
-    pulled image.
+    records it (a registry under the reserved ``.invalid`` domain is reported
+    not found, as any real pull would be); the image id is ``sha256:`` + the
+    SHA-256 of the normalised reference, stable across agents.
+    ``create_container`` does not require a pulled image.
 
 Exec
     ``exec_sync`` runs the command as a new process (its own session) with the
@@ -135,6 +136,7 @@ from kubelet_kit.errors import (
     ContainerRuntimeError,
     ContainerStartError,
     DeadlineExceededError,
+    ImageNotFoundError,
     ImagePullError,
     InvalidArgumentError,
     NotFoundError,
@@ -1129,8 +1131,16 @@ class HostProcessRuntime:
 
         Raises:
             ImagePullError: the reference is not a valid image reference.
+            ImageNotFoundError: the registry is under the reserved ``.invalid``
+                domain (RFC 6761), which no real runtime could ever pull from.
         """
         normalized = normalize_image_ref(image.image)
+        registry = normalized.split("/", 1)[0].rsplit(":", 1)[0].lower()
+        if registry == "invalid" or registry.endswith(".invalid"):
+            raise ImageNotFoundError(
+                f'failed to pull image "{image.image}": registry "{registry}" is under the '
+                "reserved .invalid domain: not found"
+            )
         image_id = _image_id(normalized)
         images = self._load_images()
         if image_id not in images:
