@@ -109,6 +109,13 @@ class IgnoresExecTimeout(FakeRuntime):
         return await super().exec_sync(container_id, cmd, None)
 
 
+class KillsAtOnce(FakeRuntime):
+    """Ignores the stop grace period: SIGKILL straight away."""
+
+    async def stop_container(self, container_id: str, timeout: float) -> None:
+        await super().stop_container(container_id, 0)
+
+
 @pytest.mark.parametrize(
     ("runtime_class", "failing", "message"),
     [
@@ -116,6 +123,7 @@ class IgnoresExecTimeout(FakeRuntime):
         (LosesLabels, "container_lifecycle", "ids listed as CREATED"),
         (NoLogFile, "exit_codes_and_logs", "CRI-format stdout line 'hello'"),
         (StartsTwice, "container_lifecycle", "start_container (again, while running): "),
+        (KillsAtOnce, "sigterm_ignored", "before its 2s stop timeout"),
         (IgnoresExecTimeout, "exec", "exec_sync with timeout: did not return within 6s"),
     ],
 )

@@ -107,6 +107,14 @@ def test_fake_runtime_satisfies_the_runtime_protocol() -> None:
     assert isinstance(FakeRuntime(), Runtime)
 
 
+def test_testing_all_is_honest() -> None:
+    import kubelet_kit.testing as testing
+
+    assert sorted(testing.__all__) == testing.__all__
+    for name in testing.__all__:
+        assert getattr(testing, name) is not None
+
+
 def test_runtime_methods_list_matches_the_protocol() -> None:
     protocol_methods = {
         name for name in vars(Runtime) if not name.startswith("_") and callable(vars(Runtime)[name])
@@ -659,3 +667,45 @@ async def test_break_event_stream_ends_current_streams_only(rt: FakeRuntime) -> 
     fresh = rt.get_container_events()
     await rt.run_pod_sandbox(sandbox_config())
     assert (await fresh.__anext__()).type == ContainerEventType.CREATED
+
+
+async def test_fault_on_event_stream_and_unavailable_runtime_end_streams(
+    rt: FakeRuntime,
+) -> None:
+    rt.inject_error("get_container_events", RuntimeUnavailableError("no stream today"))
+    with pytest.raises(RuntimeUnavailableError, match="no stream today"):
+        await next_event(rt.get_container_events())
+    assert rt.event_subscribers == 0
+    stream = rt.get_container_events()
+    waiter = asyncio.create_task(next_event(stream))
+    await asyncio.sleep(0)
+    rt.set_unavailable(True)
+    with pytest.raises(RuntimeUnavailableError):
+        await waiter
+
+
+async def test_full_event_queue_drops_and_counts(
+    rt: FakeRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kubelet_kit.testing.fake_runtime as fr
+
+    monkeypatch.setattr(fr, "EVENT_QUEUE_SIZE", 3)
+    slow = rt.get_container_events()
+    await rt.run_pod_sandbox(sandbox_config())  # CREATED + STARTED
+    await rt.run_pod_sandbox(sandbox_config(attempt=1))  # two more: one dropped
+    assert rt.dropped_events == 1
+    got = [(await next_event(slow)).type for _ in range(3)]
+    assert got == [
+        ContainerEventType.CREATED,
+        ContainerEventType.STARTED,
+        ContainerEventType.CREATED,
+    ]
+
+
+async def test_fake_runtime_fixture_is_on_the_fake_clock(
+    fake_runtime: FakeRuntime, fake_clock: FakeClock
+) -> None:
+    assert fake_runtime.clock is fake_clock
+    _, cid = await start(fake_runtime, "sleep 2")
+    await fake_clock.run_for(2)
+    assert (await fake_runtime.container_status(cid)).state == ContainerState.EXITED

@@ -5,6 +5,14 @@ unit-testing a node policy builds on the same fakes the project's tests use.
 """
 
 from kubelet_kit.testing.clock import FakeClock, FakeTimerHandle
+from kubelet_kit.testing.conformance import (
+    CheckResult,
+    ConformanceFailure,
+    ConformanceReport,
+    check_runtime,
+    conformance_test,
+    run_conformance,
+)
 from kubelet_kit.testing.fake_runtime import (
     Call,
     FakeRuntime,
@@ -17,12 +25,18 @@ from kubelet_kit.testing.fake_runtime import (
 
 __all__ = [
     "Call",
+    "CheckResult",
+    "ConformanceFailure",
+    "ConformanceReport",
     "FakeClock",
     "FakeRuntime",
     "FakeTimerHandle",
     "InjectedError",
     "LogLine",
+    "check_runtime",
+    "conformance_test",
     "format_cri_log_line",
     "format_rfc3339_nano",
     "normalize_image_ref",
+    "run_conformance",
 ]
