@@ -817,3 +817,31 @@ async def test_conformance_kit(tmp_path: Path, roots: list[Path]) -> None:
     report.raise_for_failures()
     # The host runtime has no event stream; everything else must pass.
     assert [r.name for r in report.results if r.status == "skipped"] == ["events"]
+
+
+async def test_both_streams_interleave_as_whole_records(
+    runtime: HostProcessRuntime, sandbox: str, sandbox_config: PodSandboxConfig
+) -> None:
+    script = "i=0; while [ $i -lt 500 ]; do echo out-$i; echo err-$i >&2; i=$((i+1)); done"
+    cfg = container("burst", "sh", "-c", script)
+    cid = await run(runtime, sandbox, sandbox_config, cfg)
+    await wait_exited(runtime, cid)
+    bad: list[bytes] = []
+    records = list(read_log(log_of(sandbox_config, cfg), on_error=lambda raw, exc: bad.append(raw)))
+    assert bad == []
+    for stream, prefix in ((LogStream.STDOUT, "out"), (LogStream.STDERR, "err")):
+        texts = [r.text for r in records if r.stream is stream]
+        assert texts == [f"{prefix}-{i}".encode() for i in range(500)]
+
+
+async def test_an_unwritable_log_path_is_a_start_error(
+    runtime: HostProcessRuntime, sandbox: str, sandbox_config: PodSandboxConfig
+) -> None:
+    cfg = container("nolog", "true")
+    blocker = Path(sandbox_config.log_directory) / "nolog"
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("a file where the container's log directory should be")
+    cid = await runtime.create_container(sandbox, cfg, sandbox_config)
+    with pytest.raises(ContainerStartError, match="open log file"):
+        await runtime.start_container(cid)
+    assert (await runtime.container_status(cid)).reason == "StartError"
