@@ -2,12 +2,13 @@
 
 A PLEG tells the agent which pods changed in the runtime and keeps the
 :class:`PodCache` of their statuses current. :class:`GenericPLEG` relists the
-runtime every second; an evented PLEG follows the runtime's event stream and
+runtime every second; :class:`EventedPLEG` follows the runtime's event stream and
 relists rarely. Any class with the methods of :class:`PLEG` plugs in.
 """
 
 from kubelet_kit.pleg.cache import PodCache, PodCacheEntry
 from kubelet_kit.pleg.channel import EventChannel
+from kubelet_kit.pleg.evented import EventedPLEG
 from kubelet_kit.pleg.generic import GenericPLEG
 from kubelet_kit.pleg.interfaces import (
     EVENT_CHANNEL_CAPACITY,
@@ -21,6 +22,7 @@ __all__ = [
     "EVENT_CHANNEL_CAPACITY",
     "PLEG",
     "EventChannel",
+    "EventedPLEG",
     "GenericPLEG",
     "PLEGMetrics",
     "PodCache",

@@ -59,6 +59,7 @@ __all__ = [
     "RELIST_THRESHOLD",
     "GenericPLEG",
     "format_duration",
+    "keep_ips",
 ]
 
 log = logging.getLogger(__name__)
@@ -185,6 +186,7 @@ class GenericPLEG:
         self._running = False
         self._stopped = False
         self._wakeup: asyncio.Future[None] | None = None
+        self._relist_requested = False
         self._task: asyncio.Task[None] | None = None
         #: Called with every event sent (a hook for the evented PLEG's bookkeeping).
         self.on_event: Callable[[PodLifecycleEvent], bool] | None = None
@@ -231,7 +233,8 @@ class GenericPLEG:
                     log.exception("PLEG: relist failed unexpectedly")
                 if self._stopped:
                     break
-                await self._pause(self._relist_period)
+                if not self._relist_requested:
+                    await self._pause(self._relist_period)
         finally:
             self._running = False
             if self._owns_channel:
@@ -314,13 +317,18 @@ class GenericPLEG:
         self._wake()
 
     def request_relist(self) -> None:
-        """Make a running loop relist now instead of at the end of its pause."""
+        """Make a running loop relist now (or, if one is under way, again right after)."""
+        self._relist_requested = True
         self._wake()
 
     def container_state(self, pod_uid: str, container_id: str) -> PlegContainerState | None:
         """The state the last relist recorded for a container, or None if unknown."""
         record = self._records.get(pod_uid)
         return None if record is None else record.states.get(container_id)
+
+    def known_container_ids(self) -> set[str]:
+        """Ids of every container and sandbox the last relists recorded."""
+        return {cid for record in self._records.values() for cid in record.states}
 
     def record_container_state(
         self, pod_uid: str, container_id: str, state: PlegContainerState
@@ -347,6 +355,7 @@ class GenericPLEG:
             still succeeded: those pods are retried on the next one).
         """
         async with self._relist_lock:
+            self._relist_requested = False
             clock = self._clock
             started = clock.monotonic()
             timestamp = clock.now()
@@ -460,14 +469,7 @@ class GenericPLEG:
         return _Inspection(error, False)
 
     def _keep_ips(self, uid: str, status: PodRuntimeStatus) -> PodRuntimeStatus:
-        # As the kubelet: a pod with no ready sandbox (an exited pod) keeps the IPs
-        # it had, so its status does not lose them while it terminates.
-        if status.ips or any(s.state is PodSandboxState.READY for s in status.sandbox_statuses):
-            return status
-        old = self._cache.get(uid).status
-        if old is None or not old.ips:
-            return status
-        return attrs.evolve(status, ips=old.ips)
+        return keep_ips(self._cache, uid, status)
 
     def _send(self, event: PodLifecycleEvent) -> None:
         if self.on_event is not None and not self.on_event(event):
@@ -495,6 +497,20 @@ class GenericPLEG:
     def _wake(self) -> None:
         if self._wakeup is not None and not self._wakeup.done():
             self._wakeup.set_result(None)
+
+
+def keep_ips(cache: PodCache, uid: str, status: PodRuntimeStatus) -> PodRuntimeStatus:
+    """``status``, with the IPs the cache knew if the pod has no ready sandbox left.
+
+    As the kubelet does: an exited pod keeps the IPs it had, so its status does not
+    lose them while it terminates.
+    """
+    if status.ips or any(s.state is PodSandboxState.READY for s in status.sandbox_statuses):
+        return status
+    old = cache.get(uid).status
+    if old is None or not old.ips:
+        return status
+    return attrs.evolve(status, ips=old.ips)
 
 
 async def _list(
