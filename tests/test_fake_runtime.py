@@ -709,3 +709,86 @@ async def test_fake_runtime_fixture_is_on_the_fake_clock(
     _, cid = await start(fake_runtime, "sleep 2")
     await fake_clock.run_for(2)
     assert (await fake_runtime.container_status(cid)).state == ContainerState.EXITED
+
+
+# ------------------------------------------------------------------- the shell
+
+# (script, exit code, stdout, stderr) for exec_sync in a container whose env has
+# KEY=v and whose file system holds /tmp/healthy = "ok\n".
+SHELL_TABLE = [
+    ("echo a b  c", 0, "a b c\n", ""),
+    ('echo "a  b"', 0, "a  b\n", ""),
+    ("echo $KEY ${KEY}s '$KEY' \"$KEY\"", 0, "v vs $KEY v\n", ""),
+    ("echo $UNSET x", 0, "x\n", ""),
+    ("echo x >&2", 0, "", "x\n"),
+    ("echo x >/dev/null", 0, "", ""),
+    ("false; echo $?", 0, "1\n", ""),
+    ("true && echo yes || echo no", 0, "yes\n", ""),
+    ("false && echo yes || echo no", 0, "no\n", ""),
+    ("false || exit 9; echo unreachable", 9, "", ""),
+    ("cat /tmp/healthy", 0, "ok\n", ""),
+    ("cat /tmp/missing", 1, "", "cat: can't open '/tmp/missing': No such file or directory\n"),
+    ("test -f /tmp/healthy", 0, "", ""),
+    ("[ -e /tmp/missing ]", 1, "", ""),
+    ("[ $KEY = v ] && echo same", 0, "same\n", ""),
+    ("test 3 -gt 2", 0, "", ""),
+    ("echo one > /tmp/f; echo two >> /tmp/f; cat /tmp/f", 0, "one\ntwo\n", ""),
+    (
+        "touch /tmp/t; rm /tmp/t; rm /tmp/t",
+        1,
+        "",
+        "rm: can't remove '/tmp/t': No such file or directory\n",
+    ),
+    ("rm -f /tmp/t", 0, "", ""),
+    ("exec false; echo unreachable", 1, "", ""),
+    ("sleep nope", 1, "", "sleep: invalid number 'nope'\n"),
+    ("echo a # comment", 0, "a\n", ""),
+    ("echo 'open", 2, "", "sh: syntax error: unterminated quoted string\n"),
+    ("&& echo", 2, "", "sh: syntax error: unexpected &&\n"),
+    ("echo a &&", 2, "", "sh: syntax error: unexpected end of file\n"),
+    ("echo a; ls", 127, "a\n", "sh: ls: not found\n"),
+]
+
+
+@pytest.mark.parametrize(("script", "code", "stdout", "stderr"), SHELL_TABLE)
+async def test_shell_table(
+    rt: FakeRuntime, script: str, code: int, stdout: str, stderr: str
+) -> None:
+    _, cid = await start(rt, None, env={"KEY": "v"})
+    rt.write_file(cid, "/tmp/healthy", "ok\n")
+    res = await rt.exec_sync(cid, ["sh", "-c", script])
+    assert (res.exit_code, res.stdout.decode(), res.stderr.decode()) == (code, stdout, stderr)
+
+
+async def test_liveness_style_script_shares_files_with_exec(
+    rt: FakeRuntime, clock: FakeClock
+) -> None:
+    _, cid = await start(rt, "touch /tmp/healthy; sleep 30; rm -f /tmp/healthy; sleep 600")
+    assert (await rt.exec_sync(cid, ["cat", "/tmp/healthy"])).exit_code == 0
+    await clock.run_for(30)
+    assert (await rt.exec_sync(cid, ["cat", "/tmp/healthy"])).exit_code == 1
+    assert rt.files(cid) == {}
+    rt.write_file(cid, "/tmp/healthy", "")
+    assert (await rt.exec_sync(cid, ["cat", "/tmp/healthy"])).exit_code == 0
+
+
+async def test_mark_unknown_then_stop_kills(rt: FakeRuntime) -> None:
+    _, cid = await start(rt, "sleep 5; exit 0")
+    rt.mark_unknown(cid)
+    assert (await rt.container_status(cid)).state == ContainerState.UNKNOWN
+    await rt.stop_container(cid, 10)
+    st = await rt.container_status(cid)
+    assert (st.state, st.exit_code) == (ContainerState.EXITED, 137)
+
+
+async def test_inject_latency_hits_only_matching_calls(rt: FakeRuntime, clock: FakeClock) -> None:
+    _, a = await start(rt, None)
+    _, b = await start_other(rt)
+    rt.inject_latency("container_status", 1e9, when=lambda cid: cid == b)
+    hung = asyncio.create_task(rt.container_status(b))
+    await clock.run_for(60)
+    assert not hung.done()
+    assert (await rt.container_status(a)).id == a  # others answer at once
+    assert (await rt.container_status(b)).id == b  # the delay was used once
+    hung.cancel()
+    await asyncio.gather(hung, return_exceptions=True)

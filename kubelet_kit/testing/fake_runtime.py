@@ -26,6 +26,7 @@ import hashlib
 import itertools
 import math
 import os
+import re
 import weakref
 from collections.abc import (
     AsyncIterator,
@@ -118,6 +119,9 @@ RUNTIME_METHODS: frozenset[str] = frozenset(
         "get_container_events",
     }
 )
+
+# States in which a container may still have processes to kill.
+_ALIVE = frozenset({ContainerState.RUNNING, ContainerState.UNKNOWN})
 
 #: Capacity of each event subscriber's queue (the kubelet's event channel size).
 EVENT_QUEUE_SIZE = 1000
@@ -249,7 +253,12 @@ class _Word:
     quoted: bool
 
 
-_Statement = tuple[_Word, ...]
+@attrs.frozen
+class _Statement:
+    """Words of one simple command; ``cond`` is "and" after ``&&``, "or" after ``||``."""
+
+    words: tuple[_Word, ...]
+    cond: str = ""
 
 
 def _parse_script(script: str) -> list[_Statement]:
@@ -259,6 +268,7 @@ def _parse_script(script: str) -> list[_Statement]:
     parts: list[_Part] = []
     in_word = False
     quoted = False
+    cond = ""
     i, n = 0, len(script)
 
     def end_word() -> None:
@@ -267,12 +277,15 @@ def _parse_script(script: str) -> list[_Statement]:
             words.append(_Word(tuple(parts), quoted))
         parts, in_word, quoted = [], False, False
 
-    def end_statement() -> None:
-        nonlocal words
+    def end_statement(next_cond: str) -> None:
+        nonlocal words, cond
         end_word()
         if words:
-            statements.append(tuple(words))
+            statements.append(_Statement(tuple(words), cond))
+        elif next_cond:
+            raise _ShellSyntaxError(f"unexpected {'&&' if next_cond == 'and' else '||'}")
         words = []
+        cond = next_cond
 
     def parse_var(i: int) -> tuple[_Part, int]:
         # ``i`` points at "$".
@@ -296,8 +309,14 @@ def _parse_script(script: str) -> list[_Statement]:
             end_word()
             i += 1
         elif c in ";\n":
-            end_statement()
+            end_statement("")
             i += 1
+        elif script.startswith("&&", i):
+            end_statement("and")
+            i += 2
+        elif script.startswith("||", i):
+            end_statement("or")
+            i += 2
         elif c == "#" and not in_word:
             while i < n and script[i] != "\n":
                 i += 1
@@ -340,13 +359,16 @@ def _parse_script(script: str) -> list[_Statement]:
             parts.append(("lit", c))
             in_word = True
             i += 1
-    end_statement()
+    end_word()
+    if cond and not words:
+        raise _ShellSyntaxError("unexpected end of file")
+    end_statement("")
     return statements
 
 
 def _literal_statement(argv: Sequence[str]) -> list[_Statement]:
     """A single statement whose words are taken verbatim (no expansion)."""
-    return [tuple(_Word((("lit", a),), True) for a in argv)]
+    return [_Statement(tuple(_Word((("lit", a),), True) for a in argv))]
 
 
 def _parse_command(argv: Sequence[str]) -> list[_Statement] | None:
@@ -362,34 +384,70 @@ def _parse_command(argv: Sequence[str]) -> list[_Statement] | None:
     return _literal_statement(argv)
 
 
-_STDERR_REDIRECTS = frozenset({">&2", "1>&2"})
-_DISCARD_REDIRECTS = frozenset({">/dev/null", "1>/dev/null"})
-_IGNORED_REDIRECTS = frozenset({"2>&1", "2>/dev/null"})
+@attrs.frozen
+class _Command:
+    """An expanded statement: argv and where its stdout goes."""
+
+    argv: tuple[str, ...]
+    stdout: str = "stdout"  # "stdout", "stderr", "null" or "file"
+    path: str = ""
+    append: bool = False
 
 
-def _expand(statement: _Statement, env: Mapping[str, str], status: int) -> tuple[list[str], str]:
-    """Expand a statement's words; returns argv and the stream stdout goes to."""
-    argv: list[str] = []
-    stream = "stdout"
-    for word in statement:
-        text = "".join(
-            (str(status) if value == "?" else env.get(value, "")) if kind == "var" else value
-            for kind, value in word.parts
+_STDOUT_REDIRECT = re.compile(r"1?(>>|>)(.*)")
+_STDERR_REDIRECT = re.compile(r"2>>?(.*)")
+
+
+def _expand(statement: _Statement, env: Mapping[str, str], status: int) -> _Command:
+    """Expand a statement's words and take its redirections out of argv."""
+    texts = [
+        (
+            "".join(
+                (str(status) if value == "?" else env.get(value, "")) if kind == "var" else value
+                for kind, value in word.parts
+            ),
+            word.quoted,
         )
-        if not word.quoted:
-            if text in _STDERR_REDIRECTS:
-                stream = "stderr"
-                continue
-            if text in _DISCARD_REDIRECTS:
-                stream = "null"
-                continue
-            if text in _IGNORED_REDIRECTS:
-                continue
-            if text == "":
-                # An unquoted empty expansion vanishes, as in sh.
-                continue
+        for word in statement.words
+    ]
+    argv: list[str] = []
+    stdout, path, append = "stdout", "", False
+    i = 0
+    while i < len(texts):
+        text, quoted = texts[i]
+        i += 1
+        if quoted:
+            argv.append(text)
+            continue
+        if text in (">&2", "1>&2"):
+            stdout = "stderr"
+            continue
+        if text == "2>&1":
+            continue  # stderr already goes where the fake sends it
+        m = _STDERR_REDIRECT.fullmatch(text)
+        if m:
+            # The fake's commands write errors to stderr only; dropping the target
+            # is the closest it gets.
+            if not m[1] and i < len(texts):
+                i += 1
+            continue
+        m = _STDOUT_REDIRECT.fullmatch(text)
+        if m:
+            target = m[2]
+            if not target and i < len(texts):
+                target = texts[i][0]
+                i += 1
+            if target == "/dev/null":
+                stdout = "null"
+            elif target == "/dev/stderr":
+                stdout = "stderr"
+            elif target != "/dev/stdout":
+                stdout, path, append = "file", target, m[1] == ">>"
+            continue
+        if text == "":
+            continue  # an unquoted empty expansion vanishes, as in sh
         argv.append(text)
-    return argv, stream
+    return _Command(tuple(argv), stdout, path, append)
 
 
 _SLEEP_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -411,51 +469,144 @@ def _parse_sleep(arg: str) -> float | None:
     return value * mult
 
 
+def _test(args: Sequence[str], fs: Mapping[str, str]) -> int:
+    """``test``/``[``: file tests against the fake file system, strings, integers."""
+    try:
+        if len(args) == 0:
+            return 1
+        if len(args) == 1:
+            return 0 if args[0] else 1
+        if len(args) == 2 and args[0] == "!":
+            return 1 - _test(args[1:], fs)
+        if len(args) == 2:
+            op, arg = args
+            if op in ("-e", "-f"):
+                return 0 if arg in fs else 1
+            if op == "-s":
+                return 0 if fs.get(arg) else 1
+            if op == "-n":
+                return 0 if arg else 1
+            if op == "-z":
+                return 0 if not arg else 1
+        if len(args) == 3:
+            a, op, b = args
+            if op in ("=", "=="):
+                return 0 if a == b else 1
+            if op == "!=":
+                return 0 if a != b else 1
+            ops = {
+                "-eq": int.__eq__,
+                "-ne": int.__ne__,
+                "-lt": int.__lt__,
+                "-le": int.__le__,
+                "-gt": int.__gt__,
+                "-ge": int.__ge__,
+            }
+            if op in ops:
+                return 0 if ops[op](int(a), int(b)) else 1
+    except ValueError:
+        return 2
+    return 2
+
+
 def _run_statements(
     statements: list[_Statement],
     env: Mapping[str, str],
     emit: Callable[[str, str], None],
+    fs: dict[str, str],
     *,
     unknown_blocks: bool,
     on_trap_term: Callable[[bool], None],
 ) -> Generator[float, None, int]:
-    """Run statements; yields seconds to sleep (``inf``: until killed), returns the exit code."""
+    """Run statements; yields seconds to sleep (``inf``: until killed), returns the exit code.
+
+    ``emit(stream, line)`` receives output lines; ``fs`` maps paths to file contents
+    and is shared by a container and the commands exec'd in it.
+    """
     status = 0
     for statement in statements:
-        argv, stream = _expand(statement, env, status)
+        if (statement.cond == "and" and status != 0) or (statement.cond == "or" and status == 0):
+            continue
+        cmd = _expand(statement, env, status)
+        argv = list(cmd.argv)
+        exec_ = False
+        while argv and argv[0] == "exec":
+            argv, exec_ = argv[1:], True
         if not argv:
             continue
+        if cmd.stdout == "file":
+            if cmd.append:
+                fs.setdefault(cmd.path, "")
+            else:
+                fs[cmd.path] = ""
+
+        def out(line: str, cmd: _Command = cmd) -> None:
+            if cmd.stdout == "file":
+                fs[cmd.path] += line + "\n"
+            elif cmd.stdout != "null":
+                emit(cmd.stdout, line)
+
         name = os.path.basename(argv[0])
+        args = argv[1:]
         if name == "echo":
-            if stream != "null":
-                emit(stream, " ".join(argv[1:]))
+            out(" ".join(args[1:] if args[:1] == ["-n"] else args))
             status = 0
         elif name == "sleep":
-            secs = _parse_sleep(argv[1]) if len(argv) > 1 else None
+            secs = _parse_sleep(args[0]) if args else None
             if secs is None:
-                emit("stderr", f"sleep: invalid number '{argv[1] if len(argv) > 1 else ''}'")
+                emit("stderr", f"sleep: invalid number '{args[0] if args else ''}'")
                 status = 1
-                continue
-            yield secs
-            status = 0
+            else:
+                yield secs
+                status = 0
         elif name == "exit":
-            if len(argv) == 1:
+            if not args:
                 return status
             try:
-                return int(argv[1]) & 0xFF
+                return int(args[0]) & 0xFF
             except ValueError:
-                emit("stderr", f"sh: exit: Illegal number: {argv[1]}")
+                emit("stderr", f"sh: exit: Illegal number: {args[0]}")
                 return 2
         elif name in ("true", ":"):
             status = 0
         elif name == "false":
             status = 1
+        elif name == "cat":
+            status = 0
+            for path in args:
+                if path not in fs:
+                    emit("stderr", f"cat: can't open '{path}': No such file or directory")
+                    status = 1
+                    continue
+                for line in fs[path].splitlines():
+                    out(line)
+        elif name == "touch":
+            for path in args:
+                fs.setdefault(path, "")
+            status = 0
+        elif name == "rm":
+            force = any(a.startswith("-") and "f" in a for a in args)
+            status = 0
+            for path in (a for a in args if not a.startswith("-")):
+                if path in fs:
+                    del fs[path]
+                elif not force:
+                    emit("stderr", f"rm: can't remove '{path}': No such file or directory")
+                    status = 1
+        elif name in ("test", "["):
+            if name == "[":
+                if not args or args[-1] != "]":
+                    emit("stderr", "sh: [: missing ]")
+                    status = 2
+                    continue
+                args = args[:-1]
+            status = _test(args, fs)
         elif name == "trap":
             # Only what the fake needs: ``trap '' TERM`` ignores SIGTERM,
             # ``trap - TERM`` restores it.
-            signals = {s.upper().removeprefix("SIG") for s in argv[2:]}
-            if len(argv) >= 3 and signals & {"TERM", "15"}:
-                on_trap_term(argv[1] == "")
+            signals = {s.upper().removeprefix("SIG") for s in args[1:]}
+            if len(args) >= 2 and signals & {"TERM", "15"}:
+                on_trap_term(args[0] == "")
             status = 0
         elif unknown_blocks:
             # A program the fake does not know: it behaves like a server that runs
@@ -464,6 +615,8 @@ def _run_statements(
         else:
             emit("stderr", f"sh: {argv[0]}: not found")
             status = 127
+        if exec_:
+            return status
     return status
 
 
@@ -509,6 +662,7 @@ class _Container:
     proc: Generator[float, None, int] | None = None
     timer: TimerHandle | None = None
     waiters: list[asyncio.Future[None]] = attrs.field(factory=list)
+    fs: dict[str, str] = attrs.field(factory=dict)
     cpu_ns: int = 0
     memory_working_set: int = 0
     memory_usage: int = 0
@@ -522,6 +676,25 @@ class _Fault:
     exc: BaseException
     remaining: int
     when: Callable[..., bool] | None
+    seconds: float = 0.0
+
+
+# Placeholder exception of injected delays (they raise nothing).
+_DELAY = Exception("delay")
+
+
+def _take(faults: list[_Fault], method: str, args: tuple[Any, ...]) -> _Fault | None:
+    """The first fault of ``method`` matching ``args``, used once."""
+    for fault in faults:
+        if fault.method != method:
+            continue
+        if fault.when is not None and not fault.when(*args):
+            continue
+        fault.remaining -= 1
+        if fault.remaining <= 0:
+            faults.remove(fault)
+        return fault
+    return None
 
 
 @attrs.define(eq=False)
@@ -610,19 +783,26 @@ class FakeRuntime:
     single statement; an empty argv (the image's default) runs until stopped.
     Statements are separated by ``;`` or newlines; words honour single and double
     quotes and backslashes, and ``$VAR``/``${VAR}``/``$?`` expand from the
-    container's env (and the last status). Known statements:
+    container's env (and the last status); ``a && b`` and ``a || b`` run ``b``
+    only after ``a`` succeeded (failed). Known statements:
 
-    * ``echo WORDS``: one line to stdout (``>&2`` sends it to stderr);
+    * ``echo WORDS``: one line to stdout;
     * ``sleep N``: N seconds of clock time (``s``/``m``/``h``/``d`` suffixes,
       ``infinity``);
-    * ``exit [N]``, ``true``, ``false``, ``:``;
+    * ``exit [N]``, ``true``, ``false``, ``:``, ``exec CMD`` (runs CMD, then exits);
+    * ``cat FILE``, ``touch FILE``, ``rm [-f] FILE``, ``test``/``[ ]`` (``-e``,
+      ``-f``, ``-s``, ``-n``, ``-z``, ``=``, ``!=``, ``-eq``...): on a per-container
+      in-memory file system shared with ``exec_sync`` (see :meth:`files`,
+      :meth:`write_file`), enough for the classic ``cat /tmp/healthy`` probe;
     * ``trap '' TERM``: ignore SIGTERM (``trap - TERM`` restores it).
 
-    Anything else runs until the container is stopped (in ``exec_sync`` it fails
-    with 127, ``sh: NAME: not found``). A script that ends without ``exit`` exits
-    with the status of its last statement (0 unless that was ``false`` or a failed
-    ``sleep``). An exit sets EXITED, ``exit_code``, ``finished_at`` and the reason
-    ``Completed`` (0) or ``Error`` (anything else), as containerd does.
+    Redirections: ``>&2`` (stdout to stderr), ``> FILE``/``>> FILE``,
+    ``>/dev/null``; ``2>...`` is accepted and ignored. Anything else (other
+    programs, loops, pipes) runs until the container is stopped; in ``exec_sync`` it
+    fails with 127, ``sh: NAME: not found``. A script that ends without ``exit``
+    exits with the status of its last statement, as sh does (0 unless that failed).
+    An exit sets EXITED, ``exit_code``, ``finished_at`` and the reason ``Completed``
+    (0) or ``Error`` (anything else), as containerd does.
 
     **Stopping.** ``stop_container(id, timeout)`` sends SIGTERM: a container that does
     not ignore it exits at once with 143; one that does (``ignore_sigterm(name)`` or
@@ -677,6 +857,7 @@ class FakeRuntime:
         self._events_enabled = events
         self._streams: weakref.WeakSet[_EventStream] = weakref.WeakSet()
         self._faults: list[_Fault] = []
+        self._delays: list[_Fault] = []
         self._unavailable = False
         self._conditions: dict[str, RuntimeCondition] = {
             "RuntimeReady": RuntimeCondition("RuntimeReady", True),
@@ -741,6 +922,29 @@ class FakeRuntime:
         if times < 1:
             raise ValueError(f"inject_error: times must be >= 1, got {times}")
         self._faults.append(_Fault(method, exc, times, when))
+
+    def inject_latency(
+        self,
+        method: str,
+        seconds: float,
+        times: int = 1,
+        *,
+        when: Callable[..., bool] | None = None,
+    ) -> None:
+        """Make the next ``times`` calls of ``method`` (those for which
+        ``when(*args)`` is true, if given) take ``seconds`` more clock time.
+
+        Unlike :meth:`set_latency` this hits chosen calls only, e.g. one container's
+        ``container_status`` hanging while the others answer. A delay is used up
+        when the call starts, even if the call is then cancelled.
+
+        Raises:
+            ValueError: ``method`` is not a Runtime method, or ``times < 1``.
+        """
+        self._check_method(method)
+        if times < 1:
+            raise ValueError(f"inject_latency: times must be >= 1, got {times}")
+        self._delays.append(_Fault(method, _DELAY, times, when, seconds))
 
     def pending_errors(self, method: str | None = None) -> list[InjectedError]:
         """Injected faults not yet raised (all of them, or those of ``method``)."""
@@ -849,6 +1053,45 @@ class FakeRuntime:
         if c.state != ContainerState.RUNNING:
             raise ValueError(f"exit_container: container {container_id} is {c.state.value}")
         self._finish(c, exit_code, reason=reason)
+
+    def mark_unknown(self, container_id: str) -> None:
+        """Put a container in CONTAINER_UNKNOWN (the runtime lost track of it).
+
+        Its command stops running; ``stop_container``/``remove_container`` then kill
+        it (exit 137) as they would a running one. No event is sent.
+
+        Raises:
+            NotFoundError: no such container.
+        """
+        c = self._container(container_id)
+        self._halt(c)
+        c.state = ContainerState.UNKNOWN
+
+    def files(self, container_id: str) -> dict[str, str]:
+        """A copy of the container's file system (path -> content) as its shell and
+        exec'd commands left it (``echo x > f``, ``touch``, ``rm``).
+
+        Raises:
+            NotFoundError: no such container.
+        """
+        return dict(self._container(container_id).fs)
+
+    def write_file(self, container_id: str, path: str, content: str) -> None:
+        """Create or replace a file in the container's file system (for ``cat``,
+        ``test -f`` in commands and exec probes).
+
+        Raises:
+            NotFoundError: no such container.
+        """
+        self._container(container_id).fs[path] = content
+
+    def remove_file(self, container_id: str, path: str) -> None:
+        """Remove a file from the container's file system if it is there.
+
+        Raises:
+            NotFoundError: no such container.
+        """
+        self._container(container_id).fs.pop(path, None)
 
     def set_exec_handler(
         self,
@@ -1067,6 +1310,7 @@ class FakeRuntime:
             statements,
             c.env,
             lambda stream, text: self._write_log(c, stream, text),
+            c.fs,
             unknown_blocks=True,
             on_trap_term=lambda ignore: setattr(c, "ignore_term", ignore),
         )
@@ -1081,6 +1325,9 @@ class FakeRuntime:
         """
         await self._enter("stop_container", (container_id, timeout))
         c = self._container(container_id)
+        if c.state == ContainerState.UNKNOWN:
+            self._finish(c, EXIT_SIGKILL)
+            return
         if c.state != ContainerState.RUNNING:
             return
         if timeout <= 0:
@@ -1281,18 +1528,15 @@ class FakeRuntime:
         if self._unavailable:
             raise RuntimeUnavailableError(f"{method}: the runtime is unavailable")
         delay = self.latency_of(method)
+        extra = _take(self._delays, method, args)
+        if extra is not None:
+            delay += extra.seconds
         if delay > 0:
             await self.clock.sleep(delay)
             if self._unavailable:
                 raise RuntimeUnavailableError(f"{method}: the runtime is unavailable")
-        for fault in self._faults:
-            if fault.method != method:
-                continue
-            if fault.when is not None and not fault.when(*args):
-                continue
-            fault.remaining -= 1
-            if fault.remaining <= 0:
-                self._faults.remove(fault)
+        fault = _take(self._faults, method, args)
+        if fault is not None:
             raise fault.exc.with_traceback(None)
 
     def _new_id(self, kind: str) -> str:
@@ -1355,14 +1599,18 @@ class FakeRuntime:
         if c.state == ContainerState.RUNNING:
             self._finish(c, code, reason=reason)
 
-    def _finish(self, c: _Container, code: int, *, reason: str | None = None) -> None:
-        """Mark a running container exited, wake its stoppers, emit STOPPED."""
+    def _halt(self, c: _Container) -> None:
+        """Stop the container's command: cancel its timer, close its shell."""
         if c.timer is not None:
             c.timer.cancel()
             c.timer = None
         if c.proc is not None:
             c.proc.close()
             c.proc = None
+
+    def _finish(self, c: _Container, code: int, *, reason: str | None = None) -> None:
+        """Mark a running container exited, wake its stoppers, emit STOPPED."""
+        self._halt(c)
         c.state = ContainerState.EXITED
         c.exit_code = code
         c.finished_at = self.clock.now()
@@ -1375,14 +1623,14 @@ class FakeRuntime:
 
     def _stop_sandbox(self, sb: _Sandbox) -> None:
         for c in list(self._containers.values()):
-            if c.sandbox_id == sb.id and c.state == ContainerState.RUNNING:
+            if c.sandbox_id == sb.id and c.state in _ALIVE:
                 self._finish(c, EXIT_SIGKILL)
         if sb.state != PodSandboxState.NOTREADY:
             sb.state = PodSandboxState.NOTREADY
             self._emit(sb.id, ContainerEventType.STOPPED, sb.id)
 
     def _remove_container(self, c: _Container) -> None:
-        if c.state == ContainerState.RUNNING:
+        if c.state in _ALIVE:
             self._finish(c, EXIT_SIGKILL)
         del self._containers[c.id]
         self._emit(c.id, ContainerEventType.DELETED, c.sandbox_id)
@@ -1415,7 +1663,7 @@ class FakeRuntime:
         if statements is None:
             raise ContainerRuntimeError("exec_sync: empty command")
         proc = _run_statements(
-            statements, c.env, emit, unknown_blocks=False, on_trap_term=lambda _: None
+            statements, c.env, emit, c.fs, unknown_blocks=False, on_trap_term=lambda _: None
         )
         try:
             while True:
