@@ -6,11 +6,28 @@ and image-pull back-off, lifecycle hooks, graceful termination.
 
 * :mod:`~kubelet_kit.podsync.backoff`: keyed exponential back-off;
 * :mod:`~kubelet_kit.podsync.actions`: pure ``compute_pod_actions``;
+* :mod:`~kubelet_kit.podsync.configs`: pod -> sandbox/container configs;
 * :mod:`~kubelet_kit.podsync.images`: image pull policy and pull back-off;
 * :mod:`~kubelet_kit.podsync.hooks`: postStart/preStop handlers;
 * :mod:`~kubelet_kit.podsync.syncer`: ``RuntimePodSyncer``, the PodSyncer.
+
+Importing this package imports only the submodules named in ``__all__``'s
+sources below; the syncer (which pulls in the status, cm, volume and prober
+defaults) is imported from :mod:`kubelet_kit.podsync.syncer`.
 """
 
+from kubelet_kit.podsync.actions import ContainerToKill, PodActions, compute_pod_actions
 from kubelet_kit.podsync.backoff import Backoff, format_duration, stable_key
+from kubelet_kit.podsync.hooks import HandlerRunner
+from kubelet_kit.podsync.images import ImagePuller
 
-__all__ = ["Backoff", "format_duration", "stable_key"]
+__all__ = [
+    "Backoff",
+    "ContainerToKill",
+    "HandlerRunner",
+    "ImagePuller",
+    "PodActions",
+    "compute_pod_actions",
+    "format_duration",
+    "stable_key",
+]

@@ -1,0 +1,765 @@
+"""RuntimePodSyncer: the kubelet's per-pod sync over any Runtime.
+
+It implements :class:`kubelet_kit.podworkers.PodSyncer`, so
+:class:`~kubelet_kit.podworkers.PodWorkers` drive it:
+
+``sync_pod``
+    read the pod's runtime status afresh (and store it in the PLEG's pod cache,
+    if one is given, stamped with the time the read began); a pod past its
+    ``activeDeadlineSeconds`` becomes ``Failed``/``DeadlineExceeded`` and a pod
+    whose phase is terminal stops here; otherwise ensure the pod cgroup, wait for
+    its volumes, compute the actions (:func:`~kubelet_kit.podsync.actions.compute_pod_actions`),
+    kill what must die (preStop first, then a graceful stop), create the sandbox
+    if needed, and start init containers (one regular one at a time, sidecars
+    alongside) and regular containers, each after the crash-loop back-off check,
+    the image (policy and pull back-off), the environment, create, start and the
+    postStart hook. Every step that fails leaves the kubelet's waiting reason for
+    that container (``CrashLoopBackOff``, ``ErrImagePull``, ...). Finally the API
+    status is built from a second fresh read and handed to the status manager; the
+    result asks to be synced again when the earliest back-off (or the active
+    deadline) expires.
+``sync_terminating_pod``
+    run preStop hooks and stop every running container within the grace period:
+    regular containers in parallel, sidecars after them in reverse order, then
+    stop the sandboxes.
+``sync_terminated_pod``
+    unmount volumes, remove the containers and sandboxes, remove the pod cgroup,
+    forget the pod's back-off entries and probe results, and mark the status
+    terminated.
+
+All time comes from the injected clock; runtime failures are the typed errors of
+:mod:`kubelet_kit.errors`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as _dt
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import attrs
+
+from kubelet_kit.clock import Clock, wait_for
+from kubelet_kit.cm.stub import StubContainerManager
+from kubelet_kit.container import labels as kl
+from kubelet_kit.container.interfaces import (
+    ContainerState,
+    ContainerStatus,
+    DNSConfig,
+    PodSandboxConfig,
+    PodSandboxState,
+    Runtime,
+)
+from kubelet_kit.container.pods import PodRuntimeStatus, get_pod_status
+from kubelet_kit.errors import (
+    ContainerRuntimeError,
+    KubeletKitError,
+    NotFoundError,
+    PodSyncError,
+)
+from kubelet_kit.podsync import configs
+from kubelet_kit.podsync.actions import (
+    KILL_REASON_LIVENESS,
+    KILL_REASON_POST_START,
+    KILL_REASON_STARTUP,
+    PodActions,
+    compute_pod_actions,
+)
+from kubelet_kit.podsync.backoff import Backoff, format_duration, format_pod, stable_key
+from kubelet_kit.podsync.hooks import HandlerRunner
+from kubelet_kit.podsync.images import ImagePuller
+from kubelet_kit.podworkers import SyncResult, UpdateType
+from kubelet_kit.prober.interfaces import ProbeKind, ProbeResult, ProbeUpdate
+from kubelet_kit.prober.stub import StubProbeManager
+from kubelet_kit.status import FAILED, TERMINAL_PHASES, StatusManager, generate_pod_status
+from kubelet_kit.volume.stub import StubVolumeManager
+
+if TYPE_CHECKING:
+    from kubelet_kit.api import Container, Pod, PodStatus
+    from kubelet_kit.cm.interfaces import ContainerManager
+    from kubelet_kit.prober.interfaces import ProbeManager
+    from kubelet_kit.volume.interfaces import VolumeManager
+
+__all__ = [
+    "CRASH_LOOP_BACK_OFF",
+    "CREATE_CONTAINER_ERROR",
+    "DEADLINE_EXCEEDED",
+    "DEADLINE_EXCEEDED_MESSAGE",
+    "FAILED_CREATE_POD_SANDBOX",
+    "FAILED_MOUNT",
+    "MINIMUM_GRACE_PERIOD",
+    "POST_START_HOOK_ERROR",
+    "RUN_CONTAINER_ERROR",
+    "PodStatusSink",
+    "RuntimePodSyncer",
+]
+
+log = logging.getLogger(__name__)
+
+CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
+CREATE_CONTAINER_ERROR = "CreateContainerError"
+RUN_CONTAINER_ERROR = "RunContainerError"
+POST_START_HOOK_ERROR = "PostStartHookError"
+FAILED_MOUNT = "FailedMount"
+FAILED_CREATE_POD_SANDBOX = "FailedCreatePodSandBox"
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+DEADLINE_EXCEEDED_MESSAGE = "Pod was active on the node longer than the specified deadline"
+
+#: The kubelet always gives a stopping container at least this many seconds.
+MINIMUM_GRACE_PERIOD = 2
+
+#: How long a sync waits for the pod's volumes (the kubelet's 2 min 3 s).
+VOLUME_MOUNT_TIMEOUT = 123.0
+
+
+class PodStatusSink(Protocol):
+    """Where fresh runtime statuses are recorded (the PLEG's ``PodCache``)."""
+
+    def set(
+        self,
+        uid: str,
+        status: PodRuntimeStatus | None,
+        error: Exception | None,
+        timestamp: float,
+    ) -> bool:
+        """Store the status observed at ``timestamp`` unless a newer one is held.
+        Never blocks."""
+
+
+@attrs.define
+class _SyncState:
+    """Per-sync bookkeeping: back-off expiries found (wall-clock times)."""
+
+    expiries: list[float] = attrs.Factory(list)
+
+
+def _datetime(seconds: float) -> _dt.datetime:
+    return _dt.datetime.fromtimestamp(seconds, tz=_dt.UTC)
+
+
+def _restart_count(status: ContainerStatus | None) -> int:
+    """The next restart count: the newest container's annotation (or attempt) + 1."""
+    if status is None:
+        return 0
+    raw = status.annotations.get(kl.CONTAINER_RESTART_COUNT)
+    try:
+        current = int(raw) if raw is not None else status.metadata.attempt
+    except ValueError:
+        current = status.metadata.attempt
+    return current + 1
+
+
+def _pod_grace(pod: Pod) -> int:
+    if pod.metadata.deletion_grace_period_seconds is not None:
+        return pod.metadata.deletion_grace_period_seconds
+    return pod.spec.termination_grace_period_seconds
+
+
+class RuntimePodSyncer:
+    """The kubelet's pod sync logic over any Runtime (a :class:`PodSyncer`).
+
+    Args:
+        runtime: The container runtime.
+        clock: Source of all time.
+        status_manager: Receives every status the syncer builds.
+        container_manager: Pod cgroups and container resources (default: none).
+        volume_manager: Volumes and mounts (default: none).
+        probe_manager: Probe workers and readiness (default: none, containers are
+            ready while running).
+        pod_logs_dir: The kubelet's podLogsDir.
+        node_name: The node's name (``spec.nodeName`` fallback in env vars).
+        host_ip: The node's IP (``status.hostIP`` and host-network pods' IP).
+        runtime_name: Prefix of container ids in the status (``<name>://<id>``);
+            asked of the runtime (``version().runtime_name``) when empty.
+        pod_cache: The PLEG's pod cache: every fresh read is written there.
+        crash_backoff: The crash-loop back-off (default 10 s doubling to 300 s,
+            reset after 600 s of running).
+        image_puller: Pulls images (default: one on ``runtime`` with the kubelet's
+            pull back-off).
+        hook_runner: Runs lifecycle hooks (default: on ``runtime`` and ``clock``).
+        config_source: ConfigMap/Secret lookup for env vars (see
+            :func:`kubelet_kit.podsync.configs.resolve_env`).
+        resolv_conf: The node's resolver config for sandbox DNS; read from
+            ``/etc/resolv.conf`` when needed if None.
+        cluster_dns: Cluster DNS server IPs.
+        cluster_domain: The cluster domain.
+        volume_mount_timeout: Seconds a sync waits for the pod's volumes.
+        wait_for_startup_probes: Whether a sidecar with a startup probe counts as
+            started only after a startup success was recorded
+            (:meth:`record_probe_result`). Default: unless the probe manager is
+            the stub, which never reports one.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        clock: Clock,
+        *,
+        status_manager: StatusManager,
+        container_manager: ContainerManager | None = None,
+        volume_manager: VolumeManager | None = None,
+        probe_manager: ProbeManager | None = None,
+        pod_logs_dir: str = "/var/log/pods",
+        node_name: str = "",
+        host_ip: str = "",
+        runtime_name: str = "",
+        pod_cache: PodStatusSink | None = None,
+        crash_backoff: Backoff | None = None,
+        image_puller: ImagePuller | None = None,
+        hook_runner: HandlerRunner | None = None,
+        config_source: configs.ConfigSource | None = None,
+        resolv_conf: DNSConfig | None = None,
+        cluster_dns: Sequence[str] = (),
+        cluster_domain: str = "",
+        volume_mount_timeout: float = VOLUME_MOUNT_TIMEOUT,
+        wait_for_startup_probes: bool | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.clock = clock
+        self.status_manager = status_manager
+        self.container_manager: ContainerManager = (
+            container_manager if container_manager is not None else StubContainerManager()
+        )
+        self.volume_manager: VolumeManager = (
+            volume_manager if volume_manager is not None else StubVolumeManager()
+        )
+        self.probe_manager: ProbeManager = (
+            probe_manager if probe_manager is not None else StubProbeManager()
+        )
+        self.pod_logs_dir = pod_logs_dir
+        self.node_name = node_name
+        self.host_ip = host_ip
+        self.runtime_name = runtime_name
+        self.pod_cache = pod_cache
+        self.crash_backoff = crash_backoff if crash_backoff is not None else Backoff(clock)
+        self.images = image_puller if image_puller is not None else ImagePuller(runtime, clock)
+        self.hooks = hook_runner if hook_runner is not None else HandlerRunner(runtime, clock)
+        self.config_source = config_source
+        self.resolv_conf = resolv_conf
+        self.cluster_dns = tuple(cluster_dns)
+        self.cluster_domain = cluster_domain
+        self.volume_mount_timeout = volume_mount_timeout
+        if wait_for_startup_probes is None:
+            wait_for_startup_probes = not isinstance(self.probe_manager, StubProbeManager)
+        self.wait_for_startup_probes = wait_for_startup_probes
+        # Last failure of each container, by pod uid then container name (the
+        # kubelet's reasonCache): shown as the waiting reason until it starts.
+        self._reasons: dict[str, dict[str, tuple[str, str]]] = {}
+        # Latest liveness/startup result per (pod uid, container id, kind).
+        self._probes: dict[tuple[str, str, ProbeKind], ProbeResult] = {}
+
+    # -- inputs from the composer ------------------------------------------------
+
+    def record_probe_result(self, update: ProbeUpdate) -> None:
+        """Remember a published probe result; liveness and startup failures make the
+        next sync kill and restart the container. Never blocks."""
+        if update.kind is ProbeKind.READINESS:
+            return
+        self._probes[(update.pod_uid, update.container_id, update.kind)] = update.result
+
+    def waiting_reasons(self, uid: str) -> dict[str, tuple[str, str]]:
+        """The waiting reason and message each container of pod ``uid`` has now."""
+        return dict(self._reasons.get(uid, {}))
+
+    # -- PodSyncer -----------------------------------------------------------------
+
+    async def sync_pod(self, update_type: UpdateType, pod: Pod) -> SyncResult:
+        """Make the runtime match ``pod`` (see the module docstring).
+
+        Blocks while the runtime works. Idempotent in effect: a second call with
+        nothing changed does nothing but read statuses.
+
+        Raises:
+            PodSyncError: volumes did not mount (``FailedMount``) or the sandbox
+                could not be created (``FailedCreatePodSandBox``); the pod worker
+                retries after its back-off.
+            ContainerRuntimeError: the runtime failed to list or inspect the pod,
+                or to stop a container.
+        """
+        uid = pod.uid
+        previous = self.status_manager.get_pod_status(uid)
+        runtime_status = await self._inspect(pod)
+        state = _SyncState()
+
+        status = await self._generate(pod, runtime_status, previous)
+        deadline = self._active_deadline(pod, status)
+        if deadline is not None and self.clock.now() >= deadline:
+            status = attrs.evolve(
+                status, phase=FAILED, reason=DEADLINE_EXCEEDED, message=DEADLINE_EXCEEDED_MESSAGE
+            )
+            self.status_manager.set_pod_status(pod, status)
+            return SyncResult(terminal=True)
+        if status.phase in TERMINAL_PHASES:
+            self.status_manager.set_pod_status(pod, status)
+            return SyncResult(terminal=True)
+        if deadline is not None:
+            state.expiries.append(deadline)
+
+        error: KubeletKitError | None = None
+        try:
+            cgroup_parent = await self.container_manager.ensure_pod_cgroup(pod)
+            self.volume_manager.add_pod(pod)
+            try:
+                await self.volume_manager.wait_for_mounts(pod, self.volume_mount_timeout)
+            except TimeoutError as exc:
+                raise PodSyncError(
+                    FAILED_MOUNT, f"Unable to attach or mount volumes: {exc}"
+                ) from exc
+            self.probe_manager.add_pod(pod)
+            actions = compute_pod_actions(
+                pod,
+                runtime_status,
+                container_hash=configs.container_hash,
+                **self._probe_sets(pod, runtime_status),
+            )
+            await self._apply(pod, runtime_status, actions, cgroup_parent, state)
+        except (PodSyncError, ContainerRuntimeError) as exc:
+            error = exc
+
+        runtime_status = await self._inspect(pod)
+        status = await self._generate(pod, runtime_status, previous)
+        self.status_manager.set_pod_status(pod, status)
+        if error is not None:
+            raise error
+        requeue = None
+        if state.expiries:
+            requeue = max(0.0, min(state.expiries) - self.clock.now())
+        return SyncResult(terminal=status.phase in TERMINAL_PHASES, requeue_after=requeue)
+
+    async def sync_terminating_pod(self, pod: Pod, grace_period: float) -> None:
+        """Stop every running container of the pod, then its sandboxes.
+
+        preStop hooks run first, bounded by the grace period; regular containers
+        stop in parallel, sidecars after all of them in reverse order; each stop
+        gets what remains of the grace period (at least 2 s). Blocks until all
+        have stopped. Idempotent.
+
+        Raises:
+            ContainerRuntimeError: a stop failed (the pod worker retries).
+        """
+        runtime_status = await self._inspect(pod)
+        await self._kill_running(pod, runtime_status, grace_override=grace_period)
+        for sandbox in runtime_status.sandbox_statuses:
+            if sandbox.state is PodSandboxState.READY:
+                await self.runtime.stop_pod_sandbox(sandbox.id)
+        self.probe_manager.remove_pod(pod)
+        previous = self.status_manager.get_pod_status(pod.uid)
+        runtime_status = await self._inspect(pod)
+        status = await self._generate(pod, runtime_status, previous, terminal=True)
+        self.status_manager.set_pod_status(pod, status)
+
+    async def sync_terminated_pod(self, pod: Pod) -> None:
+        """Release what the stopped pod holds: volumes, containers, sandboxes, the
+        pod cgroup, back-off entries and probe results; mark its status terminated.
+
+        Blocks until volumes are unmounted. Idempotent.
+
+        Raises:
+            TimeoutError: volumes were not unmounted in time (retried).
+            ContainerRuntimeError: removing a container or sandbox failed.
+        """
+        self.volume_manager.remove_pod(pod)
+        await self.volume_manager.wait_for_unmount(pod, self.volume_mount_timeout)
+        runtime_status = await self._inspect(pod)
+        for container in runtime_status.container_statuses:
+            await self.runtime.remove_container(container.id)
+        for sandbox in runtime_status.sandbox_statuses:
+            await self.runtime.stop_pod_sandbox(sandbox.id)
+            await self.runtime.remove_pod_sandbox(sandbox.id)
+        await self.container_manager.remove_pod_cgroup(pod)
+        self.forget_pod(pod)
+        self.probe_manager.remove_pod(pod)
+        self.status_manager.terminate_pod(pod)
+
+    def forget_pod(self, pod: Pod) -> None:
+        """Drop the pod's back-off entries, waiting reasons and probe results.
+        Never blocks; idempotent."""
+        md = pod.metadata
+        self.crash_backoff.forget_prefix(f"{md.name}_{md.namespace}_{md.uid}_")
+        self.images.forget_pod(pod)
+        self._reasons.pop(md.uid, None)
+        for key in [k for k in self._probes if k[0] == md.uid]:
+            del self._probes[key]
+
+    # -- reading -------------------------------------------------------------------
+
+    async def _inspect(self, pod: Pod) -> PodRuntimeStatus:
+        # Stamp with the time the read starts: everything that happened before
+        # it is in the status, so the cache's newer-than waits stay truthful.
+        started = self.clock.now()
+        status = await get_pod_status(
+            self.runtime, pod.uid, pod.name, pod.namespace, timestamp=started
+        )
+        if self.pod_cache is not None:
+            self.pod_cache.set(pod.uid, status, None, started)
+        return status
+
+    async def _runtime_name(self) -> str:
+        if not self.runtime_name:
+            try:
+                self.runtime_name = (await self.runtime.version()).runtime_name
+            except ContainerRuntimeError:
+                return ""
+        return self.runtime_name
+
+    async def _generate(
+        self,
+        pod: Pod,
+        runtime_status: PodRuntimeStatus,
+        previous: PodStatus | None,
+        *,
+        terminal: bool = False,
+    ) -> PodStatus:
+        return generate_pod_status(
+            pod,
+            runtime_status,
+            waiting=self._reasons.get(pod.uid, {}),
+            previous=previous,
+            now=_datetime(self.clock.now()),
+            host_ip=self.host_ip,
+            pod_is_terminal=terminal,
+            runtime_name=await self._runtime_name(),
+            fold_probes=self.probe_manager.update_pod_status,
+        )
+
+    def _active_deadline(self, pod: Pod, status: PodStatus) -> float | None:
+        """Wall-clock time the pod's activeDeadlineSeconds runs out, if it has one
+        (the kubelet measures from ``status.startTime``, set at the first sync)."""
+        seconds = pod.spec.active_deadline_seconds
+        if seconds is None or status.start_time is None:
+            return None
+        return status.start_time.timestamp() + seconds
+
+    def _probe_sets(self, pod: Pod, status: PodRuntimeStatus) -> dict[str, frozenset[str]]:
+        uid = pod.uid
+
+        def with_result(kind: ProbeKind, result: ProbeResult) -> frozenset[str]:
+            return frozenset(
+                cid for (u, cid, k), r in self._probes.items()
+                if u == uid and k is kind and r is result
+            )
+
+        pending: frozenset[str] = frozenset()
+        if self.wait_for_startup_probes:
+            probed = {c.name for c in pod.spec.init_containers if c.startup_probe is not None}
+            succeeded = with_result(ProbeKind.STARTUP, ProbeResult.SUCCESS)
+            pending = frozenset(
+                s.id for s in status.running_container_statuses()
+                if s.metadata.name in probed and s.id not in succeeded
+            )
+        return {
+            "liveness_failed": with_result(ProbeKind.LIVENESS, ProbeResult.FAILURE),
+            "startup_failed": with_result(ProbeKind.STARTUP, ProbeResult.FAILURE),
+            "startup_pending": pending,
+        }
+
+    # -- acting --------------------------------------------------------------------
+
+    async def _apply(
+        self,
+        pod: Pod,
+        runtime_status: PodRuntimeStatus,
+        actions: PodActions,
+        cgroup_parent: str,
+        state: _SyncState,
+    ) -> None:
+        if actions.kill_pod:
+            await self._kill_running(pod, runtime_status, grace_override=None)
+            for sandbox in runtime_status.sandbox_statuses:
+                if sandbox.state is PodSandboxState.READY:
+                    await self.runtime.stop_pod_sandbox(sandbox.id)
+            if not actions.create_sandbox:
+                return
+        else:
+            for kill in actions.containers_to_kill:
+                await self._kill_container(
+                    pod, kill.container_id, kill.name, kill.container,
+                    reason=kill.reason, message=kill.message,
+                )
+        if not (
+            actions.create_sandbox
+            or actions.init_containers_to_start
+            or actions.containers_to_start
+        ):
+            return
+
+        sandbox_config = configs.sandbox_config(
+            pod,
+            attempt=actions.attempt,
+            pod_logs_dir=self.pod_logs_dir,
+            cgroup_parent=cgroup_parent,
+            resolv_conf=self.resolv_conf,
+            cluster_dns=self.cluster_dns,
+            cluster_domain=self.cluster_domain,
+        )
+        sandbox_id = actions.sandbox_id
+        pod_ips: tuple[str, ...] = runtime_status.ips
+        if actions.create_sandbox:
+            try:
+                sandbox_id = await self.runtime.run_pod_sandbox(sandbox_config)
+                sandbox = await self.runtime.pod_sandbox_status(sandbox_id)
+            except ContainerRuntimeError as exc:
+                raise PodSyncError(
+                    FAILED_CREATE_POD_SANDBOX, f"Failed to create pod sandbox: {exc}"
+                ) from exc
+            pod_ips = tuple(ip for ip in (sandbox.ip, *sandbox.additional_ips) if ip)
+
+        start = _Starter(self, pod, runtime_status, sandbox_id, sandbox_config, pod_ips, state)
+        for idx in actions.init_containers_to_start:
+            container = pod.spec.init_containers[idx]
+            if not await start(container) and not container.is_sidecar:
+                # A regular init container that failed to start holds the pod back.
+                return
+        for idx in actions.containers_to_start:
+            await start(pod.spec.containers[idx])
+
+    def _grace_for(self, pod: Pod, container: Container | None, reason: str) -> int:
+        """The kubelet's ``setTerminationGracePeriod``: the pod's (deletion) grace,
+        or the probe's own terminationGracePeriodSeconds for a probe kill."""
+        grace = _pod_grace(pod)
+        if container is None or pod.metadata.deletion_timestamp is not None:
+            return grace
+        probe = None
+        if reason == KILL_REASON_LIVENESS:
+            probe = container.liveness_probe
+        elif reason == KILL_REASON_STARTUP:
+            probe = container.startup_probe
+        if probe is not None and probe.termination_grace_period_seconds is not None:
+            return probe.termination_grace_period_seconds
+        return grace
+
+    async def _kill_container(
+        self,
+        pod: Pod,
+        container_id: str,
+        name: str,
+        container: Container | None,
+        *,
+        reason: str = "",
+        message: str = "",
+        grace_override: float | None = None,
+        wait_turn: Callable[[float], Awaitable[float]] | None = None,
+        pod_ips: Sequence[str] = (),
+    ) -> None:
+        """The kubelet's ``killContainer``: preStop within the grace period, wait for
+        this container's turn (termination ordering), then stop with what is left
+        (never less than 2 s)."""
+        grace: float = self._grace_for(pod, container, reason)
+        if grace_override is not None:
+            grace = grace_override
+        log.info(
+            "Killing container %s of pod %s (grace %gs): %s",
+            name, format_pod(pod), grace, message or f"Stopping container {name}",
+        )
+        if (
+            container is not None
+            and container.lifecycle is not None
+            and container.lifecycle.pre_stop is not None
+            and grace > 0
+        ):
+            grace -= await self._pre_stop(pod, container_id, container, grace, pod_ips)
+        if wait_turn is not None and grace > 0:
+            grace -= await wait_turn(grace)
+        grace = max(grace, MINIMUM_GRACE_PERIOD)
+        # A container already gone is stopped, as far as the pod is concerned.
+        with contextlib.suppress(NotFoundError):
+            await self.runtime.stop_container(container_id, grace)
+
+    async def _pre_stop(
+        self,
+        pod: Pod,
+        container_id: str,
+        container: Container,
+        grace: float,
+        pod_ips: Sequence[str],
+    ) -> int:
+        """Run the preStop hook bounded by ``grace``; returns the whole seconds it took."""
+        assert container.lifecycle is not None and container.lifecycle.pre_stop is not None
+        started = self.clock.monotonic()
+        try:
+            failure = await wait_for(
+                self.clock,
+                self.hooks.run(
+                    container_id, pod, container, container.lifecycle.pre_stop,
+                    pod_ips=pod_ips,
+                ),
+                grace,
+            )
+        except TimeoutError:
+            log.info("PreStop hook of %s in %s not completed in grace period",
+                     container.name, format_pod(pod))
+        else:
+            if failure is not None:
+                log.info("%s", failure)  # the kubelet records FailedPreStopHook and goes on
+        return int(self.clock.monotonic() - started)
+
+    async def _kill_running(
+        self, pod: Pod, runtime_status: PodRuntimeStatus, *, grace_override: float | None
+    ) -> None:
+        """Stop every running container, with the kubelet's termination ordering:
+        regular containers at once, each sidecar only after every regular
+        container and every later sidecar has stopped (or its grace ran out)."""
+        running = runtime_status.running_container_statuses()
+        if not running:
+            return
+        specs = {c.name: c for c in pod.spec.all_containers()}
+        regular = {c.name for c in pod.spec.containers}
+        sidecar_rank = {c.name: i for i, c in enumerate(pod.spec.sidecars)}
+        stopped = {s.id: asyncio.Event() for s in running}
+
+        def blockers(status: ContainerStatus) -> list[asyncio.Event]:
+            rank = sidecar_rank.get(status.metadata.name)
+            if rank is None:
+                return []
+            return [
+                stopped[other.id]
+                for other in running
+                if other.id != status.id
+                and (
+                    other.metadata.name in regular
+                    or sidecar_rank.get(other.metadata.name, -1) > rank
+                )
+            ]
+
+        def turn_waiter(events: list[asyncio.Event]) -> Callable[[float], Awaitable[float]]:
+            async def wait_turn(remaining: float) -> float:
+                started = self.clock.monotonic()
+                with contextlib.suppress(TimeoutError):
+                    await wait_for(
+                        self.clock, asyncio.gather(*(e.wait() for e in events)), remaining
+                    )
+                return float(int(self.clock.monotonic() - started))
+
+            return wait_turn
+
+        async def stop(status: ContainerStatus) -> None:
+            try:
+                events = blockers(status)
+                await self._kill_container(
+                    pod, status.id, status.metadata.name, specs.get(status.metadata.name),
+                    grace_override=grace_override,
+                    wait_turn=turn_waiter(events) if events else None,
+                    pod_ips=runtime_status.ips,
+                )
+            finally:
+                stopped[status.id].set()
+
+        results = await asyncio.gather(*(stop(s) for s in running), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+
+class _Starter:
+    """Starts one container of one sync (the kubelet's ``startContainer`` with its
+    back-off and image checks), recording why it could not."""
+
+    def __init__(
+        self,
+        syncer: RuntimePodSyncer,
+        pod: Pod,
+        runtime_status: PodRuntimeStatus,
+        sandbox_id: str,
+        sandbox_config: PodSandboxConfig,
+        pod_ips: Sequence[str],
+        state: _SyncState,
+    ) -> None:
+        self.s = syncer
+        self.pod = pod
+        self.runtime_status = runtime_status
+        self.sandbox_id = sandbox_id
+        self.sandbox_config = sandbox_config
+        self.pod_ips = tuple(pod_ips)
+        self.state = state
+        self.reasons = syncer._reasons.setdefault(pod.uid, {})
+
+    def _fail(self, container: Container, reason: str, message: str) -> bool:
+        self.reasons[container.name] = (reason, message)
+        return False
+
+    async def __call__(self, container: Container) -> bool:
+        """Start ``container``; returns whether it runs (postStart done)."""
+        s, pod = self.s, self.pod
+        newest = self.runtime_status.find_container_status(container.name)
+        exited = next(
+            (
+                c for c in self.runtime_status.container_statuses
+                if c.metadata.name == container.name and c.state is ContainerState.EXITED
+            ),
+            None,
+        )
+        if exited is not None:
+            key = stable_key(pod, container, configs.container_hash(container))
+            if s.crash_backoff.is_in_backoff_since(key, exited.finished_at):
+                delay = s.crash_backoff.get(key)
+                self.state.expiries.append(exited.finished_at + delay)
+                return self._fail(
+                    container,
+                    CRASH_LOOP_BACK_OFF,
+                    f"back-off {format_duration(delay)} restarting failed "
+                    f"container={container.name} pod={format_pod(pod)}",
+                )
+            s.crash_backoff.next(key, exited.finished_at)
+
+        try:
+            image_ref = await s.images.ensure_image(pod, container, self.sandbox_config)
+        except PodSyncError as exc:
+            expiry = s.images.backoff_expiry(pod, container)
+            if expiry is not None:
+                self.state.expiries.append(expiry)
+            return self._fail(container, exc.reason, exc.message)
+
+        try:
+            env = configs.resolve_env(
+                pod,
+                container,
+                pod_ip=self.pod_ips[0] if self.pod_ips else "",
+                host_ip=s.host_ip,
+                node_name=s.node_name,
+                pod_ips=self.pod_ips,
+                host_ips=(s.host_ip,) if s.host_ip else (),
+                config_source=s.config_source,
+                allocatable=s.container_manager.node_allocatable(),
+            )
+            mounts = s.volume_manager.container_mounts(pod, container)
+        except PodSyncError as exc:
+            return self._fail(container, exc.reason, exc.message)
+        except KubeletKitError as exc:
+            return self._fail(container, configs.CREATE_CONTAINER_CONFIG_ERROR, str(exc))
+        config = configs.container_config(
+            pod,
+            container,
+            restart_count=_restart_count(newest),
+            env=env,
+            mounts=mounts,
+            resources=s.container_manager.container_resources(pod, container),
+            image=image_ref,
+        )
+        try:
+            container_id = await s.runtime.create_container(
+                self.sandbox_id, config, self.sandbox_config
+            )
+        except ContainerRuntimeError as exc:
+            return self._fail(container, CREATE_CONTAINER_ERROR, str(exc))
+        try:
+            await s.runtime.start_container(container_id)
+        except ContainerRuntimeError as exc:
+            return self._fail(container, RUN_CONTAINER_ERROR, str(exc))
+
+        hook = container.lifecycle.post_start if container.lifecycle is not None else None
+        if hook is not None:
+            failure = await s.hooks.run(
+                container_id, pod, container, hook, pod_ips=self.pod_ips
+            )
+            if failure is not None:
+                await s._kill_container(
+                    pod, container_id, container.name, container,
+                    reason=KILL_REASON_POST_START, message="FailedPostStartHook",
+                    pod_ips=self.pod_ips,
+                )
+                return self._fail(container, POST_START_HOOK_ERROR, failure)
+        self.reasons.pop(container.name, None)
+        return True
