@@ -74,8 +74,9 @@ Exec
 
 Stats come from ``/proc``: CPU is utime + stime of the container's process
 group and descendants, memory working set and usage are their summed RSS.
-Events are not offered: :meth:`HostProcessRuntime.get_container_events` raises
-UnimplementedError, so a PLEG relists.
+Events: :meth:`HostProcessRuntime.get_container_events` streams the changes
+this runtime makes and every container exit (seen when the container's shim
+ends), so an evented PLEG can use it; relists remain the truth.
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ from kubelet_kit.clock import Clock, RealClock, wait_for
 from kubelet_kit.container.interfaces import (
     ContainerConfig,
     ContainerEvent,
+    ContainerEventType,
     ContainerFilter,
     ContainerInfo,
     ContainerState,
@@ -140,7 +142,6 @@ from kubelet_kit.errors import (
     ImagePullError,
     InvalidArgumentError,
     NotFoundError,
-    UnimplementedError,
 )
 from kubelet_kit.runtimes._shim import (
     EXIT_FILE,
@@ -409,6 +410,8 @@ class HostProcessRuntime:
             (containerd's ``max_container_log_line_size``).
         start_timeout: How long ``start_container`` waits for the shim's report.
         kill_timeout: How long to wait for a container to exit after SIGKILL.
+        event_buffer: Events held for a slow :meth:`get_container_events`
+            consumer; past that, new events are dropped for it (a PLEG relists).
     """
 
     def __init__(
@@ -421,6 +424,7 @@ class HostProcessRuntime:
         max_log_line_size: int = DEFAULT_MAX_LINE_SIZE,
         start_timeout: float = 30.0,
         kill_timeout: float = 10.0,
+        event_buffer: int = 1000,
     ) -> None:
         self._root = Path(root_dir).absolute()
         self._clock: Clock = clock if clock is not None else RealClock()
@@ -430,6 +434,11 @@ class HostProcessRuntime:
         self._start_timeout = start_timeout
         self._kill_timeout = kill_timeout
         self._locks: dict[str, asyncio.Lock] = {}
+        self._event_buffer = event_buffer
+        self._subscribers: list[asyncio.Queue[ContainerEvent]] = []
+        # Running containers whose end is being watched for subscribers: id -> pidfd.
+        self._watched: dict[str, int] = {}
+        self._stop_reported: set[str] = set()
         for sub in ("sandboxes", "containers"):
             (self._root / sub).mkdir(parents=True, exist_ok=True)
 
@@ -629,6 +638,8 @@ class HostProcessRuntime:
         rec = _SandboxRecord(sandbox_id, config, self._clock.now(), PodSandboxState.READY, ip)
         self._sandbox_dir(sandbox_id).mkdir(parents=True)
         self._save_sandbox(rec)
+        self._emit_sandbox(sandbox_id, ContainerEventType.CREATED)
+        self._emit_sandbox(sandbox_id, ContainerEventType.STARTED)
         return sandbox_id
 
     async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None:
@@ -641,6 +652,7 @@ class HostProcessRuntime:
                 await self.stop_container(c.id, 0)
         if rec.state is not PodSandboxState.NOTREADY:
             self._save_sandbox(attrs.evolve(rec, state=PodSandboxState.NOTREADY))
+            self._emit_sandbox(pod_sandbox_id, ContainerEventType.STOPPED)
 
     async def remove_pod_sandbox(self, pod_sandbox_id: str) -> None:
         """Stop and remove the sandbox and its containers. Idempotent: an unknown
@@ -649,14 +661,23 @@ class HostProcessRuntime:
             self._check_id("sandbox", pod_sandbox_id)
         except NotFoundError:
             return
+        try:
+            status = self._sandbox_status(self._load_sandbox(pod_sandbox_id))
+        except NotFoundError:
+            status = None
         for c in self._container_records():
             if c.pod_sandbox_id == pod_sandbox_id:
                 await self.remove_container(c.id)
         shutil.rmtree(self._sandbox_dir(pod_sandbox_id), ignore_errors=True)
+        if status is not None:
+            self._emit(pod_sandbox_id, ContainerEventType.DELETED, status, ())
 
     async def pod_sandbox_status(self, pod_sandbox_id: str) -> PodSandboxStatus:
         """Status of one sandbox. Raises NotFoundError for an unknown id."""
-        rec = self._load_sandbox(pod_sandbox_id)
+        return self._sandbox_status(self._load_sandbox(pod_sandbox_id))
+
+    @staticmethod
+    def _sandbox_status(rec: _SandboxRecord) -> PodSandboxStatus:
         c = rec.config
         return PodSandboxStatus(
             id=rec.id,
@@ -780,6 +801,7 @@ class HostProcessRuntime:
         write_json_atomic(cdir / SPEC_FILE, spec)
         # container.json last: a directory without it is not (yet) a container.
         write_json_atomic(cdir / _CONTAINER_FILE, _container_record_to_json(rec))
+        self._emit_container(container_id, ContainerEventType.CREATED)
         return container_id
 
     async def start_container(self, container_id: str) -> None:
@@ -824,7 +846,10 @@ class HostProcessRuntime:
                     f'container "{name}" ({container_id}): the shim did not report within '
                     f"{self._start_timeout:g}s"
                 ) from None
-            if "error" in report:
+            if "error" not in report:
+                self._emit_container(container_id, ContainerEventType.STARTED)
+                self._watch(container_id)
+            else:
                 if _read_json(cdir / EXIT_FILE) is None and _read_json(cdir / START_FILE) is None:
                     # The shim died before it could record anything: record the
                     # failed start ourselves, so the container is not CREATED forever.
@@ -838,6 +863,7 @@ class HostProcessRuntime:
                             "finished_at": self._clock.now(),
                         },
                     )
+                self._report_stopped(container_id)
                 raise ContainerStartError(
                     f'failed to start container "{name}" ({container_id}): {report["error"]}'
                 )
@@ -892,22 +918,28 @@ class HostProcessRuntime:
             obs = self._observe(container_id)
             if obs.state is not ContainerState.RUNNING:
                 return
-            if timeout > 0:
-                self._signal_group(obs, signal.SIGTERM)
-                with contextlib.suppress(TimeoutError):
-                    await wait_for(self._clock, self._wait_exited(container_id), timeout)
-                    return
-            obs = self._observe(container_id)
-            if obs.state is not ContainerState.RUNNING:
-                return
-            self._signal_group(obs, signal.SIGKILL)
             try:
-                await wait_for(self._clock, self._wait_exited(container_id), self._kill_timeout)
-            except TimeoutError:
-                raise DeadlineExceededError(
-                    f'container "{container_id}" still running {self._kill_timeout:g}s after '
-                    "SIGKILL"
-                ) from None
+                await self._stop_running(container_id, obs, timeout)
+            finally:
+                if self._observe(container_id).state is ContainerState.EXITED:
+                    self._report_stopped(container_id)
+
+    async def _stop_running(self, container_id: str, obs: _Observed, timeout: float) -> None:
+        if timeout > 0:
+            self._signal_group(obs, signal.SIGTERM)
+            with contextlib.suppress(TimeoutError):
+                await wait_for(self._clock, self._wait_exited(container_id), timeout)
+                return
+        obs = self._observe(container_id)
+        if obs.state is not ContainerState.RUNNING:
+            return
+        self._signal_group(obs, signal.SIGKILL)
+        try:
+            await wait_for(self._clock, self._wait_exited(container_id), self._kill_timeout)
+        except TimeoutError:
+            raise DeadlineExceededError(
+                f'container "{container_id}" still running {self._kill_timeout:g}s after SIGKILL'
+            ) from None
 
     async def remove_container(self, container_id: str) -> None:
         """Kill the container if it runs, then delete its state. The log file is
@@ -918,8 +950,18 @@ class HostProcessRuntime:
             return
         await self.stop_container(container_id, 0)
         async with self._lock(container_id):
+            status = self._container_status(container_id)
+            sandbox_id = self._load_container(container_id).pod_sandbox_id
+            self._unwatch(container_id)
             shutil.rmtree(self._container_dir(container_id), ignore_errors=True)
         self._locks.pop(container_id, None)
+        self._stop_reported.discard(container_id)
+        self._emit(
+            container_id,
+            ContainerEventType.DELETED,
+            self._try_sandbox_status(sandbox_id),
+            (status,),
+        )
 
     def _info(self, rec: _ContainerRecord, state: ContainerState) -> ContainerInfo:
         c = rec.config
@@ -948,6 +990,9 @@ class HostProcessRuntime:
 
     async def container_status(self, container_id: str) -> ContainerStatus:
         """Status of one container. Raises NotFoundError for an unknown id."""
+        return self._container_status(container_id)
+
+    def _container_status(self, container_id: str) -> ContainerStatus:
         rec = self._load_container(container_id)
         obs = self._observe(container_id)
         c = rec.config
@@ -1180,7 +1225,137 @@ class HostProcessRuntime:
 
     # -------------------------------------------------------------- events
 
+    def _try_sandbox_status(self, sandbox_id: str) -> PodSandboxStatus | None:
+        try:
+            return self._sandbox_status(self._load_sandbox(sandbox_id))
+        except NotFoundError:
+            return None
+
+    def _emit(
+        self,
+        object_id: str,
+        type_: ContainerEventType,
+        sandbox: PodSandboxStatus | None,
+        statuses: tuple[ContainerStatus, ...],
+    ) -> None:
+        if not self._subscribers:
+            return
+        event = ContainerEvent(
+            container_id=object_id,
+            type=type_,
+            created_at=self._clock.now(),
+            pod_sandbox_status=sandbox,
+            containers_statuses=statuses,
+        )
+        for queue in self._subscribers:
+            # A consumer that fell this far behind loses events, and relists.
+            with contextlib.suppress(asyncio.QueueFull):
+                queue.put_nowait(event)
+
+    def _sandbox_containers(self, sandbox_id: str) -> tuple[ContainerStatus, ...]:
+        statuses = []
+        for rec in self._container_records():
+            if rec.pod_sandbox_id == sandbox_id:
+                with contextlib.suppress(NotFoundError):
+                    statuses.append(self._container_status(rec.id))
+        return tuple(statuses)
+
+    def _emit_sandbox(self, sandbox_id: str, type_: ContainerEventType) -> None:
+        if self._subscribers:
+            self._emit(
+                sandbox_id,
+                type_,
+                self._try_sandbox_status(sandbox_id),
+                self._sandbox_containers(sandbox_id),
+            )
+
+    def _emit_container(self, container_id: str, type_: ContainerEventType) -> None:
+        if not self._subscribers:
+            return
+        try:
+            sandbox_id = self._load_container(container_id).pod_sandbox_id
+        except NotFoundError:
+            return
+        # As containerd: the event carries the statuses of the pod's containers.
+        self._emit(
+            container_id,
+            type_,
+            self._try_sandbox_status(sandbox_id),
+            self._sandbox_containers(sandbox_id),
+        )
+
+    def _report_stopped(self, container_id: str) -> None:
+        """Send STOPPED once per container, whoever notices the exit first."""
+        if container_id in self._stop_reported:
+            return
+        self._stop_reported.add(container_id)
+        self._unwatch(container_id)
+        self._emit_container(container_id, ContainerEventType.STOPPED)
+
+    def _watch(self, container_id: str, *, report_exited: bool = True) -> None:
+        """While someone listens, learn of the container's exit from its shim's end.
+
+        ``report_exited=False`` (a new subscription looking at old containers)
+        sends nothing for a container that had already exited.
+        """
+        if not self._subscribers or container_id in self._watched:
+            return
+        try:
+            self._load_container(container_id)
+        except NotFoundError:
+            return
+        obs = self._observe(container_id)
+        if obs.state is ContainerState.EXITED:
+            if report_exited:
+                self._report_stopped(container_id)
+            return
+        if obs.state is not ContainerState.RUNNING:
+            return
+        try:
+            pidfd = os.pidfd_open(obs.shim_pid if obs.shim_alive else obs.pid)
+        except ProcessLookupError:
+            # Ended between the look and the open: look again (it is EXITED now, or
+            # the shim is gone and the process is watched instead).
+            asyncio.get_running_loop().call_soon(self._on_watched_exit, container_id)
+            return
+        except OSError:
+            return  # no pidfd support: exits are seen only by stop or a relist
+        self._watched[container_id] = pidfd
+        asyncio.get_running_loop().add_reader(pidfd, self._on_watched_exit, container_id)
+
+    def _unwatch(self, container_id: str) -> None:
+        pidfd = self._watched.pop(container_id, None)
+        if pidfd is not None:
+            with contextlib.suppress(RuntimeError):  # the loop may be closed already
+                asyncio.get_running_loop().remove_reader(pidfd)
+            os.close(pidfd)
+
+    def _on_watched_exit(self, container_id: str) -> None:
+        self._unwatch(container_id)
+        self._watch(container_id)
+
     async def get_container_events(self) -> AsyncIterator[ContainerEvent]:
-        """Not offered: raises UnimplementedError when iteration starts."""
-        raise UnimplementedError(f"{RUNTIME_NAME} has no container event stream; relist")
-        yield  # pragma: no cover  (makes this an async generator)
+        """Stream of sandbox and container events, from the moment iteration starts.
+
+        Events: CREATED and STARTED (a sandbox's id for its own), STOPPED when a
+        container exits (by itself, by a stop, or failing to start) or a sandbox
+        is stopped, DELETED on removal; each carries the sandbox's status and the
+        statuses of its containers. Exits are seen through each running
+        container's shim (a pidfd), without polling; other changes are reported
+        when this runtime instance makes them, so a second agent's actions on the
+        same root are seen only at a relist. Single consumer per call; a consumer
+        more than ``event_buffer`` events behind loses the newest ones. Blocks
+        until the next event; cancel or ``aclose()`` to stop.
+        """
+        queue: asyncio.Queue[ContainerEvent] = asyncio.Queue(maxsize=self._event_buffer)
+        self._subscribers.append(queue)
+        try:
+            for rec in self._container_records():
+                self._watch(rec.id, report_exited=False)
+            while True:
+                yield await queue.get()
+        finally:
+            self._subscribers.remove(queue)
+            if not self._subscribers:
+                for container_id in list(self._watched):
+                    self._unwatch(container_id)
