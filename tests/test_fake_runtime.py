@@ -792,3 +792,12 @@ async def test_inject_latency_hits_only_matching_calls(rt: FakeRuntime, clock: F
     assert (await rt.container_status(b)).id == b  # the delay was used once
     hung.cancel()
     await asyncio.gather(hung, return_exceptions=True)
+
+
+async def test_exec_dies_with_its_container(rt: FakeRuntime, clock: FakeClock) -> None:
+    _, cid = await start(rt, "sleep 5")
+    running = asyncio.create_task(rt.exec_sync(cid, ["sh", "-c", "echo started; sleep 60"]))
+    await clock.run_for(5)
+    res = await running
+    assert (res.exit_code, res.stdout) == (137, b"started\n")
+    assert (await rt.container_status(cid)).exit_code == 0

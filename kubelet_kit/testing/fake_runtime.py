@@ -13,6 +13,7 @@ Deliberate simplifications, each documented where it applies:
 
 * creating a container does not require its image to have been pulled;
 * the stats of a container are whatever the test set (zero otherwise);
+* log files are written only when the joined log path is absolute;
 * a stopped container that does not ignore SIGTERM exits at once with 143, while a
   real ``sleep`` running as a container's PID 1 ignores SIGTERM (the kernel drops
   signals PID 1 has no handler for) and is killed after the timeout with 137; use
@@ -1668,14 +1669,38 @@ class FakeRuntime:
         try:
             while True:
                 delay = next(proc)
-                if delay == math.inf:
-                    await asyncio.get_running_loop().create_future()  # until cancelled
-                await self.clock.sleep(delay)
+                if not await self._sleep_while_running(c, delay):
+                    # The container died under the command: its processes were
+                    # killed with it.
+                    code = EXIT_SIGKILL
+                    break
         except StopIteration as stop:
             code = int(stop.value)
         finally:
             proc.close()
         return ExecResult(code, "".join(out["stdout"]).encode(), "".join(out["stderr"]).encode())
+
+    async def _sleep_while_running(self, c: _Container, delay: float) -> bool:
+        """Sleep ``delay`` clock seconds (``inf``: forever); False if the container
+        stopped running first."""
+        if c.state != ContainerState.RUNNING:
+            return False
+        loop = asyncio.get_running_loop()
+        exited: asyncio.Future[None] = loop.create_future()
+        c.waiters.append(exited)
+        sleeper: asyncio.Future[None] = (
+            loop.create_future()
+            if delay == math.inf
+            else asyncio.ensure_future(self.clock.sleep(delay))
+        )
+        try:
+            await asyncio.wait({sleeper, exited}, return_when=asyncio.FIRST_COMPLETED)
+            return not exited.done()
+        finally:
+            sleeper.cancel()
+            if exited in c.waiters:
+                c.waiters.remove(exited)
+            await asyncio.gather(sleeper, return_exceptions=True)
 
     def _find_present(self, ref: str) -> Image | None:
         norm = normalize_image_ref(ref) if not ref.startswith("sha256:") else ref
