@@ -815,10 +815,27 @@ class FakeRuntime:
     ``log_directory`` and the container a ``log_path`` it is also appended to that
     file in the CRI format (:func:`format_cri_log_line`).
 
+    **Scripting.** :meth:`script` makes containers of a name exit after a delay with
+    a chosen code (or ``OOMKilled``); :meth:`exit_container` ends one now;
+    :meth:`mark_unknown` puts one in CONTAINER_UNKNOWN; :meth:`set_exec_handler`
+    answers ``exec_sync`` calls. An exec'd command still running when its container
+    exits ends with 137.
+
+    **Images.** The registry knows the references given to ``images`` or
+    :meth:`add_image`; pulling one puts it on the node, pulling anything else raises
+    ``ImageNotFoundError`` (or what :meth:`fail_pull` scripted). References are
+    normalised as runtimes do (``busybox`` is ``docker.io/library/busybox:latest``).
+
+    **Events.** With ``events=True`` every sandbox and container create, start,
+    stop and delete is sent to each open :meth:`get_container_events` stream, with
+    the sandbox's status and the statuses of its containers attached, as the CRI
+    does; a sandbox's own events carry its id as ``container_id``.
+
     **Latency and faults.** Each call first records itself in :attr:`calls`, raises
-    ``RuntimeUnavailableError`` if :meth:`set_unavailable` is on, waits its latency on
-    the clock, then raises a pending injected fault if one matches. A call cancelled
-    during its latency consumes no fault.
+    ``RuntimeUnavailableError`` if :meth:`set_unavailable` is on, waits its latency
+    (plus any :meth:`inject_latency` delay) on the clock, then raises a pending
+    :meth:`inject_error` fault if one matches. A call cancelled during its latency
+    consumes no fault, so injected faults are never lost.
 
     Args:
         clock: The clock everything runs on; a fresh :class:`FakeClock` if omitted
