@@ -2,7 +2,7 @@
 
 Started in the background with its own root, state, socket and config (the CRI
 plugin with restrict_oom_score_adj, the native snapshotter, CNI from the system
-but no network config, so sandboxes use the host network), fed a busybox image
+with a loopback-only network), fed a busybox image
 built here as an OCI layout tar, and cleaned up completely afterwards: pods
 removed through the CRI, containerd stopped by its pid, leftover shims killed,
 leftover mounts under its root unmounted.
@@ -12,19 +12,22 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.server
 import io
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import tarfile
+import threading
 import time
 from pathlib import Path
 
-#: Names the images are imported under (nothing is ever pulled).
+#: Names the images are imported under (and served by the test registry).
 PAUSE_IMAGE = "kubelet-kit.test/pause:1"
 BUSYBOX_IMAGE = "kubelet-kit.test/busybox:1"
 NAMESPACE = "k8s.io"
@@ -85,8 +88,14 @@ def _layer_tar() -> bytes:
     return buf.getvalue()
 
 
-def build_image_tar(path: Path, name: str, entrypoint: list[str], cmd: list[str]) -> None:
-    """Write an OCI image layout tar of busybox, referenced as ``name``."""
+def build_image_tar(
+    path: Path, name: str, entrypoint: list[str], cmd: list[str]
+) -> tuple[dict[str, bytes], str]:
+    """Write an OCI image layout tar of busybox, referenced as ``name``.
+
+    Returns:
+        The blobs by digest and the manifest's digest (what a registry serves).
+    """
     blobs: dict[str, bytes] = {}
 
     def add(data: bytes) -> dict[str, object]:
@@ -138,6 +147,96 @@ def build_image_tar(path: Path, name: str, entrypoint: list[str], cmd: list[str]
         put("index.json", json.dumps(index).encode())
         for digest, data in blobs.items():
             put(f"blobs/sha256/{digest.split(':', 1)[1]}", data)
+    return blobs, str(manifest_desc["digest"])
+
+
+# -------------------------------------------------------------------- registry
+
+#: The registry host the images are named under; containerd mirrors it to
+#: :class:`Registry` on a loopback port.
+REGISTRY_HOST = "kubelet-kit.test"
+#: An image only the registry holds (never imported), for real pulls.
+REGISTRY_ONLY_IMAGE = f"{REGISTRY_HOST}/registry-only:1"
+
+_MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
+
+
+class Registry:
+    """A read-only OCI distribution registry (the v2 API subset containerd uses to
+    pull: manifests and blobs by tag or digest), on 127.0.0.1, in a thread."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+        self.tags: dict[tuple[str, str], str] = {}  # (repository, tag) -> manifest digest
+        self.requests: list[str] = []
+        registry = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:  # quiet
+                pass
+
+            def do_HEAD(self) -> None:
+                self._serve(body=False)
+
+            def do_GET(self) -> None:
+                self._serve(body=True)
+
+            def _serve(self, body: bool) -> None:
+                path = self.path.split("?", 1)[0]
+                registry.requests.append(f"{self.command} {path}")
+                if path in ("/v2", "/v2/"):
+                    return self._reply(200, b"{}", "application/json", body)
+                m = re.match(r"^/v2/(.+)/(manifests|blobs)/([^/]+)$", path)
+                if m is None:
+                    return self._reply(404, b"{}", "application/json", body)
+                repo, kind, ref = m.groups()
+                digest = ref if ref.startswith("sha256:") else registry.tags.get((repo, ref), "")
+                data = registry.blobs.get(digest)
+                if data is None or (kind == "manifests" and (repo, ref) not in registry.tags
+                                    and digest not in registry.tags.values()):
+                    code = "MANIFEST_UNKNOWN" if kind == "manifests" else "BLOB_UNKNOWN"
+                    err = json.dumps({"errors": [{"code": code, "message": "unknown"}]})
+                    return self._reply(404, err.encode(), "application/json", body)
+                ctype = _MANIFEST_TYPE if kind == "manifests" else "application/octet-stream"
+                self._reply(200, data, ctype, body, digest)
+
+            def _reply(
+                self, status: int, data: bytes, ctype: str, body: bool, digest: str = ""
+            ) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Docker-Distribution-API-Version", "registry/2.0")
+                if digest:
+                    self.send_header("Docker-Content-Digest", digest)
+                self.end_headers()
+                if body:
+                    self.wfile.write(data)
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def add(self, name: str, blobs: dict[str, bytes], manifest_digest: str) -> None:
+        """Serve an image as ``name`` (``REGISTRY_HOST/<repository>:<tag>``)."""
+        repo, _, tag = name.removeprefix(f"{REGISTRY_HOST}/").rpartition(":")
+        self.blobs.update(blobs)
+        self.tags[(repo, tag)] = manifest_digest
+
+    def start(self) -> None:
+        """Serve in a background thread. Idempotent."""
+        if not self._thread.is_alive():
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving and close the port."""
+        if self._thread.is_alive():
+            self._server.shutdown()
+        self._server.server_close()
 
 
 # ------------------------------------------------------------------ containerd
@@ -156,16 +255,32 @@ class Containerd:
         self.config = base / "config.toml"
         self.log_file = base / "containerd.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.registry = Registry()
 
     @property
     def endpoint(self) -> str:
         """The CRI endpoint, ``unix://...``."""
         return f"unix://{self.socket}"
 
+    @property
+    def cgroup_parent(self) -> str:
+        """A cgroup parent of this run's own (cgroupfs syntax) for the sandboxes:
+        containerd measures sandbox stats through it, and :meth:`cleanup` removes it."""
+        return f"/kubelet-kit-it-{self.base.name}"
+
     def write_config(self) -> None:
         """Write the TOML config; top-level keys come before any table header."""
         for d in (self.root, self.state, self.cni_conf, self.logs):
             d.mkdir(parents=True, exist_ok=True)
+        # A loopback-only network: the runtime reports NetworkReady, and a sandbox
+        # without host networking gets a namespace with just "lo", so no bridge or
+        # other interface is ever made on the host.
+        (self.cni_conf / "10-kubelet-kit-loopback.conflist").write_text(
+            json.dumps(
+                {"cniVersion": "0.4.0", "name": "kubelet-kit-loopback",
+                 "plugins": [{"type": "loopback"}]}
+            )
+        )
         cri = '[plugins."io.containerd.grpc.v1.cri"]'
         self.config.write_text(
             "version = 2\n"
@@ -185,10 +300,13 @@ class Containerd:
             f"\n{cri[:-1]}.cni]\n"
             '  bin_dir = "/usr/lib/cni"\n'
             f'  conf_dir = "{self.cni_conf}"\n'
+            f'\n{cri[:-1]}.registry.mirrors."{REGISTRY_HOST}"]\n'
+            f'  endpoint = ["{self.registry.url}"]\n'
         )
 
     def start(self, wait: float = 30.0) -> None:
-        """Start containerd in the background and wait until its socket answers."""
+        """Start the registry and containerd in the background; wait for the socket."""
+        self.registry.start()
         if not self.config.exists():
             self.write_config()
         with contextlib.suppress(FileNotFoundError):
@@ -244,11 +362,15 @@ class Containerd:
         return out.stdout.decode()
 
     def import_images(self) -> None:
-        """Build and import the pause and busybox images."""
+        """Build the pause and busybox images, import them, and serve both (and
+        :data:`REGISTRY_ONLY_IMAGE`, which is not imported) from the registry."""
         pause = self.base / "pause.tar"
         busybox = self.base / "busybox.tar"
-        build_image_tar(pause, PAUSE_IMAGE, ["sleep", "infinity"], [])
-        build_image_tar(busybox, BUSYBOX_IMAGE, [], ["sh"])
+        pause_image = build_image_tar(pause, PAUSE_IMAGE, ["sleep", "infinity"], [])
+        self.registry.add(PAUSE_IMAGE, *pause_image)
+        blobs, digest = build_image_tar(busybox, BUSYBOX_IMAGE, [], ["sh"])
+        self.registry.add(BUSYBOX_IMAGE, blobs, digest)
+        self.registry.add(REGISTRY_ONLY_IMAGE, blobs, digest)
         for tar in (pause, busybox):
             self.ctr("images", "import", "--snapshotter", "native", str(tar))
 
@@ -269,9 +391,24 @@ class Containerd:
                 pids.append(int(entry.name))
         return pids
 
+    def _remove_cgroups(self) -> None:
+        """Remove the (by now empty) cgroups under :attr:`cgroup_parent`, deepest
+        first, in every hierarchy; nothing outside it is touched."""
+        name = self.cgroup_parent.strip("/")
+        for hierarchy in Path("/sys/fs/cgroup").iterdir():
+            top = hierarchy / name
+            if not top.is_dir():
+                continue
+            dirs = [p for p in top.rglob("*") if p.is_dir()]
+            for d in [*sorted(dirs, key=lambda p: len(p.parts), reverse=True), top]:
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+
     def cleanup(self) -> None:
         """Kill leftover shims, unmount leftovers, remove the directory."""
         self.stop()
+        with contextlib.suppress(Exception):
+            self.registry.stop()
         for pid in self._our_pids():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -283,4 +420,5 @@ class Containerd:
                     mounts.append(point)
         for point in sorted(mounts, key=len, reverse=True):
             subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+        self._remove_cgroups()
         shutil.rmtree(self.base, ignore_errors=True)

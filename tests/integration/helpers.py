@@ -19,7 +19,11 @@ from .containerd import BUSYBOX_IMAGE
 
 
 def pod_config(
-    log_root: Path, name: str | None = None, attempt: int = 0, uid: str | None = None
+    log_root: Path,
+    name: str | None = None,
+    attempt: int = 0,
+    uid: str | None = None,
+    cgroup_parent: str = "",
 ) -> PodSandboxConfig:
     """A host-network sandbox config labelled the way the kubelet labels it."""
     name = name or f"pod-{uuid.uuid4().hex[:8]}"
@@ -31,6 +35,7 @@ def pod_config(
         log_directory=str(log_root / f"{namespace}_{name}_{uid}"),
         labels={kl.POD_NAME: name, kl.POD_NAMESPACE: namespace, kl.POD_UID: uid},
         namespace_options=NamespaceOptions(host_network=True),
+        cgroup_parent=f"{cgroup_parent}/pod{uid}" if cgroup_parent else "",
     )
 
 
