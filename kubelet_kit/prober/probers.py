@@ -38,6 +38,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+import os
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Final, TypeVar
 
@@ -140,8 +141,9 @@ def _go_seconds(seconds: float) -> str:
 
 
 def _errno_text(exc: OSError) -> str:
-    # Go's syscall errors are lower case ("connection refused"); strerror is not.
-    text = exc.strerror or str(exc)
+    # Go prints the errno's text in lower case ("connection refused"); asyncio's
+    # message ("Connect call failed (...)") is not what a user of the kubelet reads.
+    text = os.strerror(exc.errno) if exc.errno else (exc.strerror or str(exc))
     return text[:1].lower() + text[1:]
 
 
