@@ -412,3 +412,20 @@ async def test_run_returns_when_stopped(sock_dir: Path, fake: FakeRuntime) -> No
         assert (await client.version()).runtime_name == "fake"
     await srv.stop()
     await asyncio.wait_for(task, 10)
+
+
+async def test_conformance_kit_through_the_cri(sock_dir: Path) -> None:
+    # CRIRuntime -> CRIServer -> FakeRuntime must pass every check, events included.
+    from kubelet_kit.testing.conformance import run_conformance
+
+    runtime = FakeRuntime(events=True, images=["busybox"])
+    async with (
+        CRIServer(runtime, sock_dir / "conf.sock") as srv,
+        CRIRuntime(srv.endpoint) as client,
+    ):
+        report = await run_conformance(
+            client, log_root=sock_dir / "logs", wait=runtime.clock.run_for  # type: ignore[attr-defined]
+        )
+    assert [r.status for r in report.results] == ["passed"] * len(report.results), (
+        report.summary()
+    )
