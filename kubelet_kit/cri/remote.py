@@ -24,6 +24,7 @@ Behaviour a caller relies on:
 from __future__ import annotations
 
 import contextlib
+import enum
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
@@ -77,6 +78,12 @@ _KUBELET_API_VERSION = "0.1.0"
 _MAX_MESSAGE = 16 * 1024 * 1024
 
 T = TypeVar("T")
+
+
+class _Default(enum.Enum):
+    """Marks "use the client's timeout" apart from None (no deadline)."""
+
+    TIMEOUT = enum.auto()
 
 
 def grpc_target(endpoint: str) -> str:
@@ -215,17 +222,18 @@ class CRIRuntime:
         request: Any,
         *,
         target: str = "",
-        timeout: float | None = -1.0,
+        timeout: float | _Default | None = _Default.TIMEOUT,
         retry: bool = False,
     ) -> Any:
         """One unary call with deadline, error mapping and (optionally) retries.
 
-        ``timeout`` -1 means the default; None means no deadline.
+        ``timeout`` None means no deadline; by default it is the client's timeout.
         """
-        self._ensure_channel()
-        deadline = self._timeout if timeout == -1.0 else timeout
+        deadline = self._timeout if isinstance(timeout, _Default) else timeout
         attempt = 0
         while True:
+            # Inside the loop: a close() during a back-off reopens lazily.
+            self._ensure_channel()
             stub = self._runtime if service == "runtime" else self._images
             try:
                 return await self._once(getattr(stub, method), request, deadline, method, target)
