@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import zlib
+from typing import Any
 
 import attrs
 import pytest
@@ -465,3 +466,132 @@ def test_actions_are_values() -> None:
     a = actions(mkpod(), rt())
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         a.kill_pod = False  # type: ignore[misc]
+
+
+# ------------------------------------------------ upstream sidecar table, ported
+#
+# kuberuntime_manager_test.go TestComputePodActionsWithRestartableInitContainers:
+# three restartable init containers (the 2nd and 3rd with liveness and startup
+# probes, whose startup succeeded) all running, and regular containers foo1..foo3
+# with no status yet. Each row: (description, restart policy, status mutation,
+# probe sets, expected (kill_pod, create_sandbox, attempt, init to start,
+# containers to start, ids killed)).
+
+SIDECARS = ("restartable-init-1", "restartable-init-2", "restartable-init-3")
+
+
+def sidecar_base(policy: str) -> Pod:
+    pod = mkpod(("foo1", "foo2", "foo3"), SIDECARS, sidecars=SIDECARS, restart=policy)
+    inits = tuple(
+        attrs.evolve(c, liveness_probe=PROBE, startup_probe=PROBE) if i else c
+        for i, c in enumerate(pod.spec.init_containers)
+    )
+    return attrs.evolve(pod, spec=attrs.evolve(pod.spec, init_containers=inits))
+
+
+def sidecar_statuses() -> list[ContainerStatus]:
+    return [cs(name, cid=f"initid{i}") for i, name in enumerate(SIDECARS, 1)]
+
+
+def _set(i: int, state: ContainerState, exit_code: int = 0) -> object:
+    def mutate(statuses: list[ContainerStatus]) -> list[ContainerStatus]:
+        statuses[i] = attrs.evolve(statuses[i], state=state, exit_code=exit_code)
+        return statuses
+
+    return mutate
+
+
+def _regular(state: ContainerState, exit_code: int = 0) -> object:
+    def mutate(statuses: list[ContainerStatus]) -> list[ContainerStatus]:
+        return statuses + [
+            cs(f"foo{i}", state, exit_code=exit_code, cid=f"id{i}") for i in (1, 2, 3)
+        ]
+
+    return mutate
+
+
+@attrs.frozen
+class _Steps:
+    steps: tuple[object, ...]
+
+
+def _both(*mutations: object) -> _Steps:
+    return _Steps(mutations)
+
+
+NOT_READY = "sandbox-not-ready"
+NO_ACTION = (False, False, 0, (), (), ())
+SIDECAR_TABLE: list[tuple[str, str, object, dict[str, frozenset[str]], tuple[Any, ...]]] = [
+    ("initialization completed; start all containers", "Always", None, {},
+     (False, False, 0, (), (0, 1, 2), ())),
+    ("no init containers have been started; start the first one", "Always",
+     lambda s: [], {}, (False, False, 0, (0,), (), ())),
+    ("an init container is stuck in the created state; restart it", "Always",
+     _set(2, CREATED), {}, (False, False, 0, (2,), (), ())),
+    ("restartable init container has started; start the next", "Always",
+     lambda s: s[:1], {}, (False, False, 0, (1,), (), ())),
+    ("livenessProbe has not been run; start the next", "Always",
+     lambda s: s[:2], {}, (False, False, 0, (2,), (), ())),
+    ("kill and recreate the restartable init container if the liveness check has failed",
+     "Always", None, {"liveness_failed": frozenset({"initid3"})},
+     (False, False, 0, (2,), (0, 1, 2), ("initid3",))),
+    ("startupProbe has not been run; do nothing", "Always",
+     lambda s: s[:2], {"startup_pending": frozenset({"initid2"})}, NO_ACTION),
+    ("startupProbe has completed; start the next", "Always",
+     lambda s: s[:2], {}, (False, False, 0, (2,), (), ())),
+    ("kill and recreate the restartable init container if the startup check has failed",
+     "Always", None, {"startup_failed": frozenset({"initid3"})},
+     (False, False, 0, (2,), (), ("initid3",))),
+    ("restart terminated restartable init container and next init container", "Always",
+     _both(_set(0, EXITED), _set(2, EXITED)), {}, (False, False, 0, (0, 2), (), ())),
+    ("restart terminated restartable init container and regular containers", "Always",
+     _set(0, EXITED), {}, (False, False, 0, (0,), (0, 1, 2), ())),
+    ("sandbox not ready, restartable init container failed, Never; kill pod only", "Never",
+     _both(NOT_READY, _set(2, EXITED, 137)), {}, (True, False, 1, (), (), ())),
+    ("sandbox not ready, Never, no container statuses; create a new sandbox", "Never",
+     _both(NOT_READY, lambda s: []), {}, (True, True, 1, (0,), (), ())),
+    ("sandbox not ready, restartable init container failed, OnFailure; new sandbox",
+     "OnFailure", _both(NOT_READY, _set(2, EXITED, 137)), {}, (True, True, 1, (0,), (), ())),
+    ("sandbox not ready, restartable init container failed, Always; new sandbox", "Always",
+     _both(NOT_READY, _set(2, EXITED, 137)), {}, (True, True, 1, (0,), (), ())),
+    ("initialization failed; restart the last restartable init container even if Never",
+     "Never", _set(2, EXITED, 137), {}, (False, False, 0, (2,), (), ())),
+    ("restartable init container state unknown; kill and recreate it even if Never", "Never",
+     _set(2, UNKNOWN), {}, (False, False, 0, (2,), (), ("initid3",))),
+    ("restart restartable init container if regular containers run even if Never", "Never",
+     _both(_set(2, EXITED, 137), _regular(RUNNING)), {}, (False, False, 0, (2,), (), ())),
+    ("kill the pod if all main containers succeeded and the policy is Never", "Never",
+     _regular(EXITED, 0), {}, (True, False, 0, (), (), ())),
+    ("some init statuses are missing but the last init container runs", "Always",
+     lambda s: s[2:], {}, (False, False, 0, (0, 1), (0, 1, 2), ())),
+]
+
+
+@pytest.mark.parametrize(
+    ("policy", "mutate", "probes", "expected"),
+    [row[1:] for row in SIDECAR_TABLE],
+    ids=[row[0] for row in SIDECAR_TABLE],
+)
+def test_upstream_restartable_init_container_table(
+    policy: str,
+    mutate: Any,
+    probes: dict[str, frozenset[str]],
+    expected: tuple[Any, ...],
+) -> None:
+    pod = sidecar_base(policy)
+    statuses = sidecar_statuses()
+    sandboxes = (sb(),)
+    mutations = mutate.steps if hasattr(mutate, "steps") else [mutate]
+    for m in mutations:
+        if m is None:
+            continue
+        if m == NOT_READY:
+            sandboxes = (sb(PodSandboxState.NOTREADY),)
+        else:
+            statuses = m(statuses)
+    got = actions(pod, rt(*statuses, sandboxes=sandboxes), **probes)
+    kill_pod, create, attempt, inits, starts, killed = expected
+    assert (got.kill_pod, got.create_sandbox, got.attempt) == (kill_pod, create, attempt)
+    assert got.sandbox_id == "sb"
+    assert (got.init_containers_to_start, got.containers_to_start) == (inits, starts)
+    assert tuple(k.container_id for k in got.containers_to_kill) == killed
