@@ -10,8 +10,14 @@ from typing import Any
 import attrs
 import pytest
 
-from kubelet_kit.container import ContainerFilter, ContainerInfo, ContainerStatus, ExecResult
-from kubelet_kit.errors import ContainerStartError
+from kubelet_kit.container import (
+    ContainerFilter,
+    ContainerInfo,
+    ContainerStatus,
+    ExecResult,
+    PodSandboxConfig,
+)
+from kubelet_kit.errors import AlreadyExistsError, ContainerStartError
 from kubelet_kit.testing import FakeClock, FakeRuntime
 from kubelet_kit.testing.conformance import (
     CHECKS,
@@ -109,6 +115,17 @@ class IgnoresExecTimeout(FakeRuntime):
         return await super().exec_sync(container_id, cmd, None)
 
 
+class AllowsDuplicateSandboxes(FakeRuntime):
+    """Creates a second sandbox for the same pod attempt instead of refusing."""
+
+    async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
+        try:
+            return await super().run_pod_sandbox(config)
+        except AlreadyExistsError:
+            md = attrs.evolve(config.metadata, attempt=config.metadata.attempt + 1000)
+            return await super().run_pod_sandbox(attrs.evolve(config, metadata=md))
+
+
 class KillsAtOnce(FakeRuntime):
     """Ignores the stop grace period: SIGKILL straight away."""
 
@@ -123,6 +140,7 @@ class KillsAtOnce(FakeRuntime):
         (LosesLabels, "container_lifecycle", "ids listed as CREATED"),
         (NoLogFile, "exit_codes_and_logs", "CRI-format stdout line 'hello'"),
         (StartsTwice, "container_lifecycle", "start_container (again, while running): "),
+        (AllowsDuplicateSandboxes, "duplicate_names", "a second sandbox with the same"),
         (KillsAtOnce, "sigterm_ignored", "before its 2s stop timeout"),
         (IgnoresExecTimeout, "exec", "exec_sync with timeout: did not return within 6s"),
     ],

@@ -454,6 +454,32 @@ async def _check_unknown_ids(ctx: _Ctx) -> None:
     await rt.remove_pod_sandbox(missing)
 
 
+async def _check_duplicate_names(ctx: _Ctx) -> None:
+    rt = ctx.runtime
+    sid, sandbox = await ctx.run_sandbox()
+    ctx.at("run_pod_sandbox (same name, namespace, uid and attempt)")
+    try:
+        dup = await rt.run_pod_sandbox(sandbox)
+    except ContainerRuntimeError:
+        pass  # AlreadyExistsError, or an untyped refusal from older runtimes
+    else:
+        ctx.sandboxes.append(dup)
+        ctx.fail("a second sandbox with the same metadata was created")
+    config = ctx.container_config(sandbox, "twin", "sleep 3600")
+    ctx.at("create_container")
+    await rt.create_container(sid, config, sandbox)
+    ctx.at("create_container (same name and attempt in the sandbox)")
+    try:
+        await rt.create_container(sid, config, sandbox)
+    except ContainerRuntimeError:
+        pass
+    else:
+        ctx.fail("a second container with the same name and attempt was created")
+    ctx.at("create_container (next attempt)")
+    next_attempt = attrs.evolve(config, metadata=ContainerMetadata("twin", 1))
+    await rt.create_container(sid, next_attempt, sandbox)
+
+
 async def _wait_state(ctx: _Ctx, cid: str, state: ContainerState) -> ContainerStatus:
     last: list[ContainerStatus] = []
 
@@ -789,6 +815,7 @@ CHECKS: dict[str, Callable[[_Ctx], Awaitable[None]]] = {
     "version_and_status": _check_version_and_status,
     "sandbox_lifecycle": _check_sandbox_lifecycle,
     "unknown_ids": _check_unknown_ids,
+    "duplicate_names": _check_duplicate_names,
     "images": _check_images,
     "container_lifecycle": _check_container_lifecycle,
     "exit_codes_and_logs": _check_exit_codes_and_logs,
