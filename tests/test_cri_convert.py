@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubelet_kit.container import (
@@ -169,6 +169,9 @@ UPSTREAM_RPCS: dict[str, set[str]] = {
 }
 
 
+#: No per-example deadline: a shared 2-core CI machine must not make these flaky.
+relaxed = settings(deadline=None, max_examples=60)
+
 # ------------------------------------------------------------ wire compatibility
 
 
@@ -222,6 +225,7 @@ def test_timestamp_table(seconds: float, ns: int) -> None:
     assert convert.ns_to_seconds(ns) == seconds
 
 
+@relaxed
 @given(st.integers(min_value=0, max_value=4_102_444_800_000_000_000))
 def test_ns_round_trip_within_a_microsecond(ns: int) -> None:
     # float seconds hold ~16 significant digits: nanoseconds of a 2020s epoch time
@@ -338,12 +342,14 @@ def _wire(msg: object) -> object:
     return parsed
 
 
+@relaxed
 @given(sandbox_configs)
 def test_sandbox_config_round_trip(config: PodSandboxConfig) -> None:
     msg = _wire(convert.sandbox_config_to_pb(config))
     assert convert.sandbox_config_from_pb(msg, config.runtime_handler) == config
 
 
+@relaxed
 @given(container_configs, namespaces)
 def test_container_config_round_trip(config: ContainerConfig, ns: NamespaceOptions) -> None:
     sandbox = PodSandboxConfig(metadata=PodSandboxMetadata("p", "d", "u"), namespace_options=ns)
@@ -362,16 +368,19 @@ def _fields(obj: object) -> dict[str, object]:
     return attrs.asdict(obj, recurse=False)  # type: ignore[arg-type]
 
 
+@relaxed
 @given(container_statuses)
 def test_container_status_round_trip(status: ContainerStatus) -> None:
     assert convert.container_status_from_pb(_wire(convert.container_status_to_pb(status))) == status
 
 
+@relaxed
 @given(sandbox_statuses)
 def test_sandbox_status_round_trip(status: PodSandboxStatus) -> None:
     assert convert.sandbox_status_from_pb(_wire(convert.sandbox_status_to_pb(status))) == status
 
 
+@relaxed
 @given(st.builds(PodSandbox, id=names, metadata=sandbox_metadata,
                  state=st.sampled_from(list(PodSandboxState)), created_at=times,
                  labels=labels, annotations=labels))
@@ -379,6 +388,7 @@ def test_sandbox_round_trip(sandbox: PodSandbox) -> None:
     assert convert.sandbox_from_pb(_wire(convert.sandbox_to_pb(sandbox))) == sandbox
 
 
+@relaxed
 @given(st.builds(ContainerInfo, id=names, pod_sandbox_id=names,
                  metadata=st.builds(ContainerMetadata, name=names, attempt=u32), image=names,
                  image_ref=names, state=st.sampled_from(list(ContainerState)),
@@ -387,6 +397,7 @@ def test_container_round_trip(info: ContainerInfo) -> None:
     assert convert.container_from_pb(_wire(convert.container_to_pb(info))) == info
 
 
+@relaxed
 @given(st.builds(ContainerStats, container_id=names, timestamp=times,
                  cpu_usage_core_nanoseconds=optional_u64,
                  memory_working_set_bytes=optional_u64, memory_usage_bytes=optional_u64,
@@ -407,6 +418,7 @@ def test_sandbox_stats_round_trip_keeps_unset_apart_from_zero() -> None:
     assert convert.sandbox_stats_from_pb(_wire(convert.sandbox_stats_to_pb(stats))) == stats
 
 
+@relaxed
 @given(st.builds(Image, id=names, repo_tags=st.lists(names, max_size=2).map(tuple),
                  repo_digests=st.lists(names, max_size=2).map(tuple),
                  size=st.integers(0, 2**63), pinned=st.booleans()))
@@ -414,6 +426,7 @@ def test_image_round_trip(image: Image) -> None:
     assert convert.image_from_pb(_wire(convert.image_to_pb(image))) == image
 
 
+@relaxed
 @given(st.builds(PodSandboxFilter, id=st.none() | names,
                  state=st.none() | st.sampled_from(list(PodSandboxState)),
                  label_selector=labels))
@@ -421,6 +434,7 @@ def test_sandbox_filter_round_trip(flt: PodSandboxFilter) -> None:
     assert convert.sandbox_filter_from_pb(_wire(convert.sandbox_filter_to_pb(flt))) == flt
 
 
+@relaxed
 @given(st.builds(ContainerFilter, id=st.none() | names,
                  state=st.none() | st.sampled_from(list(ContainerState)),
                  pod_sandbox_id=st.none() | names, label_selector=labels))
@@ -437,6 +451,7 @@ def test_filter_state_ready_is_sent_although_it_is_enum_zero() -> None:
     assert convert.sandbox_filter_to_pb(None) is None
 
 
+@relaxed
 @given(st.builds(ContainerEvent, container_id=names,
                  type=st.sampled_from(list(ContainerEventType)), created_at=times,
                  pod_sandbox_status=st.none() | sandbox_statuses,
