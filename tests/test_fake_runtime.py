@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import string
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubelet_kit.container import (
     ContainerConfig,
@@ -801,3 +804,41 @@ async def test_exec_dies_with_its_container(rt: FakeRuntime, clock: FakeClock) -
     res = await running
     assert (res.exit_code, res.stdout) == (137, b"started\n")
     assert (await rt.container_status(cid)).exit_code == 0
+
+
+_REF_PART = st.text(alphabet=string.ascii_lowercase + string.digits, min_size=1, max_size=6)
+
+
+@given(
+    host=st.sampled_from(["", "registry.k8s.io/", "localhost:5000/", "quay.io/"]),
+    path=st.lists(_REF_PART, min_size=1, max_size=3),
+    tag=st.one_of(st.just(""), _REF_PART.map(lambda t: ":" + t)),
+)
+def test_normalize_image_ref_is_idempotent_and_keeps_the_tag(
+    host: str, path: list[str], tag: str
+) -> None:
+    ref = host + "/".join(path) + tag
+    norm = normalize_image_ref(ref)
+    assert normalize_image_ref(norm) == norm
+    assert norm.endswith(tag or ":latest")
+    assert norm.startswith(host or "docker.io/")
+
+
+@given(
+    words=st.lists(
+        st.text(alphabet=string.ascii_letters + string.digits + ".,-_/", min_size=1, max_size=8),
+        min_size=1,
+        max_size=5,
+    ),
+    code=st.integers(min_value=0, max_value=255),
+)
+@settings(max_examples=30, deadline=None)
+def test_echo_and_exit_round_trip(words: list[str], code: int) -> None:
+    async def run() -> tuple[int, bytes]:
+        rt = FakeRuntime()
+        _, cid = await start(rt, None)
+        script = "echo " + " ".join(f"'{w}'" for w in words) + f"; exit {code}"
+        res = await rt.exec_sync(cid, ["sh", "-c", script])
+        return res.exit_code, res.stdout
+
+    assert asyncio.run(run()) == (code, (" ".join(words) + "\n").encode())
