@@ -345,6 +345,24 @@ async def test_init_containers_run_in_order_before_regular_ones(env: Env) -> Non
     await shutdown(env)
 
 
+async def test_new_sandbox_runs_init_containers_again(env: Env) -> None:
+    env.runtime.script("i1", exit_code=0, after=3)
+    env.runtime.script("i2", exit_code=0, after=3)
+    env.start_workers(mkpod(inits=(mkcontainer("i1"), mkcontainer("i2"))))
+    await env.run_until(10)
+    assert (env.starts("i1"), env.starts("i2"), env.starts("app")) == ([0], [3], [6])
+    (sandbox,) = await env.runtime.list_pod_sandboxes()
+    await env.runtime.stop_pod_sandbox(sandbox.id)  # e.g. the node rebooted
+    await env.run_until(30)
+    # The old init containers are removed when the new sandbox is made, so the
+    # old exits do not count: both run again, in order, before the app.
+    assert (env.starts("i1"), env.starts("i2"), env.starts("app")) == (
+        [0, 11], [3, 14], [6, 17]
+    )
+    assert len(env.containers("i1")) == len(env.containers("i2")) == 1
+    await shutdown(env)
+
+
 async def test_failed_init_container_with_never_fails_the_pod(env: Env) -> None:
     env.runtime.script("i1", exit_code=3, after=1)
     workers = env.start_workers(mkpod(inits=(mkcontainer("i1"),), restart="Never"))

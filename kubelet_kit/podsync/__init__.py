@@ -11,9 +11,8 @@ and image-pull back-off, lifecycle hooks, graceful termination.
 * :mod:`~kubelet_kit.podsync.hooks`: postStart/preStop handlers;
 * :mod:`~kubelet_kit.podsync.syncer`: ``RuntimePodSyncer``, the PodSyncer.
 
-Importing this package imports only the submodules named in ``__all__``'s
-sources below; the syncer (which pulls in the status, cm, volume and prober
-defaults) is imported from :mod:`kubelet_kit.podsync.syncer`.
+The syncer, which brings in the status package and the manager stubs, is not
+imported here: import it from :mod:`kubelet_kit.podsync.syncer`.
 """
 
 from kubelet_kit.podsync.actions import ContainerToKill, PodActions, compute_pod_actions

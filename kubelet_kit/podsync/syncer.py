@@ -473,6 +473,7 @@ class RuntimePodSyncer:
                     await self.runtime.stop_pod_sandbox(sandbox.id)
             if not actions.create_sandbox:
                 return
+            await self._purge_init_containers(pod, runtime_status)
         else:
             for kill in actions.containers_to_kill:
                 await self._kill_container(
@@ -515,6 +516,22 @@ class RuntimePodSyncer:
                 return
         for idx in actions.containers_to_start:
             await start(pod.spec.containers[idx])
+
+    async def _purge_init_containers(self, pod: Pod, runtime_status: PodRuntimeStatus) -> None:
+        """Remove every init container of the pod before a new sandbox is made, so
+        initialisation runs again in it (the kubelet's ``purgeInitContainers``):
+        the old ones' exits would otherwise count as done."""
+        names = {c.name for c in pod.spec.init_containers}
+        for status in runtime_status.container_statuses:
+            if status.metadata.name not in names:
+                continue
+            try:
+                await self.runtime.remove_container(status.id)
+            except ContainerRuntimeError as exc:
+                log.warning(
+                    "failed to remove pod init container %r: %s; skipping pod %s",
+                    status.metadata.name, exc, format_pod(pod),
+                )
 
     def _grace_for(self, pod: Pod, container: Container | None, reason: str) -> int:
         """The kubelet's ``setTerminationGracePeriod``: the pod's (deletion) grace,
