@@ -226,6 +226,29 @@ async def test_crash_loop_backoff_timeline(env: Env) -> None:
     await shutdown(env)
 
 
+async def test_backoff_expiry_resyncs_exactly_when_due(env: Env) -> None:
+    # A slow periodic resync (60 s) and a PLEG stand-in that resyncs the pod when
+    # one of its containers stops: restarts after a back-off come only from
+    # SyncResult.requeue_after, and still happen exactly on time.
+    env.runtime.enable_events()
+    env.runtime.script("app", exit_code=1, after=2)
+    pod = mkpod()
+    workers = env.start_workers(pod, resync=60)
+
+    async def pleg() -> None:
+        async for event in env.runtime.get_container_events():
+            if event.type.name == "STOPPED":
+                workers.update_pod(pod, UpdateType.SYNC)
+
+    watcher = asyncio.create_task(pleg())
+    await env.clock.settle()
+    await env.run_until(100)
+    # Runs 2 s each: exits at 2 (restarted at once), 4 (+10 s), 16 (+20 s), 38 (+40 s).
+    assert env.starts("app") == [0, 2, 14, 36, 78]
+    watcher.cancel()
+    await shutdown(env)
+
+
 async def test_crash_loop_resets_after_running_ten_minutes(env: Env) -> None:
     env.runtime.script("app", exit_code=1, times=4)
     env.runtime.script("app", exit_code=1, after=700, times=1)

@@ -435,6 +435,10 @@ class RuntimePodSyncer:
 
     def _probe_sets(self, pod: Pod, status: PodRuntimeStatus) -> dict[str, frozenset[str]]:
         uid = pod.uid
+        # Results of containers the runtime no longer holds can never matter again.
+        known = {c.id for c in status.container_statuses}
+        for key in [k for k in self._probes if k[0] == uid and k[1] not in known]:
+            del self._probes[key]
 
         def with_result(kind: ProbeKind, result: ProbeResult) -> frozenset[str]:
             return frozenset(
