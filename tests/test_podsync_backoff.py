@@ -181,3 +181,23 @@ def test_go_quote(text: str, quoted: str) -> None:
 def test_go_list() -> None:
     assert go_list(["sh", "-c", "exit 1"]) == "[sh -c exit 1]"
     assert go_list([]) == "[]"
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "kubelet_kit.podsync",
+        "kubelet_kit.podsync.actions",
+        "kubelet_kit.podsync.backoff",
+        "kubelet_kit.podsync.hooks",
+        "kubelet_kit.podsync.images",
+        "kubelet_kit.podsync.syncer",
+    ],
+)
+def test_all_is_honest(module: str) -> None:
+    import importlib
+
+    mod = importlib.import_module(module)
+    missing = [name for name in mod.__all__ if not hasattr(mod, name)]
+    assert missing == []
+    assert len(set(mod.__all__)) == len(mod.__all__)
