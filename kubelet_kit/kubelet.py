@@ -190,7 +190,7 @@ class Kubelet:
     def workers(self) -> PodWorkers:
         """The pod workers (built on first use)."""
         if self._workers is None:
-            from kubelet_kit.podsync import RuntimePodSyncer
+            from kubelet_kit.podsync.syncer import RuntimePodSyncer
 
             syncer = RuntimePodSyncer(
                 self.runtime,

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from kubelet_kit.api import Pod, PodStatus, load_pod
 from kubelet_kit.config import ProgrammaticSource
+from kubelet_kit.container import ContainerFilter, ContainerState, labels
 from kubelet_kit.testing.clock import FakeClock
 from kubelet_kit.testing.fake_runtime import FakeRuntime
 
@@ -119,6 +121,16 @@ class KubeletEnv:
         """The current phase of pod ``name``."""
         return self.status(name).phase
 
+    async def running_containers(self, pod_uid: str) -> list[str]:
+        """Names of the pod's containers running in the runtime now."""
+        return [
+            c.metadata.name
+            for c in await self.runtime.list_containers(
+                ContainerFilter(state=ContainerState.RUNNING,
+                                label_selector={labels.POD_UID: pod_uid})
+            )
+        ]
+
     # -- time --------------------------------------------------------------------------
 
     async def sleep(self, seconds: float) -> None:
@@ -131,16 +143,27 @@ class KubeletEnv:
             self._raise_if_crashed()
 
     async def wait_for(
-        self, predicate: Callable[[], bool], *, timeout: float = 600.0, what: str = ""
+        self,
+        predicate: Callable[[], bool | Awaitable[bool]],
+        *,
+        timeout: float = 600.0,
+        what: str = "",
     ) -> float:
         """Let time pass until ``predicate()`` holds; returns the clock seconds it took.
+
+        ``predicate`` may be a plain function or a coroutine function.
 
         Raises:
             TimeoutError: still false after ``timeout`` seconds of agent time.
         """
+
+        async def holds() -> bool:
+            result = predicate()
+            return bool(await result) if inspect.isawaitable(result) else bool(result)
+
         start = self.clock.monotonic()
         await self.clock.settle()
-        while not predicate():
+        while not await holds():
             if self.clock.monotonic() - start >= timeout:
                 raise TimeoutError(f"{what or 'condition'} not reached within {timeout:g}s "
                                    "of agent time")

@@ -1,0 +1,170 @@
+"""The Kubelet composer on fakes: sources, admission, PLEG, housekeeping, adoption.
+
+Every test runs the real composer (pod workers, PLEG, pod sync, status) over a
+FakeRuntime on a FakeClock, through KubeletEnv: minutes pass in milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kubelet_kit.cm import StubContainerManager
+from kubelet_kit.container import (
+    ContainerConfig,
+    ContainerMetadata,
+    ImageSpec,
+    PodSandboxConfig,
+    PodSandboxMetadata,
+    labels,
+)
+from kubelet_kit.kubelet import Kubelet
+from kubelet_kit.testing import FakeClock
+from kubelet_kit.testing.env import KubeletEnv
+from kubelet_kit.testing.fake_runtime import FakeRuntime
+
+
+def manifest(name: str, *, command: str = "sleep infinity", restart: str = "Always",
+             **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "uid": f"uid-{name}"},
+        "spec": {
+            "restartPolicy": restart,
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{"name": "main", "image": "busybox",
+                            "command": ["sh", "-c", command]}],
+            **spec,
+        },
+    }
+
+
+async def no_containers(env: KubeletEnv, uid: str) -> bool:
+    return await env.running_containers(uid) == []
+
+
+async def test_a_pod_runs_and_its_status_is_published() -> None:
+    async with KubeletEnv() as env:
+        updates = env.kubelet.subscribe()
+        env.add_pod(manifest("web"))
+        await env.wait_for(lambda: env.phase("web") == "Running", what="web Running")
+        status = env.status("web")
+        assert status.container_statuses[0].state.running is not None
+        assert env.status("web").condition("Ready") is not None
+        pod, _published = await anext(updates)
+        assert pod.metadata.uid == "uid-web"
+        assert env.kubelet.pod_statuses()["uid-web"].phase == "Running"
+
+
+async def test_a_completed_job_succeeds_and_is_not_restarted() -> None:
+    async with KubeletEnv() as env:
+        env.add_pod(manifest("job", command="echo done; exit 0", restart="Never"))
+        await env.wait_for(lambda: env.phase("job") == "Succeeded", what="job Succeeded")
+        starts = len(env.runtime.calls_to("start_container"))
+        await env.sleep(120)
+        assert len(env.runtime.calls_to("start_container")) == starts
+        assert env.status("job").container_statuses[0].state.terminated.reason == "Completed"
+
+
+async def test_a_refused_pod_fails_and_the_others_keep_running() -> None:
+    async with KubeletEnv(container_manager=StubContainerManager(max_pods=1)) as env:
+        env.add_pod(manifest("first"))
+        await env.wait_for(lambda: env.phase("first") == "Running")
+        env.add_pod(manifest("second"))
+        await env.wait_for(lambda: env.phase("second") == "Failed")
+        status = env.status("second")
+        assert status.reason == "OutOfpods"
+        assert status.message.startswith("Pod was rejected: ")
+        assert env.phase("first") == "Running"
+        assert await env.running_containers("uid-second") == []
+
+
+async def test_graceful_deletion_stops_the_containers() -> None:
+    async with KubeletEnv() as env:
+        env.add_pod(manifest("web"))
+        await env.wait_for(lambda: env.phase("web") == "Running")
+        env.delete_pod("web", grace_period_seconds=3)
+        await env.wait_for(lambda: no_containers(env, "uid-web"), what="containers stopped")
+        stops = env.runtime.calls_to("stop_container")
+        assert stops and all(call.args[1] <= 3 for call in stops)
+
+
+async def test_a_pod_removed_from_its_source_is_stopped_and_forgotten() -> None:
+    async with KubeletEnv() as env:
+        env.add_pod(manifest("web"))
+        await env.wait_for(lambda: env.phase("web") == "Running")
+        env.remove_pod("web")
+        await env.wait_for(lambda: no_containers(env, "uid-web"), what="stopped")
+        await env.wait_for(lambda: env.kubelet.workers.phase("uid-web") is None,
+                           what="worker forgotten by housekeeping")
+
+
+async def test_orphaned_runtime_pods_are_stopped_by_housekeeping() -> None:
+    clock = FakeClock()
+    runtime = FakeRuntime(clock, images=["busybox"])
+    meta = PodSandboxMetadata(name="ghost", namespace="default", uid="uid-ghost")
+    pod_labels = {labels.POD_NAME: "ghost", labels.POD_NAMESPACE: "default",
+                  labels.POD_UID: "uid-ghost"}
+    sandbox_config = PodSandboxConfig(metadata=meta, labels=pod_labels)
+    sandbox = await runtime.run_pod_sandbox(sandbox_config)
+    cid = await runtime.create_container(
+        sandbox,
+        ContainerConfig(metadata=ContainerMetadata("c"), image=ImageSpec("busybox"),
+                        command=("sleep", "infinity"),
+                        labels={**pod_labels, labels.CONTAINER_NAME: "c"}),
+        sandbox_config,
+    )
+    await runtime.start_container(cid)
+    async with KubeletEnv(clock=clock, runtime=runtime) as env:
+        await env.wait_for(lambda: no_containers(env, "uid-ghost"), what="orphan stopped")
+
+
+async def test_a_restarted_agent_adopts_running_containers() -> None:
+    clock = FakeClock()
+    runtime = FakeRuntime(clock)
+    async with KubeletEnv(clock=clock, runtime=runtime) as env:
+        env.add_pod(manifest("web"))
+        await env.wait_for(lambda: env.phase("web") == "Running")
+        started = len(runtime.calls_to("start_container"))
+        sandboxes = len(runtime.calls_to("run_pod_sandbox"))
+    # The first agent is gone; its containers still run in the runtime.
+    assert await env.running_containers("uid-web") == ["main"]
+    async with KubeletEnv(clock=clock, runtime=runtime) as env2:
+        env2.add_pod(manifest("web"))
+        await env2.wait_for(lambda: env2.phase("web") == "Running")
+        await env2.sleep(30)
+        assert len(runtime.calls_to("start_container")) == started
+        assert len(runtime.calls_to("run_pod_sandbox")) == sandboxes
+        assert env2.status("web").container_statuses[0].restart_count == 0
+
+
+async def test_kill_pod_marks_the_pod_evicted() -> None:
+    async with KubeletEnv() as env:
+        pod = env.add_pod(manifest("victim"))
+        await env.wait_for(lambda: env.phase("victim") == "Running")
+        stored = next(p for p in env.kubelet.pods() if p.metadata.uid == pod.metadata.uid)
+        kill = asyncio.ensure_future(
+            env.kubelet.kill_pod(stored, 0, "Evicted", "The node was low on resource: memory. ")
+        )
+        await env.wait_for(kill.done, what="kill_pod returned")
+        status = env.status("victim")
+        assert (status.phase, status.reason) == ("Failed", "Evicted")
+        assert await env.running_containers("uid-victim") == []
+
+
+def test_kubelet_builds_from_a_configuration(tmp_path: Any) -> None:
+    from kubelet_kit.api.kubeletconfig import load_kubelet_config
+    from kubelet_kit.config import FileSource, HTTPSource
+
+    config = load_kubelet_config({
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "staticPodPath": str(tmp_path), "staticPodURL": "http://127.0.0.1:1/pods",
+        "fileCheckFrequency": "5s", "syncFrequency": "30s", "maxPods": 7,
+    })
+    kubelet = Kubelet.from_config(config, node_name="n1", root_dir=tmp_path / "state")
+    kinds = {type(s): s for s in kubelet.sources}
+    assert kinds[FileSource].check_frequency == 5.0
+    assert FileSource in kinds and HTTPSource in kinds
+    assert kubelet.sync_frequency == 30.0
+    assert kubelet.container_manager.node_capacity()["pods"].value() == 7
