@@ -182,6 +182,12 @@ def test_host_network_change_needs_a_new_sandbox() -> None:
     assert (got.create_sandbox, got.attempt, got.sandbox_id) == (True, 2, "")
 
 
+def test_host_network_sandbox_of_a_pod_network_pod_is_kept() -> None:
+    # What a runtime without pod networking (host processes) reports for every pod.
+    status = rt(cs("app"), sandboxes=(sb(host_network=True),))
+    assert actions(mkpod(), status) == PodActions(sandbox_id="sb", attempt=0)
+
+
 def test_never_restart_with_dead_sandbox_kills_without_recreating() -> None:
     status = rt(cs("app", EXITED, exit_code=0), sandboxes=(sb(PodSandboxState.NOTREADY),))
     got = actions(mkpod(restart="Never"), status)

@@ -188,6 +188,14 @@ async def test_fresh_status_is_written_to_the_pod_cache(env: Env, tmp_path: Path
     assert [c.state for c in entry.status.container_statuses] == [ContainerState.RUNNING]
 
 
+async def test_host_network_pod_keeps_its_sandbox(env: Env) -> None:
+    pod = mkpod(host_network=True)
+    for _ in range(3):
+        await env.syncer.sync_pod(UpdateType.SYNC, pod)
+    assert len(await env.runtime.list_pod_sandboxes()) == 1
+    assert len(env.containers("app")) == 1
+
+
 async def test_dead_sandbox_is_recreated_with_next_attempt(env: Env) -> None:
     pod = mkpod()
     await env.syncer.sync_pod(UpdateType.CREATE, pod)
@@ -714,3 +722,44 @@ async def test_exec_hook_runtime_error(env: Env) -> None:
     message = await runner.run("nope", mkpod(), mkcontainer(), exec_hook("true"))
     assert message is not None
     assert message.startswith('Exec lifecycle hook ([true]) for Container "app" in Pod')
+
+
+# ------------------------------------------------- the same syncer, real processes
+
+
+async def test_syncer_runs_a_pod_on_the_host_process_runtime(tmp_path: Path) -> None:
+    """The pod logic is runtime-neutral: a pod with a sidecar runs, is left alone
+    while it runs, and is stopped and cleaned up on HostProcessRuntime too."""
+    from kubelet_kit.clock import RealClock
+    from kubelet_kit.runtimes.host import HostProcessRuntime
+
+    clock = RealClock()
+    runtime = HostProcessRuntime(tmp_path / "root", clock=clock, host_ip="127.0.0.1")
+    status = StatusManager(clock)
+    syncer = RuntimePodSyncer(
+        runtime, clock, status_manager=status, pod_logs_dir=str(tmp_path / "logs"),
+        resolv_conf=DNSConfig(),
+    )
+    pod = mkpod(
+        mkcontainer(command=("sh", "-c", "echo started; exec sleep 30")),
+        inits=(mkcontainer("side", command=("sh", "-c", "exec sleep 30"),
+                           restart_policy="Always"),),
+    )
+    try:
+        await syncer.sync_pod(UpdateType.CREATE, pod)
+        await syncer.sync_pod(UpdateType.SYNC, pod)  # the sidecar runs: start the app
+        await syncer.sync_pod(UpdateType.SYNC, pod)  # nothing left to do
+        containers = await runtime.list_containers()
+        assert sorted(c.metadata.name for c in containers) == ["app", "side"]
+        assert all(c.state is ContainerState.RUNNING for c in containers)
+        assert len(await runtime.list_pod_sandboxes()) == 1
+        assert status.get_pod_status("u1") is not None
+        assert status.get_pod_status("u1").phase == "Running"  # type: ignore[union-attr]
+        await syncer.sync_terminating_pod(pod, 5)
+        assert all(
+            c.state is ContainerState.EXITED for c in await runtime.list_containers()
+        )
+    finally:
+        await syncer.sync_terminated_pod(pod)
+    assert await runtime.list_containers() == []
+    assert await runtime.list_pod_sandboxes() == []

@@ -3,7 +3,8 @@
 Given the pod as wanted and the pod as the runtime reports it, decide:
 
 * whether the sandbox must be (re)created (missing, not ready, more than one
-  ready, or the host-network setting changed), with which attempt number, and
+  ready, or not in the host network a hostNetwork pod wants), with which
+  attempt number, and
   whether everything running must be killed first;
 * which init containers to start: strictly in order; a failed regular init
   container is restarted unless ``restartPolicy`` is ``Never`` (then the pod is
@@ -136,8 +137,8 @@ def sandbox_changed(pod: Pod, status: PodRuntimeStatus) -> tuple[bool, int, str]
     Returns:
         ``(create, attempt, sandbox_id)``: a new sandbox is needed when there is
         none, when more than one is ready, when the newest is not ready, or when
-        its host-network setting differs from the pod's; ``attempt`` is the attempt
-        to create with (the newest's + 1) or the current one's.
+        the pod wants the host network and the sandbox is not in it; ``attempt``
+        is the attempt to create with (the newest's + 1) or the current one's.
     """
     if not status.sandbox_statuses:
         return True, 0, ""
@@ -146,7 +147,12 @@ def sandbox_changed(pod: Pod, status: PodRuntimeStatus) -> tuple[bool, int, str]
     attempt = newest.metadata.attempt
     if ready > 1 or newest.state is not PodSandboxState.READY:
         return True, attempt + 1, newest.id
-    if newest.namespace_options.host_network != pod.spec.host_network:
+    if pod.spec.host_network and not newest.namespace_options.host_network:
+        # Upstream recreates on a change either way. The other direction (a
+        # host-network sandbox for a pod-network pod) is left alone: a pod's spec
+        # cannot change under the same uid, and runtimes without pod networking
+        # (host processes) put every sandbox in the host's network namespace,
+        # which a new sandbox would not change.
         return True, attempt + 1, ""
     # Upstream also recreates a non-host-network sandbox that has no IP. Runtimes
     # without pod networking (host processes) report none, so that rule is left out.
