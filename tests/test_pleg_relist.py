@@ -211,3 +211,30 @@ def test_container_states_maps_runtime_states_and_counts_sandboxes() -> None:
     }
     assert list(container_states(pod))[-2:] == ["s1", "s0"]  # containers first
     assert container_states(None) == {}
+
+
+def test_states_by_pod_equals_grouping_then_container_states() -> None:
+    from kubelet_kit.container.pods import group_pods
+    from kubelet_kit.pleg.relist import states_by_pod
+
+    sandboxes = [
+        _sandbox("s1", PodSandboxState.READY),
+        _sandbox("s0", PodSandboxState.NOTREADY),
+        PodSandbox(
+            id="s9",
+            metadata=PodSandboxMetadata("n", "ns", "v"),
+            state=PodSandboxState.READY,
+            created_at=1.0,
+            labels={kl.POD_UID: "v"},
+        ),
+        PodSandbox(  # not the kubelet's: ignored
+            id="x",
+            metadata=PodSandboxMetadata("n", "ns", ""),
+            state=PodSandboxState.READY,
+            created_at=1.0,
+        ),
+    ]
+    containers = [_container(cid, st) for cid, st in zip("abcd", ContainerState, strict=True)]
+    expected = {p.uid: container_states(p) for p in group_pods(sandboxes, containers)}
+    assert states_by_pod(sandboxes, containers) == expected
+    assert set(expected) == {"u", "v"}

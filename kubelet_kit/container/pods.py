@@ -11,7 +11,7 @@ loop read pods the same way whatever the runtime is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 
 import attrs
 
@@ -135,7 +135,9 @@ class PodRuntimeStatus:
 
 
 def group_pods(
-    sandboxes: Iterable[PodSandbox], containers: Iterable[ContainerInfo]
+    sandboxes: Iterable[PodSandbox],
+    containers: Iterable[ContainerInfo],
+    only: Container[str] | None = None,
 ) -> list[RuntimePod]:
     """Group sandboxes and containers into pods by their pod-uid label.
 
@@ -148,6 +150,7 @@ def group_pods(
     Args:
         sandboxes: Sandboxes as listed by the runtime.
         containers: Containers as listed by the runtime.
+        only: If given, build only the pods whose uid is in it.
 
     Returns:
         One RuntimePod per pod uid; sandboxes within a pod are newest first.
@@ -158,7 +161,7 @@ def group_pods(
     by_pod_containers: dict[str, list[ContainerInfo]] = {}
     for sandbox in sandboxes:
         uid = sandbox.labels.get(uid_key)
-        if not uid:
+        if not uid or (only is not None and uid not in only):
             continue
         if uid not in idents:
             idents[uid] = (sandbox.labels.get(name_key, ""), sandbox.labels.get(ns_key, ""))
@@ -168,7 +171,7 @@ def group_pods(
     for container in containers:
         labels = container.labels
         uid = labels.get(uid_key)
-        if not uid:
+        if not uid or (only is not None and uid not in only):
             continue
         group = by_pod_containers.get(uid)
         if group is None:

@@ -38,6 +38,7 @@ class EventChannel:
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
         self._watching = False
+        self._dropping = False
 
     def __len__(self) -> int:
         return len(self._events)
@@ -55,8 +56,13 @@ class EventChannel:
         """
         if len(self._events) >= self.capacity:
             self._metrics.discard_events.inc()
-            log.error("Event channel is full, discard this relist() cycle event: %s", event)
+            if not self._dropping:
+                # Once per spell of fullness: a stuck consumer would otherwise
+                # bury the log (and the loop) in one line per event.
+                self._dropping = True
+                log.error("Event channel is full, discard this relist() cycle event: %s", event)
             return False
+        self._dropping = False
         self._events.append(event)
         self._metrics.events.labels(event.type.value).inc()
         self._wake()

@@ -18,9 +18,11 @@ Differences from the kubelet, on purpose:
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
+from typing import Protocol
 
 import attrs
 from prometheus_client import CollectorRegistry
@@ -49,8 +51,8 @@ from kubelet_kit.pleg.metrics import PLEGMetrics
 from kubelet_kit.pleg.relist import (
     PlegContainerState,
     compute_pod_events,
-    container_states,
     sendable,
+    states_by_pod,
 )
 
 __all__ = [
@@ -180,6 +182,7 @@ class GenericPLEG:
         self._status_timestamps = status_timestamps
 
         self._records: dict[str, _PodRecord] = {}
+        self._last_listing: tuple[list[PodSandbox], list[ContainerInfo]] | None = None
         self._reinspect: dict[str, RuntimePod | None] = {}
         self._relist_lock = asyncio.Lock()
         self._last_relist: float | None = None  # monotonic
@@ -338,6 +341,7 @@ class GenericPLEG:
         record = self._records.get(pod_uid)
         if record is None:
             return
+        self._last_listing = None  # the records no longer mirror the last listing
         if state is PlegContainerState.NON_EXISTENT:
             record.states.pop(container_id, None)
         else:
@@ -380,39 +384,64 @@ class GenericPLEG:
         self._last_relist = started
         self.metrics.last_seen.set(timestamp)
 
-        current = {pod.uid: pod for pod in group_pods(sandboxes, containers)}
         records = self._records
-        # Fast path first: a pod whose container states equal the last relist's
-        # costs one dict comparison and no await.
+        # Fastest path: the listing is the previous one (same ids in the same
+        # states, in the same order; a CRI object's labels never change) and the
+        # records agree with it, so no pod changed. The comparison allocates
+        # nothing, so it does not wake the garbage collector either.
+        listing = (sandboxes, containers)
+        changed_uids: list[str] = []
+        gone: list[str] = []
+        current_states: dict[str, dict[str, PlegContainerState]] = {}
+        previous = self._last_listing
+        if (
+            previous is None
+            or not _same_objects(previous[0], sandboxes)
+            or not _same_objects(previous[1], containers)
+        ):
+            # Fast path: one pass over the listing into container states per pod,
+            # then one dict comparison per pod. An unchanged pod costs no object
+            # construction and no await.
+            current_states = states_by_pod(sandboxes, containers)
+            changed_uids = [
+                uid
+                for uid, states in current_states.items()
+                if (record := records.get(uid)) is None or record.states != states
+            ]
+            gone = [uid for uid in records if uid not in current_states]
+        pods: dict[str, RuntimePod] = {}
+        if changed_uids or self._reinspect:
+            wanted = set(changed_uids).union(self._reinspect)
+            pods = {p.uid: p for p in group_pods(sandboxes, containers, only=wanted)}
         changed: dict[str, _Change] = {}
-        for uid, pod in current.items():
-            states = container_states(pod)
+        for uid in changed_uids:
             record = records.get(uid)
+            states = current_states[uid]
             old_states = record.states if record is not None else {}
-            if old_states == states:
-                continue
-            changed[uid] = (compute_pod_events(uid, old_states, states), pod, states)
-        for uid, record in records.items():
-            if uid not in current:
-                changed[uid] = (compute_pod_events(uid, record.states, {}), None, {})
+            changed[uid] = (compute_pod_events(uid, old_states, states), pods[uid], states)
+        for uid in gone:
+            changed[uid] = (compute_pod_events(uid, records[uid].states, {}), None, {})
 
         to_inspect: dict[str, RuntimePod | None] = {uid: c[1] for uid, c in changed.items()}
         for uid in self._reinspect:
             if uid not in to_inspect:
-                to_inspect[uid] = current.get(uid)
+                to_inspect[uid] = pods.get(uid)
         results = await self._inspect_many(to_inspect, timestamp) if to_inspect else {}
 
         needs_reinspection: dict[str, RuntimePod | None] = {}
+        records_match_listing = True
         for uid, (events, now_pod, states) in changed.items():
             result = results[uid]
             if result.error is not None:
                 # Keep the old record, so the next relist finds the same change
                 # again and sends its events once the pod can be inspected.
                 needs_reinspection[uid] = now_pod
+                records_match_listing = False
                 continue
             if self._status_timestamps and not result.updated:
                 # The cache holds something newer (from the event stream): these
                 # events are stale.
+                records_match_listing = False
                 continue
             if now_pod is None:
                 records.pop(uid, None)
@@ -426,6 +455,7 @@ class GenericPLEG:
         # Only after every pod is in the cache: waiters on unchanged pods wake now.
         self._cache.update_time(timestamp)
         self._reinspect = needs_reinspection
+        self._last_listing = listing if records_match_listing else None
         return True
 
     async def _inspect_many(
@@ -522,6 +552,24 @@ async def _list(
         await runtime.list_pod_sandboxes(sandbox_filter),
         await runtime.list_containers(container_filter),
     )
+
+
+class _Listed(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def state(self) -> enum.Enum: ...
+
+
+def _same_objects(old: Sequence[_Listed], new: Sequence[_Listed]) -> bool:
+    """Whether two listings hold the same ids in the same states, in the same order."""
+    if len(old) != len(new):
+        return False
+    for a, b in zip(old, new, strict=True):
+        if a is not b and (a.id != b.id or a.state is not b.state):
+            return False
+    return True
 
 
 def _check_positive(name: str, value: float) -> None:
