@@ -342,9 +342,7 @@ class RuntimePodSyncer:
         """
         runtime_status = await self._inspect(pod)
         await self._kill_running(pod, runtime_status, grace_override=grace_period)
-        for sandbox in runtime_status.sandbox_statuses:
-            if sandbox.state is PodSandboxState.READY:
-                await self.runtime.stop_pod_sandbox(sandbox.id)
+        await self._stop_sandboxes(runtime_status)
         self.probe_manager.remove_pod(pod)
         previous = self.status_manager.get_pod_status(pod.uid)
         runtime_status = await self._inspect(pod)
@@ -366,8 +364,8 @@ class RuntimePodSyncer:
         runtime_status = await self._inspect(pod)
         for container in runtime_status.container_statuses:
             await self.runtime.remove_container(container.id)
+        await self._stop_sandboxes(runtime_status)
         for sandbox in runtime_status.sandbox_statuses:
-            await self.runtime.stop_pod_sandbox(sandbox.id)
             await self.runtime.remove_pod_sandbox(sandbox.id)
         await self.container_manager.remove_pod_cgroup(pod)
         self.forget_pod(pod)
@@ -472,9 +470,7 @@ class RuntimePodSyncer:
     ) -> None:
         if actions.kill_pod:
             await self._kill_running(pod, runtime_status, grace_override=None)
-            for sandbox in runtime_status.sandbox_statuses:
-                if sandbox.state is PodSandboxState.READY:
-                    await self.runtime.stop_pod_sandbox(sandbox.id)
+            await self._stop_sandboxes(runtime_status)
             if not actions.create_sandbox:
                 return
             await self._purge_init_containers(pod, runtime_status)
@@ -520,6 +516,13 @@ class RuntimePodSyncer:
                 return
         for idx in actions.containers_to_start:
             await start(pod.spec.containers[idx])
+
+    async def _stop_sandboxes(self, runtime_status: PodRuntimeStatus) -> None:
+        for sandbox in runtime_status.sandbox_statuses:
+            if sandbox.state is PodSandboxState.READY:
+                # Gone since the listing: as stopped as it gets.
+                with contextlib.suppress(NotFoundError):
+                    await self.runtime.stop_pod_sandbox(sandbox.id)
 
     async def _purge_init_containers(self, pod: Pod, runtime_status: PodRuntimeStatus) -> None:
         """Remove every init container of the pod before a new sandbox is made, so
