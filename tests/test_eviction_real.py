@@ -23,11 +23,15 @@ import pytest
 from kubelet_kit.api import (
     Container,
     EmptyDirVolumeSource,
+    EnvVar,
     ObjectMeta,
     Pod,
     PodSpec,
     Volume,
 )
+from kubelet_kit.api.admission import AdmitResult
+from kubelet_kit.clock import RealClock
+from kubelet_kit.config.programmatic import ProgrammaticSource
 from kubelet_kit.container import labels
 from kubelet_kit.container.interfaces import (
     ContainerConfig,
@@ -42,10 +46,13 @@ from kubelet_kit.container.interfaces import (
 )
 from kubelet_kit.eviction import (
     DISK_PRESSURE,
+    ActivePodsFunc,
     HostStatsProvider,
+    KillPodFunc,
     ThresholdEvictionManager,
     parse_threshold_config,
 )
+from kubelet_kit.kubelet import Kubelet
 from kubelet_kit.runtimes.host import HostProcessRuntime
 from kubelet_kit.testing import FakeClock
 
@@ -175,3 +182,96 @@ async def test_filling_a_tmpfs_evicts_the_pod_that_filled_it(
     assert await manager.synchronize(kill_pod, lambda: list(pods)) is None
     assert [k[0] for k in killed] == ["filler"]
     assert (await runtime.container_status(quiet_cid)).state is ContainerState.RUNNING
+
+
+class VolumeTeardown:
+    """Wraps an EvictionManager and plays the volume manager's part after a kill:
+    the evicted pod's emptyDir is deleted once its containers stopped (the
+    composer's default volume manager is a stub that tears nothing down)."""
+
+    def __init__(self, inner: ThresholdEvictionManager, dirs: dict[str, Path]) -> None:
+        self.inner = inner
+        self.dirs = dirs
+
+    async def run(self, kill_pod: KillPodFunc, active_pods: ActivePodsFunc) -> None:
+        async def kill_and_clean(pod: Pod, grace: float, reason: str, message: str) -> None:
+            await kill_pod(pod, grace, reason, message)
+            shutil.rmtree(self.dirs[pod.uid], ignore_errors=True)
+
+        await self.inner.run(kill_and_clean, active_pods)
+
+    async def stop(self) -> None:
+        await self.inner.stop()
+
+    def admit(self, pod: Pod) -> AdmitResult:
+        return self.inner.admit(pod)
+
+    def node_conditions(self) -> frozenset[str]:
+        return self.inner.node_conditions()
+
+
+def writer_pod(name: str, data_dir: Path, mib: int) -> Pod:
+    script = 'dd if=/dev/zero of="$DATA/blob" bs=1M count="$MIB" 2>/dev/null; exec sleep 1000'
+    return Pod(
+        metadata=ObjectMeta(name=name, namespace="default", uid=f"uid-{name}"),
+        spec=PodSpec(
+            termination_grace_period_seconds=30,
+            volumes=(Volume(name="data", empty_dir=EmptyDirVolumeSource()),),
+            containers=(Container(
+                name="writer", image="busybox:1.36", command=("/bin/sh", "-c", script),
+                env=(EnvVar(name="DATA", value=str(data_dir)), EnvVar(name="MIB", value=str(mib))),
+            ),),
+        ),
+    )
+
+
+async def test_through_the_composer_the_filler_ends_failed_evicted(
+    tmpfs: Path, tmp_path: Path
+) -> None:
+    dirs = {f"uid-{n}": tmpfs / n for n in ("quiet", "filler")}
+    for d in dirs.values():
+        d.mkdir()
+    quiet = writer_pod("quiet", dirs["uid-quiet"], 1)
+    filler = writer_pod("filler", dirs["uid-filler"], 12)
+    runtime = HostProcessRuntime(tmp_path / "runtime", kill_timeout=5)
+    manager = ThresholdEvictionManager(
+        stats=HostStatsProvider(
+            root_dir=tmpfs, runtime=runtime,
+            pod_volume_dirs=lambda pod: {"data": str(dirs[pod.uid])},
+        ),
+        runtime=runtime,
+        clock=RealClock(),
+        monitoring_interval=0.2,  # the real clock: keep the test short
+        thresholds=parse_threshold_config(eviction_hard={"nodefs.available": "50%"}),
+    )
+    source = ProgrammaticSource()
+    kubelet = Kubelet(
+        runtime=runtime,
+        sources=[source],
+        eviction_manager=VolumeTeardown(manager, dirs),
+        root_dir=tmp_path / "agent",
+        pod_logs_dir=tmp_path / "logs",
+        node_name="eviction-test",
+    )
+    try:
+        async with kubelet:
+            source.set_pods([quiet, filler])
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                status = kubelet.pod_status(filler.uid)
+                if status is not None and status.phase == "Failed":
+                    break
+                await asyncio.sleep(0.1)
+            status = kubelet.pod_status(filler.uid)
+            assert status is not None
+            assert (status.phase, status.reason) == ("Failed", "Evicted")
+            assert status.message.startswith("The node was low on resource: ephemeral-storage.")
+            await asyncio.sleep(1)  # a few more rounds: pressure is gone, quiet stays
+            quiet_status = kubelet.pod_status(quiet.uid)
+            assert quiet_status is not None and quiet_status.phase == "Running"
+            assert manager.metrics.evictions.get("nodefs.available") == 1
+            running = await runtime.list_containers(ContainerFilter(state=ContainerState.RUNNING))
+            assert [c.labels[labels.POD_UID] for c in running] == [quiet.uid]
+    finally:
+        for sb in await runtime.list_pod_sandboxes():
+            await runtime.remove_pod_sandbox(sb.id)
