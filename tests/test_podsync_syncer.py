@@ -175,6 +175,29 @@ async def test_first_sync_creates_sandbox_and_starts_container(env: Env) -> None
     assert len(env.containers()) == 1 and len(await env.runtime.list_pod_sandboxes()) == 1
 
 
+async def test_restart_count_continues_from_existing_logs(env: Env, tmp_path: Path) -> None:
+    # The runtime forgot the pod (e.g. after a reboot) but its logs are still there.
+    log_dir = tmp_path / "ns_web_u1" / "app"
+    log_dir.mkdir(parents=True)
+    for name in ("0.log", "3.log", "2.log.20260101-000000.gz", "notes.txt", "9x.log"):
+        (log_dir / name).write_text("")
+    await env.syncer.sync_pod(UpdateType.CREATE, mkpod())
+    (app,) = env.containers("app")
+    assert app.metadata.attempt == 4
+    assert app.annotations["io.kubernetes.container.restartCount"] == "4"
+    assert app.log_path.endswith("app/4.log")
+
+
+def test_restart_count_from_log_dir(tmp_path: Path) -> None:
+    from kubelet_kit.podsync.syncer import restart_count_from_log_dir
+
+    assert restart_count_from_log_dir(str(tmp_path / "missing")) == 0
+    assert restart_count_from_log_dir(str(tmp_path)) == 0
+    (tmp_path / "7.log").mkdir()  # a directory does not count
+    (tmp_path / "1.log").write_text("")
+    assert restart_count_from_log_dir(str(tmp_path)) == 2
+
+
 async def test_fresh_status_is_written_to_the_pod_cache(env: Env, tmp_path: Path) -> None:
     cache = PodCache()
     syncer = RuntimePodSyncer(

@@ -37,6 +37,8 @@ import asyncio
 import contextlib
 import datetime as _dt
 import logging
+import os
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -95,6 +97,7 @@ __all__ = [
     "RUN_CONTAINER_ERROR",
     "PodStatusSink",
     "RuntimePodSyncer",
+    "restart_count_from_log_dir",
 ]
 
 log = logging.getLogger(__name__)
@@ -138,6 +141,29 @@ class _SyncState:
 
 def _datetime(seconds: float) -> _dt.datetime:
     return _dt.datetime.fromtimestamp(seconds, tz=_dt.UTC)
+
+
+_LOG_NAME = re.compile(r"^(\d+)\.log(\..*)?")
+
+
+def restart_count_from_log_dir(path: str) -> int:
+    """One more than the highest ``<n>.log`` (or rotated ``<n>.log.*``) in ``path``.
+
+    The kubelet's ``calcRestartCountByLogDir``: when the runtime has forgotten a
+    container (after a node reboot, say), its next log must not overwrite the
+    earlier ones. A missing or unreadable directory gives 0.
+    """
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return 0
+    count = 0
+    for entry in entries:
+        match = _LOG_NAME.match(entry.name)
+        if match is None or entry.is_dir():
+            continue
+        count = max(count, int(match.group(1)) + 1)
+    return count
 
 
 def _restart_count(status: ContainerStatus | None) -> int:
@@ -753,10 +779,17 @@ class _Starter:
             return self._fail(container, exc.reason, exc.message)
         except KubeletKitError as exc:
             return self._fail(container, configs.CREATE_CONTAINER_CONFIG_ERROR, str(exc))
+        if newest is not None:
+            restart_count = _restart_count(newest)
+        else:
+            log_dir = os.path.join(
+                configs.pod_log_directory(s.pod_logs_dir, pod), container.name
+            )
+            restart_count = restart_count_from_log_dir(log_dir)
         config = configs.container_config(
             pod,
             container,
-            restart_count=_restart_count(newest),
+            restart_count=restart_count,
             env=env,
             mounts=mounts,
             resources=s.container_manager.container_resources(pod, container),
