@@ -1,0 +1,141 @@
+"""GenericPLEG against a model: random runtime histories, relists at random points.
+
+Whatever happens between two relists (starts, exits, restarts, removals, pods
+coming and going), folding the events a watcher received must give back what
+the runtime holds, and the cache must hold every pod's current containers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_pleg_generic import container_config, sandbox_config, start_container
+
+from kubelet_kit.container.interfaces import ContainerState, PodSandboxState
+from kubelet_kit.pleg import GenericPLEG, PodLifecycleEvent, PodLifecycleEventType
+from kubelet_kit.testing import FakeClock
+from kubelet_kit.testing.fake_runtime import FakeRuntime
+
+OPS = ["new_pod", "exit", "remove", "restart", "create", "stop_pod", "remove_pod", "relist"]
+
+FOLD = {
+    PodLifecycleEventType.CONTAINER_STARTED: "running",
+    PodLifecycleEventType.CONTAINER_DIED: "exited",
+    PodLifecycleEventType.CONTAINER_REMOVED: "gone",
+}
+
+
+async def play(ops: list[tuple[str, int]]) -> None:
+    clock = FakeClock()
+    runtime = FakeRuntime(clock)
+    pleg = GenericPLEG(runtime, clock)
+    received: list[PodLifecycleEvent] = []
+
+    async def watcher() -> None:
+        async for event in pleg.watch():
+            received.append(event)
+
+    reader = asyncio.create_task(watcher())
+    pods: dict[str, str] = {}  # uid -> sandbox id
+    attempts: dict[str, int] = {}
+    serial = 0
+
+    async def containers(state: ContainerState | None = None) -> list[tuple[str, str]]:
+        listed = await runtime.list_containers()
+        return [
+            (c.labels["io.kubernetes.pod.uid"], c.id)
+            for c in listed
+            if state is None or c.state is state
+        ]
+
+    for op, n in [*ops, ("relist", 0)]:
+        clock.advance(1)
+        if op == "new_pod":
+            uid = f"u{serial}"
+            serial += 1
+            pods[uid] = await runtime.run_pod_sandbox(sandbox_config(uid))
+            attempts[uid] = 0
+            await start_container(runtime, pods[uid], uid, "app")
+        elif op == "relist":
+            await pleg.relist()
+        elif not pods:
+            continue
+        elif op in ("stop_pod", "remove_pod", "restart", "create"):
+            uid = sorted(pods)[n % len(pods)]
+            sid = pods[uid]
+            if op == "stop_pod":
+                await runtime.stop_pod_sandbox(sid)
+            elif op == "remove_pod":
+                await runtime.remove_pod_sandbox(sid)
+                del pods[uid]
+            else:
+                sandbox = await runtime.pod_sandbox_status(sid)
+                if sandbox.state is not PodSandboxState.READY:
+                    continue
+                attempts[uid] += 1
+                if op == "create":
+                    await runtime.create_container(
+                        sid, container_config(uid, "side", attempts[uid]), sandbox_config(uid)
+                    )
+                    continue
+                for pod_uid, cid in await containers(ContainerState.RUNNING):
+                    if pod_uid == uid:
+                        runtime.exit_container(cid, 1)
+                await start_container(runtime, sid, uid, "app", attempts[uid])
+        else:
+            targets = await containers(ContainerState.RUNNING if op == "exit" else None)
+            if not targets:
+                continue
+            _, cid = targets[n % len(targets)]
+            if op == "exit":
+                runtime.exit_container(cid, 0)
+            else:
+                await runtime.remove_container(cid)
+
+    for _ in range(20):
+        await asyncio.sleep(0)
+    reader.cancel()
+
+    folded: dict[str, str] = {}
+    for event in received:
+        folded[event.data] = FOLD[event.type]
+    truth: dict[str, str] = {}
+    for s in await runtime.list_pod_sandboxes():
+        truth[s.id] = "running" if s.state is PodSandboxState.READY else "exited"
+    for c in await runtime.list_containers():
+        if c.state is ContainerState.RUNNING:
+            truth[c.id] = "running"
+        elif c.state is ContainerState.EXITED:
+            truth[c.id] = "exited"
+        else:
+            truth[c.id] = "created"
+    for cid, state in truth.items():
+        if state == "created":
+            assert folded.get(cid) is None, f"{cid}: created containers are not announced"
+        else:
+            assert folded.get(cid) == state, (
+                f"{cid}: runtime says {state}, events {folded.get(cid)}"
+            )
+    for cid, state in folded.items():
+        if cid not in truth:
+            assert state == "gone", f"{cid} is gone from the runtime but events say {state}"
+
+    # The cache holds every present pod with exactly its current containers.
+    for uid in pods:
+        status = pleg.cache.get(uid).status
+        assert status is not None
+        listed = {cid for pod_uid, cid in await containers() if pod_uid == uid}
+        assert {c.id for c in status.container_statuses} == listed
+    assert set(pleg.cache.uids()) == set(pods)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 7)), max_size=25))
+def test_events_fold_into_the_runtime_state(ops: list[tuple[str, int]]) -> None:
+    asyncio.run(play(ops))
