@@ -11,14 +11,19 @@ and image-pull back-off, lifecycle hooks, graceful termination.
 * :mod:`~kubelet_kit.podsync.hooks`: postStart/preStop handlers;
 * :mod:`~kubelet_kit.podsync.syncer`: ``RuntimePodSyncer``, the PodSyncer.
 
-The syncer, which brings in the status package and the manager stubs, is not
-imported here: import it from :mod:`kubelet_kit.podsync.syncer`.
+``RuntimePodSyncer`` is importable from here too; it is loaded on first use, since
+it brings in the status package and the manager stubs.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from kubelet_kit.podsync.actions import ContainerToKill, PodActions, compute_pod_actions
 from kubelet_kit.podsync.backoff import Backoff, format_duration, stable_key
 from kubelet_kit.podsync.hooks import HandlerRunner
 from kubelet_kit.podsync.images import ImagePuller
+
+if TYPE_CHECKING:
+    from kubelet_kit.podsync.syncer import RuntimePodSyncer
 
 __all__ = [
     "Backoff",
@@ -26,7 +31,17 @@ __all__ = [
     "HandlerRunner",
     "ImagePuller",
     "PodActions",
+    "RuntimePodSyncer",
     "compute_pod_actions",
     "format_duration",
     "stable_key",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so importing the pure parts does not import the syncer's dependencies.
+    if name == "RuntimePodSyncer":
+        from kubelet_kit.podsync.syncer import RuntimePodSyncer
+
+        return RuntimePodSyncer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
