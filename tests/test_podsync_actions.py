@@ -468,6 +468,16 @@ def test_regular_init_after_sidecar_failed_with_never_kills_pod() -> None:
     assert got.kill_pod and got.init_containers_to_start == ()
 
 
+def test_default_hash_is_the_one_written_on_containers() -> None:
+    from kubelet_kit.podsync.configs import container_hash
+
+    pod = mkpod()
+    current = container_hash(pod.spec.containers[0])
+    assert compute_pod_actions(pod, rt(cs("app", spec_hash=current))).containers_to_kill == ()
+    changed = compute_pod_actions(pod, rt(cs("app", spec_hash=SPEC_HASH)))
+    assert [k.name for k in changed.containers_to_kill] == ["app"]
+
+
 def test_actions_are_values() -> None:
     a = actions(mkpod(), rt())
     with pytest.raises(attrs.exceptions.FrozenInstanceError):

@@ -34,6 +34,7 @@ from kubelet_kit.container.interfaces import (
     ContainerStatus,
     PodSandboxState,
 )
+from kubelet_kit.podsync import configs
 
 if TYPE_CHECKING:
     from kubelet_kit.api import Container, Pod
@@ -382,7 +383,7 @@ def compute_pod_actions(
     pod: Pod,
     runtime_status: PodRuntimeStatus,
     *,
-    container_hash: Callable[[Container], str],
+    container_hash: Callable[[Container], str] | None = None,
     liveness_failed: Collection[str] = frozenset(),
     startup_failed: Collection[str] = frozenset(),
     startup_pending: Collection[str] = frozenset(),
@@ -393,7 +394,8 @@ def compute_pod_actions(
         pod: The pod as wanted.
         runtime_status: The pod as the runtime reports it (statuses newest first).
         container_hash: The spec hash of a container, as recorded in the
-            ``io.kubernetes.container.hash`` annotation of the containers made.
+            ``io.kubernetes.container.hash`` annotation of the containers made;
+            :func:`kubelet_kit.podsync.configs.container_hash` by default.
         liveness_failed: Ids of containers whose liveness probe failed.
         startup_failed: Ids of containers whose startup probe failed.
         startup_pending: Ids of running containers with a startup probe that has
@@ -402,6 +404,8 @@ def compute_pod_actions(
     Returns:
         The actions, with indexes into the pod's container lists.
     """
+    if container_hash is None:
+        container_hash = configs.container_hash
     create, attempt, sandbox_id = sandbox_changed(pod, runtime_status)
     plan = _Plan()
     plan.kill_pod = create
