@@ -1,9 +1,56 @@
 """kubelet-kit: the kubelet's subsystems as importable, swappable, testable parts.
 
-Import the piece you need (``kubelet_kit.api``, ``kubelet_kit.pleg``, ...); this
-top-level module stays light and imports no subsystem.
+The composer and the six interfaces are available from here::
+
+    from kubelet_kit import Kubelet, Runtime, PLEG, ContainerManager, VolumeManager
+    from kubelet_kit import ProbeManager, EvictionManager
+
+They are imported on first use, so ``import kubelet_kit`` stays light and importing
+one subsystem (``kubelet_kit.pleg``) pulls in no other.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from kubelet_kit._version import __version__
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from kubelet_kit.cm import ContainerManager
+    from kubelet_kit.container import Runtime
+    from kubelet_kit.eviction import EvictionManager
+    from kubelet_kit.kubelet import Kubelet
+    from kubelet_kit.pleg import PLEG
+    from kubelet_kit.prober import ProbeManager
+    from kubelet_kit.volume import VolumeManager
+
+__all__ = [
+    "PLEG",
+    "ContainerManager",
+    "EvictionManager",
+    "Kubelet",
+    "ProbeManager",
+    "Runtime",
+    "VolumeManager",
+    "__version__",
+]
+
+_LAZY = {
+    "Kubelet": "kubelet_kit.kubelet",
+    "Runtime": "kubelet_kit.container",
+    "PLEG": "kubelet_kit.pleg",
+    "ContainerManager": "kubelet_kit.cm",
+    "VolumeManager": "kubelet_kit.volume",
+    "ProbeManager": "kubelet_kit.prober",
+    "EvictionManager": "kubelet_kit.eviction",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kubelet_kit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -28,7 +28,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "pods"
 NODE = "e2e-node"
 
 
-async def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
+async def wait_until(predicate: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
