@@ -309,6 +309,19 @@ async def test_requeue_after_is_the_backoff_expiry(env: Env) -> None:
     assert env.starts("app") == [0, 1, 11]
 
 
+async def test_gc_drops_stale_backoff_entries(env: Env) -> None:
+    env.runtime.script("app", exit_code=1)
+    pod = mkpod()
+    await env.syncer.sync_pod(UpdateType.CREATE, pod)
+    env.clock.advance(1)
+    await env.syncer.sync_pod(UpdateType.SYNC, pod)
+    env.syncer.gc()
+    assert len(env.syncer.crash_backoff) == 1
+    env.clock.advance(601)
+    env.syncer.gc()
+    assert len(env.syncer.crash_backoff) == 0
+
+
 async def test_spec_change_gets_its_own_backoff_key(env: Env) -> None:
     env.runtime.script("app", exit_code=1)
     pod = mkpod()
@@ -698,6 +711,22 @@ async def test_http_hook_uses_pod_ip_named_port_path_and_headers(
     assert request.path == "/hook"
     assert request.headers["X-A"] == "1"
     assert request.headers["User-Agent"].startswith("kube-lifecycle/")
+
+
+async def test_https_hook_answered_over_http_falls_back(env: Env, http_server: Any) -> None:
+    port, seen = http_server
+    handler = LifecycleHandler(
+        http_get=HTTPGetAction(
+            path="/tls", port=port, host="127.0.0.1", scheme="HTTPS",
+            http_headers=(HTTPHeader(name="Authorization", value="Bearer x"),
+                          HTTPHeader(name="X-B", value="2")),
+        )
+    )
+    runner = HandlerRunner(env.runtime, env.clock)
+    assert await runner.run("cid", mkpod(), mkcontainer(), handler) is None
+    (request,) = seen
+    assert request.path == "/tls" and request.headers["X-B"] == "2"
+    assert "Authorization" not in request.headers
 
 
 async def test_http_hook_failure_message(env: Env, http_server: Any) -> None:

@@ -7,7 +7,9 @@
   string or a named container port (an empty one means 80). As upstream, any HTTP
   response counts as success: only a request that gets no response (connection
   refused, reset, TLS failure, a timeout) fails the hook. HTTPS does not verify
-  the server's certificate, as the kubelet's prober and hook client do not.
+  the server's certificate, as the kubelet's prober and hook client do not; an
+  HTTPS hook answered by a plain HTTP server is retried once over HTTP without
+  the ``Authorization`` header, as upstream does.
 * ``tcpSocket``: a TCP connection to host and port; connected is success.
   (Upstream's API keeps this action for compatibility but its handler runner
   refuses it; here it is run.)
@@ -24,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
+import ssl
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -48,6 +52,8 @@ __all__ = [
 #: ``User-Agent`` of hook requests (the kubelet's ``kube-lifecycle/<major>.<minor>``).
 LIFECYCLE_USER_AGENT = "kube-lifecycle/1.34"
 
+log = logging.getLogger(__name__)
+
 
 class HookError(Exception):
     """Why one hook action failed (internal: turned into the kubelet's message)."""
@@ -69,6 +75,12 @@ def resolve_port(port: int | str, container: Container) -> int:
         if spec.name == port:
             return spec.container_port
     raise HookError(f"couldn't find port: {port} in {container.name}")
+
+
+def _plain_http_answer(exc: aiohttp.ClientConnectorSSLError) -> bool:
+    """Whether a TLS handshake failed because the server spoke plain HTTP."""
+    cause = exc.os_error
+    return isinstance(cause, ssl.SSLError) and cause.reason == "WRONG_VERSION_NUMBER"
 
 
 def _join_host_port(host: str, port: int) -> str:
@@ -200,16 +212,28 @@ class HandlerRunner:
                 del headers[key]
             headers[header.name] = header.value
 
-        async def get() -> None:
+        async def get(target: str, send: dict[str, str]) -> None:
             async with (
                 self._session_factory() as session,
-                session.get(url, headers=headers, ssl=False, allow_redirects=False) as response,
+                session.get(target, headers=send, ssl=False, allow_redirects=False) as response,
             ):
                 # Read a little of the body, as upstream does before closing.
                 await response.content.read(10 * 1024)
 
         try:
-            await wait_for(self.clock, get(), self.http_timeout)
+            await wait_for(self.clock, get(url, headers), self.http_timeout)
+        except aiohttp.ClientConnectorSSLError as exc:
+            if not _plain_http_answer(exc):
+                raise HookError(f"Get {go_quote(url)}: {exc}") from exc
+            # An HTTPS hook answered by a plain HTTP server: upstream retries once
+            # over HTTP, without the Authorization header, and succeeds if that does.
+            log.warning("HTTPS lifecycle hook %s got an HTTP answer; retrying with HTTP", url)
+            plain = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+            http_url = "http" + url[len("https") :]
+            try:
+                await wait_for(self.clock, get(http_url, plain), self.http_timeout)
+            except (aiohttp.ClientError, OSError, TimeoutError):
+                raise HookError(f"Get {go_quote(url)}: {exc}") from exc
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise HookError(f"Get {go_quote(url)}: {exc or type(exc).__name__}") from exc
 

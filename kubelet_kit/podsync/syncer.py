@@ -398,6 +398,12 @@ class RuntimePodSyncer:
         self.probe_manager.remove_pod(pod)
         self.status_manager.terminate_pod(pod)
 
+    def gc(self) -> None:
+        """Housekeeping: drop back-off entries not updated for twice their cap (the
+        kubelet does this on each pod cleanup pass). Never blocks."""
+        self.crash_backoff.gc()
+        self.images.backoff.gc()
+
     def forget_pod(self, pod: Pod) -> None:
         """Drop the pod's back-off entries, waiting reasons and probe results.
         Never blocks; idempotent."""
