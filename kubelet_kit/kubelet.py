@@ -27,6 +27,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client import CollectorRegistry
+
 from kubelet_kit.api import ObjectMeta, Pod, PodSpec, PodStatus
 from kubelet_kit.api.admission import AdmitResult
 from kubelet_kit.clock import Clock, RealClock
@@ -86,6 +88,8 @@ class Kubelet:
             else ``root_dir/logs``.
         sync_frequency: Seconds between periodic syncs of each pod (syncFrequency).
         on_pod_problem: Called with each rejected manifest (file and field path).
+        registry: The Prometheus registry for the agent's metrics; components the
+            Kubelet builds itself register there (default: a new registry).
     """
 
     def __init__(
@@ -106,8 +110,10 @@ class Kubelet:
         sync_frequency: float = 60.0,
         housekeeping_period: float = HOUSEKEEPING_PERIOD,
         on_pod_problem: Callable[[str], None] | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.clock: Clock = clock or RealClock()
+        self.registry = registry if registry is not None else CollectorRegistry()
         self.node_name = node_name or default_node_name()
         self.root_dir = Path(root_dir) if root_dir is not None else default_root_dir()
         if pod_logs_dir is None:
@@ -183,7 +189,7 @@ class Kubelet:
         if self._pleg is None:
             from kubelet_kit.pleg import GenericPLEG
 
-            self._pleg = GenericPLEG(self.runtime, self.clock)
+            self._pleg = GenericPLEG(self.runtime, self.clock, registry=self.registry)
         return self._pleg
 
     @property
