@@ -323,13 +323,24 @@ async def test_gc_drops_stale_backoff_entries(env: Env) -> None:
 
 
 async def test_spec_change_gets_its_own_backoff_key(env: Env) -> None:
+    env.runtime.add_image("registry.example/app:2", present=True)
     env.runtime.script("app", exit_code=1)
     pod = mkpod()
     await env.syncer.sync_pod(UpdateType.CREATE, pod)
-    key = stable_key(pod, pod.spec.containers[0], configs.container_hash(pod.spec.containers[0]))
+    env.clock.advance(1)
+    await env.syncer.sync_pod(UpdateType.SYNC, pod)  # restarted; now in back-off
     env.clock.advance(1)
     await env.syncer.sync_pod(UpdateType.SYNC, pod)
-    assert key in env.syncer.crash_backoff
+    assert env.waiting()[0] == "CrashLoopBackOff"  # type: ignore[index]
+    assert env.starts("app") == [0, 1]
+    fixed = attrs.evolve(
+        pod, spec=attrs.evolve(pod.spec, containers=(mkcontainer(image="registry.example/app:2"),))
+    )
+    await env.syncer.sync_pod(UpdateType.UPDATE, fixed)
+    # The key holds the spec hash: a new spec is not held back by the old back-off.
+    assert env.starts("app") == [0, 1, 2]
+    old = pod.spec.containers[0]
+    assert stable_key(pod, old, configs.container_hash(old)) in env.syncer.crash_backoff
 
 
 # --------------------------------------------------------------- restart policies
