@@ -303,3 +303,19 @@ def test_qos_reserved_memory_limits() -> None:
 
 def test_resource_config_is_a_value() -> None:
     assert ResourceConfig(cpu_shares=2) == ResourceConfig(cpu_shares=2)
+
+
+def test_cm_all_is_honest_and_imports_no_other_subsystem() -> None:
+    import subprocess
+    import sys
+
+    for name in cm.__all__:
+        assert hasattr(cm, name), name
+    code = ("import sys, kubelet_kit.cm; "
+            "bad = [m for m in sys.modules if m.split('.')[:2] in ("
+            "['kubelet_kit','pleg'], ['kubelet_kit','cri'], ['kubelet_kit','volume'], "
+            "['kubelet_kit','prober'], ['kubelet_kit','eviction'], ['kubelet_kit','status'], "
+            "['kubelet_kit','podsync'], ['kubelet_kit','testing'], ['kubelet_kit','kubelet'])]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout

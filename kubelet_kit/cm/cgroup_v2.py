@@ -133,6 +133,9 @@ class CgroupV2Driver:
         self.files: CgroupFiles = files if files is not None else HostCgroupFiles(mount)
         self.controllers = controllers
         self.clock: Clock = clock if clock is not None else RealClock()
+        # Kernel files go through a thread; an in-memory tree answers at once, which
+        # keeps tests on a FakeClock deterministic.
+        self._threaded = isinstance(self.files, HostCgroupFiles)
 
     @property
     def version(self) -> int:
@@ -140,6 +143,8 @@ class CgroupV2Driver:
         return 2
 
     async def _run(self, fn: Callable[[], T]) -> T:
+        if not self._threaded:
+            return fn()
         return await asyncio.to_thread(fn)
 
     def _fail(self, what: str, cgroup: str, name: str, exc: OSError) -> ConfigurationError:

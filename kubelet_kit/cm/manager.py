@@ -1,0 +1,381 @@
+"""CgroupContainerManager: the reference ContainerManager on real (or fake) cgroups.
+
+What it does, as the kubelet's container manager does:
+
+- ``start()`` checks the reservations against capacity, checks the hierarchy offers
+  the controllers it needs, and creates ``<cgroupRoot>/kubepods`` (limited to
+  capacity - systemReserved - kubeReserved when ``enforceNodeAllocatable`` holds
+  ``pods``) with its ``burstable`` and ``besteffort`` tiers.
+- ``admit_pod()`` refuses a pod whose requests do not fit in node allocatable beside
+  the active pods (``OutOfcpu``, ``OutOfmemory``, ``OutOfpods``... with the
+  scheduler's message) and gives the static CPU manager its say.
+- ``ensure_pod_cgroup()`` creates or updates ``pod<uid>`` in the pod's tier with the
+  pod's limits and returns its path for the runtime's ``cgroup_parent``; the
+  Burstable tier's shares follow the sum of Burstable requests.
+- ``remove_pod_cgroup()`` kills what is left inside and removes the cgroup.
+- ``container_resources()`` gives the runtime shares, quota, memory limit,
+  ``oom_score_adj`` and cpuset for each container.
+- ``pod_cgroup_stats()`` reads the pod cgroup's usage for the eviction signals.
+
+Only ``pods`` enforcement is implemented: ``system-reserved`` and ``kube-reserved``
+enforcement need cgroups this configuration does not name, and are refused.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from kubelet_kit.api import Container, Pod, Quantity, pod_requests, qos_class
+from kubelet_kit.api.admission import AdmitResult
+from kubelet_kit.api.kubeletconfig import KubeletConfiguration
+from kubelet_kit.clock import Clock
+from kubelet_kit.cm.allocatable import (
+    allocatable_absolute,
+    hard_eviction_reservation,
+    node_allocatable,
+    node_allocatable_reservation,
+    parse_reserved,
+    validate_reservations,
+)
+from kubelet_kit.cm.cpumanager import CPUManager
+from kubelet_kit.cm.driver import CgroupDriver, CgroupStats
+from kubelet_kit.cm.helpers import (
+    MIN_SHARES,
+    QUOTA_PERIOD,
+    ResourceConfig,
+    container_linux_resources,
+    milli_cpu_to_shares,
+    qos_memory_limits,
+    resource_config_for_pod,
+)
+from kubelet_kit.cm.naming import (
+    CgroupDriverName,
+    CgroupName,
+    cgroup_name_to_path,
+    pod_cgroup_name,
+    qos_cgroup_name,
+    root_cgroup_name,
+)
+from kubelet_kit.container import LinuxContainerResources
+from kubelet_kit.errors import ConfigurationError
+
+__all__ = ["CgroupContainerManager", "default_cgroup_driver", "detect_capacity"]
+
+_REQUIRED: Final = frozenset({"cpu", "memory", "pids"})
+_ENFORCE_VALUES: Final = frozenset({"pods", "none", "system-reserved", "kube-reserved",
+                                    "system-reserved-compressible",
+                                    "kube-reserved-compressible"})
+# The scheduler's order of checks: pods, cpu, memory, ephemeral storage, the rest.
+_FIRST: Final = ("cpu", "memory", "ephemeral-storage")
+
+
+def _memory_bytes() -> int:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def detect_capacity(*, max_pods: int = 110, root_dir: str = "/") -> dict[str, Quantity]:
+    """This machine's capacity: usable CPUs, MemTotal, the root filesystem, pods."""
+    st = os.statvfs(root_dir)
+    return {
+        "cpu": Quantity.from_int(len(os.sched_getaffinity(0))),
+        "memory": Quantity.from_int(_memory_bytes()),
+        "ephemeral-storage": Quantity.from_int(st.f_blocks * st.f_frsize),
+        "pods": Quantity.from_int(max_pods),
+    }
+
+
+def default_cgroup_driver(clock: Clock | None = None) -> CgroupDriver:
+    """The v2 driver on a unified ``/sys/fs/cgroup``, else the v1 driver.
+
+    Raises:
+        ConfigurationError: Neither hierarchy is usable.
+    """
+    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        from kubelet_kit.cm.cgroup_v2 import CgroupV2Driver
+
+        return CgroupV2Driver("/sys/fs/cgroup", clock=clock)
+    from kubelet_kit.cm.cgroup_v1 import CgroupV1Driver
+
+    return CgroupV1Driver(clock=clock)
+
+
+def _scaled(name: str, qty: Quantity) -> int:
+    return qty.milli_value() if name == "cpu" else qty.value()
+
+
+class CgroupContainerManager:
+    """The reference :class:`~kubelet_kit.cm.ContainerManager` (see the module docstring).
+
+    Args:
+        config: The kubelet's configuration (cgroupDriver, cgroupsPerQOS, cgroupRoot,
+            enforceNodeAllocatable, systemReserved, kubeReserved, evictionHard,
+            maxPods, podPidsLimit, cpuCFSQuota, cpuManagerPolicy).
+        driver: The cgroup driver (default: v2 if ``/sys/fs/cgroup`` is unified, else
+            v1), built lazily at :meth:`start`.
+        capacity: Node capacity (default: detected from this machine).
+        cpu_manager: A CPU manager (default: one for ``cpuManagerPolicy`` on the
+            capacity's CPUs, keeping its checkpoint in ``state_dir``).
+        state_dir: Where the CPU manager's checkpoint lives (None: memory only).
+        enforce_memory_qos: Write memory.min/low on cgroup v2 (MemoryQoS).
+        qos_reserved_memory_percent: ``qosReserved`` memory percentage (0: off).
+        cpu_period: CFS period in microseconds.
+        clock: Handed to the default driver.
+
+    Raises:
+        ConfigurationError: A reservation that is not a quantity, an unknown
+            enforceNodeAllocatable value, or a CPU manager that cannot be set up.
+    """
+
+    def __init__(
+        self,
+        config: KubeletConfiguration | None = None,
+        *,
+        driver: CgroupDriver | None = None,
+        capacity: Mapping[str, Quantity] | None = None,
+        cpu_manager: CPUManager | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
+        enforce_memory_qos: bool = False,
+        qos_reserved_memory_percent: int = 0,
+        cpu_period: int = QUOTA_PERIOD,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config if config is not None else KubeletConfiguration()
+        c = self.config
+        unknown = sorted(set(c.enforce_node_allocatable) - _ENFORCE_VALUES)
+        if unknown:
+            raise ConfigurationError(
+                f'enforceNodeAllocatable: Unsupported value: "{unknown[0]}": supported values: '
+                '"pods", "system-reserved", "kube-reserved", "none"')
+        beyond = sorted(set(c.enforce_node_allocatable) - {"pods", "none"})
+        if beyond:
+            raise ConfigurationError(
+                f'enforceNodeAllocatable: "{beyond[0]}" needs a reserved cgroup, which this '
+                "manager does not manage; use \"pods\"")
+        self.driver_name: CgroupDriverName = "systemd" if c.cgroup_driver == "systemd" else \
+            "cgroupfs"
+        self._driver = driver
+        self._clock = clock
+        self.capacity: dict[str, Quantity] = (
+            dict(capacity) if capacity is not None else detect_capacity(max_pods=c.max_pods))
+        self.system_reserved = parse_reserved(c.system_reserved, "systemReserved")
+        self.kube_reserved = parse_reserved(c.kube_reserved, "kubeReserved")
+        self.enforce_memory_qos = enforce_memory_qos
+        self.qos_reserved_memory_percent = qos_reserved_memory_percent
+        self.cpu_period = cpu_period
+        try:
+            root = root_cgroup_name(c.cgroup_root, self.driver_name)
+        except ValueError as exc:
+            raise ConfigurationError(f'cgroupRoot: Invalid value: "{c.cgroup_root}": {exc}'
+                                     ) from None
+        self.root: CgroupName = root
+        if cpu_manager is None:
+            reserved_cpu = sum((q.milli_value() for r in (self.system_reserved,
+                                                           self.kube_reserved)
+                                for k, q in r.items() if k == "cpu"), 0)
+            cpus = int(self.capacity["cpu"].value()) if "cpu" in self.capacity else None
+            cpu_manager = CPUManager(
+                c.cpu_manager_policy,
+                cpus=range(cpus) if cpus is not None and capacity is not None else None,
+                reserved_milli_cpu=reserved_cpu, state_dir=state_dir)
+        self.cpu_manager = cpu_manager
+        self._pods: dict[str, Pod] = {}
+        self._started = False
+
+    # ------------------------------------------------------------------ naming
+
+    @property
+    def driver(self) -> CgroupDriver:
+        """The cgroup driver (built on first use)."""
+        if self._driver is None:
+            self._driver = default_cgroup_driver(self._clock)
+        return self._driver
+
+    def _path(self, name: CgroupName) -> str:
+        return cgroup_name_to_path(name, self.driver_name)
+
+    def kubepods_path(self) -> str:
+        """The node allocatable cgroup (``/kubepods`` or ``/kubepods.slice``...)."""
+        return self._path((*self.root, "kubepods"))
+
+    def pod_cgroup_path(self, pod: Pod) -> str:
+        """The pod's cgroup path in the driver's spelling."""
+        return self._path(pod_cgroup_name(pod, self.root))
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Check the configuration and create the QoS hierarchy. Idempotent.
+
+        Raises:
+            ConfigurationError: Reservations above capacity, a hierarchy without the
+                needed controllers (naming them), or a bad CPU manager checkpoint.
+        """
+        validate_reservations(self.capacity, node_allocatable_reservation(
+            self.capacity, system_reserved=self.system_reserved,
+            kube_reserved=self.kube_reserved,
+            eviction_reservation=hard_eviction_reservation(self.config.eviction_hard,
+                                                           self.capacity)))
+        self.cpu_manager.start()
+        if not self.config.cgroups_per_qos:
+            self._started = True
+            return
+        have = await self.driver.available_controllers()
+        missing = sorted(_REQUIRED - have)
+        if missing:
+            raise ConfigurationError(
+                f"cgroup v{self.driver.version} hierarchy lacks the controllers "
+                f"{', '.join(missing)} the pods' cgroups need (it offers: "
+                f"{', '.join(sorted(have)) or 'none'})")
+        await self.driver.create(self.kubepods_path(), self._kubepods_config())
+        for qos in ("Burstable", "BestEffort"):
+            await self.driver.create(self._path(qos_cgroup_name(self.root, qos)),
+                                     ResourceConfig(cpu_shares=MIN_SHARES))
+        await self._update_qos()
+        self._started = True
+
+    async def stop(self) -> None:
+        """Nothing to release: cgroups outlive the agent, as the kubelet's do."""
+        self._started = False
+
+    def _kubepods_config(self) -> ResourceConfig:
+        values = self.capacity
+        if "pods" in self.config.enforce_node_allocatable:
+            values = allocatable_absolute(self.capacity, system_reserved=self.system_reserved,
+                                          kube_reserved=self.kube_reserved)
+        return ResourceConfig(
+            cpu_shares=milli_cpu_to_shares(values["cpu"].milli_value()) if "cpu" in values
+            else None,
+            memory=values["memory"].value() if "memory" in values else None,
+            pids_limit=values["pid"].value() if "pid" in values else None,
+        )
+
+    async def _update_qos(self) -> None:
+        burstable_milli = 0
+        mem_by_qos: dict[str, int] = {}
+        for pod in self._pods.values():
+            qos = qos_class(pod)
+            reqs = pod_requests(pod)
+            if qos == "Burstable" and "cpu" in reqs:
+                burstable_milli += reqs["cpu"].milli_value()
+            if "memory" in reqs:
+                mem_by_qos[qos] = mem_by_qos.get(qos, 0) + reqs["memory"].value()
+        limits: dict[str, int] = {}
+        if self.qos_reserved_memory_percent > 0:
+            absolute = allocatable_absolute(self.capacity, system_reserved=self.system_reserved,
+                                            kube_reserved=self.kube_reserved)
+            if "memory" in absolute:
+                limits = qos_memory_limits(absolute["memory"].value(), mem_by_qos,
+                                           self.qos_reserved_memory_percent)
+        await self.driver.update(
+            self._path(qos_cgroup_name(self.root, "Burstable")),
+            ResourceConfig(cpu_shares=milli_cpu_to_shares(burstable_milli),
+                           memory=limits.get("Burstable")))
+        await self.driver.update(
+            self._path(qos_cgroup_name(self.root, "BestEffort")),
+            ResourceConfig(cpu_shares=MIN_SHARES, memory=limits.get("BestEffort")))
+
+    # ------------------------------------------------------------------ resources
+
+    def node_capacity(self) -> Mapping[str, Quantity]:
+        """The node's capacity (cpu, memory, ephemeral-storage, pods...)."""
+        return dict(self.capacity)
+
+    def node_allocatable(self) -> Mapping[str, Quantity]:
+        """Capacity less system/kube reservations and the hard eviction thresholds."""
+        return node_allocatable(self.capacity, system_reserved=self.system_reserved,
+                                kube_reserved=self.kube_reserved,
+                                eviction_hard=self.config.eviction_hard)
+
+    def admit_pod(self, pod: Pod, active_pods: Sequence[Pod]) -> AdmitResult:
+        """Whether ``pod`` fits beside ``active_pods`` in node allocatable.
+
+        Refuses with ``OutOf<resource>`` and "Node didn't have enough resource: <r>,
+        requested: <n>, used: <n>, capacity: <n>" (CPU in milli-CPU, the rest in
+        units), then asks the CPU manager for exclusive CPUs. Never blocks.
+        """
+        allocatable = self.node_allocatable()
+        others = [p for p in active_pods if p.uid != pod.uid]
+        if "pods" in allocatable:
+            cap = allocatable["pods"].value()
+            if len(others) + 1 > cap:
+                return AdmitResult.refuse(
+                    "OutOfpods", f"Node didn't have enough resource: pods, requested: 1, "
+                                 f"used: {len(others)}, capacity: {cap}")
+        wanted = {k: v for k, v in pod_requests(pod).items() if not v.is_zero() and k != "pods"}
+        order = [r for r in _FIRST if r in wanted] + sorted(set(wanted) - set(_FIRST))
+        used: dict[str, int] = {}
+        for other in others:
+            for name, qty in pod_requests(other).items():
+                used[name] = used.get(name, 0) + _scaled(name, qty)
+        for name in order:
+            req = _scaled(name, wanted[name])
+            cap = _scaled(name, allocatable[name]) if name in allocatable else 0
+            if req + used.get(name, 0) > cap:
+                return AdmitResult.refuse(
+                    f"OutOf{name}", f"Node didn't have enough resource: {name}, requested: "
+                                    f"{req}, used: {used.get(name, 0)}, capacity: {cap}")
+        return self.cpu_manager.allocate_pod(pod)
+
+    def container_resources(
+        self, pod: Pod, container: Container
+    ) -> LinuxContainerResources | None:
+        """Shares, quota/period, memory limit, oom_score_adj and cpuset. Never blocks."""
+        memory = self.capacity.get("memory")
+        return container_linux_resources(
+            pod, container,
+            memory_capacity_bytes=memory.value() if memory is not None and memory.value() > 0
+            else 1,
+            cpu_cfs_quota=self.config.cpu_cfs_quota,
+            cpu_period=self.cpu_period,
+            cpuset_cpus=self.cpu_manager.cpuset(pod, container),
+        )
+
+    # ------------------------------------------------------------------ pod cgroups
+
+    async def ensure_pod_cgroup(self, pod: Pod) -> str:
+        """Create or update the pod's cgroup; returns its path ("" without cgroupsPerQOS).
+
+        Raises:
+            ConfigurationError: The cgroup cannot be made or limited (naming the file).
+        """
+        if not self.config.cgroups_per_qos:
+            return ""
+        if not self._started:
+            await self.start()
+        path = self.pod_cgroup_path(pod)
+        pids = self.config.pod_pids_limit
+        await self.driver.create(path, resource_config_for_pod(
+            pod, enforce_cpu_limits=self.config.cpu_cfs_quota, cpu_period=self.cpu_period,
+            enforce_memory_qos=self.enforce_memory_qos and self.driver.version == 2,
+            pids_limit=pids if pids > 0 else None))
+        known = pod.uid in self._pods
+        self._pods[pod.uid] = pod
+        if not known:
+            await self._update_qos()
+        return path
+
+    async def remove_pod_cgroup(self, pod: Pod) -> None:
+        """Kill what is left in the pod's cgroup and remove it; free its CPUs. Idempotent."""
+        self.cpu_manager.remove_pod(pod.uid)
+        if not self.config.cgroups_per_qos:
+            return
+        await self.driver.remove(self.pod_cgroup_path(pod))
+        if self._pods.pop(pod.uid, None) is not None and self._started:
+            await self._update_qos()
+
+    async def pod_cgroup_stats(self, pod: Pod) -> CgroupStats:
+        """Usage of the pod's cgroup (memory working set, OOM kills, CPU, pids, PSI).
+
+        Raises:
+            ConfigurationError: The pod has no cgroup.
+        """
+        return await self.driver.stats(self.pod_cgroup_path(pod))
