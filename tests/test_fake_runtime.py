@@ -6,6 +6,7 @@ import asyncio
 import string
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -842,3 +843,14 @@ def test_echo_and_exit_round_trip(words: list[str], code: int) -> None:
         return res.exit_code, res.stdout
 
     assert asyncio.run(run()) == (code, (" ".join(words) + "\n").encode())
+
+
+async def test_kubelet_env_fixture_runs_on_the_shared_fakes(
+    kubelet_env: Any, fake_runtime: FakeRuntime, fake_clock: FakeClock
+) -> None:
+    assert kubelet_env.runtime is fake_runtime
+    assert kubelet_env.clock is fake_clock
+    fake_runtime.clear_calls()
+    await kubelet_env.sleep(5)
+    # The agent's loops ran on the fake clock against the fake runtime.
+    assert fake_runtime.calls_to("list_containers")
