@@ -41,7 +41,7 @@ from kubelet_kit.eviction.policy import (
     eviction_message,
     is_critical_pod,
 )
-from kubelet_kit.eviction.ranking import rank_for_signal
+from kubelet_kit.eviction.ranking import RequestCache, rank_for_signal
 from kubelet_kit.eviction.reclaim import reclaim_funcs
 from kubelet_kit.eviction.stats import NodeSummary, PodUsage, StatsProvider, make_observations
 from kubelet_kit.eviction.thresholds import (
@@ -158,6 +158,7 @@ class ThresholdEvictionManager:
         self._first_observed: dict[Threshold, float] = {}
         self._thresholds_met: list[Threshold] = []
         self._last_observations: dict[str, Observation] = {}
+        self._requests = RequestCache()
         self._stopped = asyncio.Event()
 
     # -- EvictionManager protocol ------------------------------------------------
@@ -259,7 +260,9 @@ class ThresholdEvictionManager:
                 self.metrics.stats_age.labels(eviction_signal=t.signal).observe(
                     max(0.0, self.clock.now() - obs.time)
                 )
-        for pod in rank(pods, usage):
+        ranked = rank(pods, usage, cache=self._requests)
+        self._requests.retain(pods)
+        for pod in ranked:
             if is_critical_pod(pod):
                 _log.error("eviction manager: cannot evict a critical pod %s", pod.full_name)
                 continue

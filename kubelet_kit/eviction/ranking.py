@@ -16,8 +16,9 @@ stable: pods that compare equal keep the order they were given in.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Final
+from typing import Final, Protocol
 
 from kubelet_kit.api import Pod, Quantity
 from kubelet_kit.api.resources import POD_LEVEL_RESOURCES
@@ -40,6 +41,7 @@ __all__ = [
     "FS_LOGS",
     "FS_ROOT",
     "RankFunc",
+    "RequestCache",
     "disk_measures",
     "local_volume_names",
     "pod_disk_usage",
@@ -58,8 +60,20 @@ FS_ROOT: Final = "root"
 FS_LOGS: Final = "logs"
 FS_LOCAL_VOLUMES: Final = "localVolumeSource"
 
-#: ``rank(pods, stats_by_uid) -> pods in eviction order``.
-RankFunc = Callable[[Sequence[Pod], Mapping[str, PodUsage]], list[Pod]]
+
+
+class RankFunc(Protocol):
+    """``rank(pods, stats_by_uid, cache=None) -> pods in eviction order``."""
+
+    def __call__(
+        self,
+        pods: Sequence[Pod],
+        stats: Mapping[str, PodUsage],
+        *,
+        cache: RequestCache | None = ...,
+    ) -> list[Pod]:
+        """Order ``pods``; never blocks, raises nothing."""
+        ...
 
 
 def pod_priority(pod: Pod) -> int:
@@ -68,15 +82,10 @@ def pod_priority(pod: Pod) -> int:
 
 
 def _units(qty: Quantity | None) -> int:
-    # Quantity.value() rounds away from zero; reading the exact amount directly is
+    # Requests are never negative (API validation), so rounding up is
+    # Quantity.value()'s "away from zero"; reading the exact amount directly is
     # several times faster, which matters when ranking thousands of pods.
-    if qty is None:
-        return 0
-    amount = qty.amount
-    whole = int(amount)
-    if whole == amount:
-        return whole
-    return whole + 1 if amount > 0 else whole - 1
+    return 0 if qty is None else math.ceil(qty.amount)
 
 
 def pod_request(pod: Pod, resource: str) -> int:
@@ -94,11 +103,9 @@ def pod_request(pod: Pod, resource: str) -> int:
             return _units(pod_level) + _units(spec.overhead.get(resource))
     total = 0
     for c in spec.containers:
-        requests = c.resources.requests
-        if requests:
-            qty = requests.get(resource)
-            if qty is not None:
-                total += _units(qty)
+        qty = c.resources.requests.get(resource)
+        if qty is not None:
+            total += math.ceil(qty.amount)
     if spec.init_containers:
         sidecars = init_need = 0
         for c in spec.init_containers:
@@ -151,33 +158,125 @@ def pod_disk_usage(pod: Pod, usage: PodUsage, measure: Collection[str]) -> tuple
     return used, inodes
 
 
-def rank_memory_pressure(pods: Sequence[Pod], stats: Mapping[str, PodUsage]) -> list[Pod]:
-    """Pods in the order to evict them under memory pressure."""
+class RequestCache:
+    """Pods' requests, remembered between rankings of the same pod objects.
 
+    The manager ranks the same (immutable) pod objects every round; computing
+    each pod's request from its spec is most of a ranking's cost, so it is kept
+    here keyed by the pod object's identity. The cache holds the pods it knows
+    (so an identity is never reused while cached) and :meth:`retain` drops the
+    pods no longer active, which bounds it by the node's pods.
+    """
+
+    def __init__(self) -> None:
+        self._by_resource: dict[str, dict[int, tuple[Pod, int]]] = {}
+
+    def table(self, resource: str) -> dict[int, tuple[Pod, int]]:
+        """The raw ``id(pod) -> (pod, request)`` table of one resource (for hot loops)."""
+        table = self._by_resource.get(resource)
+        if table is None:
+            table = self._by_resource[resource] = {}
+        return table
+
+    def request(self, pod: Pod, resource: str) -> int:
+        """:func:`pod_request`, computed once per pod object and resource."""
+        table = self.table(resource)
+        entry = table.get(id(pod))
+        if entry is not None and entry[0] is pod:
+            return entry[1]
+        value = pod_request(pod, resource)
+        table[id(pod)] = (pod, value)
+        return value
+
+    def retain(self, pods: Sequence[Pod]) -> None:
+        """Forget every pod object not in ``pods``."""
+        keep = {id(p) for p in pods}
+        for resource, table in self._by_resource.items():
+            self._by_resource[resource] = {k: v for k, v in table.items() if k in keep}
+
+    def __len__(self) -> int:
+        return len({k for table in self._by_resource.values() for k in table})
+
+
+# Sort keys are packed into one integer per pod (comparing ints is several times
+# cheaper than comparing tuples): fields from most to least significant, each
+# offset to be non-negative and given a fixed width.
+_PRIO_OFFSET: Final = 1 << 31
+_VALUE_BITS: Final = 66
+_VALUE_OFFSET: Final = 1 << 65
+_VALUE_MAX: Final = (1 << 65) - 1
+
+
+def _pack(flags: int, priority: int, value: int) -> int:
+    value = max(-_VALUE_MAX, min(_VALUE_MAX, value))
+    return (((flags << 33) | (priority + _PRIO_OFFSET)) << _VALUE_BITS) | (value + _VALUE_OFFSET)
+
+
+def _order(pods: Sequence[Pod], keys: list[int]) -> list[Pod]:
+    # Sorting indexes by a precomputed key list never compares pods and keeps
+    # equal pods in their given order.
+    return [pods[i] for i in sorted(range(len(pods)), key=keys.__getitem__)]
+
+
+def _request_func(cache: RequestCache | None) -> Callable[[Pod, str], int]:
+    return cache.request if cache is not None else pod_request
+
+
+def rank_memory_pressure(
+    pods: Sequence[Pod], stats: Mapping[str, PodUsage], *, cache: RequestCache | None = None
+) -> list[Pod]:
+    """Pods in the order to evict them under memory pressure.
+
+    Args:
+        pods: The candidates.
+        stats: Their usage by uid.
+        cache: Remembers requests between rankings of the same pod objects.
+    """
+    # The hot loop of a ranking: the packing and the cache lookup are inlined.
     get = stats.get
+    table = (cache or RequestCache()).table(RESOURCE_MEMORY)
+    cached = table.get
+    keys: list[int] = []
+    append = keys.append
+    prio_offset, value_bits, value_offset, value_max = (
+        _PRIO_OFFSET, _VALUE_BITS, _VALUE_OFFSET, _VALUE_MAX)
+    for pod in pods:
+        usage = get(pod.metadata.uid)
+        priority = (pod.spec.priority or 0) + prio_offset
+        if usage is None:
+            append(priority << value_bits)
+            continue
+        entry = cached(id(pod))
+        if entry is not None and entry[0] is pod:
+            request = entry[1]
+        else:
+            request = pod_request(pod, RESOURCE_MEMORY)
+            table[id(pod)] = (pod, request)
+        used = usage.memory_working_set_bytes or 0
+        flags = 2 if used > request else 3
+        value = request - used
+        if not -value_max <= value <= value_max:
+            value = value_max if value > 0 else -value_max
+        append((((flags << 33) | priority) << value_bits) | (value + value_offset))
+    return _order(pods, keys)
 
-    def key(pod: Pod) -> tuple[int, int, int, int]:
+
+def rank_pid_pressure(
+    pods: Sequence[Pod], stats: Mapping[str, PodUsage], *, cache: RequestCache | None = None
+) -> list[Pod]:
+    """Pods in the order to evict them under PID pressure (``cache`` is unused:
+    pids are not requested)."""
+    get = stats.get
+    keys: list[int] = []
+    for pod in pods:
         usage = get(pod.metadata.uid)
         priority = pod.spec.priority or 0
-        if usage is None:
-            return (0, 0, priority, 0)
-        used = usage.memory_working_set_bytes or 0
-        request = pod_request(pod, RESOURCE_MEMORY)
-        return (1, 0 if used > request else 1, priority, request - used)
-
-    return sorted(pods, key=key)
-
-
-def rank_pid_pressure(pods: Sequence[Pod], stats: Mapping[str, PodUsage]) -> list[Pod]:
-    """Pods in the order to evict them under PID pressure."""
-
-    def key(pod: Pod) -> tuple[int, int, int]:
-        usage = stats.get(pod.metadata.uid)
-        if usage is None:
-            return (pod_priority(pod), 0, 0)
-        return (pod_priority(pod), 1, -(usage.process_count or 0))
-
-    return sorted(pods, key=key)
+        # priority first, then pods without stats, then more processes first
+        found = 0 if usage is None else 1
+        count = 0 if usage is None else usage.process_count or 0
+        head = ((priority + _PRIO_OFFSET) << 1) | found
+        keys.append((head << _VALUE_BITS) | (_VALUE_OFFSET - min(count, _VALUE_MAX)))
+    return _order(pods, keys)
 
 
 def rank_disk_pressure(
@@ -186,6 +285,7 @@ def rank_disk_pressure(
     *,
     measure: Collection[str],
     resource: str = RESOURCE_EPHEMERAL_STORAGE,
+    cache: RequestCache | None = None,
 ) -> list[Pod]:
     """Pods in the order to evict them under disk pressure.
 
@@ -194,23 +294,28 @@ def rank_disk_pressure(
         stats: Their usage by uid.
         measure: What counts (:data:`FS_ROOT`, :data:`FS_LOGS`, :data:`FS_LOCAL_VOLUMES`).
         resource: ``ephemeral-storage`` (bytes) or ``inodes``.
+        cache: Remembers requests between rankings of the same pod objects.
     """
-
-    def key(pod: Pod) -> tuple[int, int, int, int]:
-        usage = stats.get(pod.metadata.uid)
+    get = stats.get
+    request_of = _request_func(cache)
+    inodes = resource == RESOURCE_INODES
+    keys: list[int] = []
+    for pod in pods:
+        usage = get(pod.metadata.uid)
+        priority = pod.spec.priority or 0
         if usage is None:
-            return (0, 0, pod_priority(pod), 0)
+            keys.append(_pack(0, priority, 0))
+            continue
         used_bytes, used_inodes = pod_disk_usage(pod, usage, measure)
-        used = used_inodes if resource == RESOURCE_INODES else used_bytes
+        used = used_inodes if inodes else used_bytes
         # "Exceeds its request" compares against the request of the resource
         # itself (pods never request inodes: any use exceeds), but the amount
         # over request always subtracts the ephemeral-storage request, inodes
         # included: that is upstream's arithmetic, kept so the order matches.
-        exceeds = used > pod_request(pod, resource)
-        over = used - pod_request(pod, RESOURCE_EPHEMERAL_STORAGE)
-        return (1, 0 if exceeds else 1, pod_priority(pod), -over)
-
-    return sorted(pods, key=key)
+        exceeds = used > (0 if inodes else request_of(pod, resource))
+        over = used - request_of(pod, RESOURCE_EPHEMERAL_STORAGE)
+        keys.append(_pack(2 if exceeds else 3, priority, -over))
+    return _order(pods, keys)
 
 
 def disk_measures(signal: str, dedicated_image_fs: bool) -> frozenset[str]:
@@ -238,8 +343,10 @@ def rank_for_signal(signal: str, dedicated_image_fs: bool) -> RankFunc | None:
             else RESOURCE_EPHEMERAL_STORAGE
         )
 
-        def rank(pods: Sequence[Pod], stats: Mapping[str, PodUsage]) -> list[Pod]:
-            return rank_disk_pressure(pods, stats, measure=measure, resource=resource)
+        def rank(
+            pods: Sequence[Pod], stats: Mapping[str, PodUsage], *, cache: RequestCache | None = None
+        ) -> list[Pod]:
+            return rank_disk_pressure(pods, stats, measure=measure, resource=resource, cache=cache)
 
         return rank
     return None
