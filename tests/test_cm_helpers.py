@@ -319,3 +319,45 @@ def test_cm_all_is_honest_and_imports_no_other_subsystem() -> None:
             "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
+
+
+# kuberuntime TestCalculateLinuxResources (cpuCFSQuota on): request, limit, memory limit,
+# expected (period, quota, shares, memory).
+CALC = [
+    ("Request128MBLimit256MB", "1", "2", "128Mi", (100000, 200000, 1024, 134217728)),
+    ("RequestNoMemory", "2", "8", "0", (100000, 800000, 2048, 0)),
+    ("RequestNilCPU", None, "2", "0", (100000, 200000, 2048, 0)),
+    ("RequestZeroCPU", "0", "2", "0", (100000, 200000, 2, 0)),
+]
+
+
+@pytest.mark.parametrize(("name", "req", "lim", "mem", "expected"), CALC,
+                         ids=[c[0] for c in CALC])
+def test_calculate_linux_resources(name: str, req: str | None, lim: str, mem: str,
+                                   expected: tuple[int, int, int, int]) -> None:
+    requests = {"cpu": Quantity.parse(req)} if req is not None else {}
+    limits = {"cpu": Quantity.parse(lim), "memory": Quantity.parse(mem)}
+    c = Container(name="foo", image="busybox",
+                  resources=ResourceRequirements(requests=requests, limits=limits))
+    pod = _pod([c])
+    r = container_linux_resources(pod, pod.spec.containers[0], memory_capacity_bytes=1 << 34)
+    assert (r.cpu_period, r.cpu_quota, r.cpu_shares, r.memory_limit_in_bytes) == expected
+
+
+# kuberuntime TestGenerateLinuxContainerResources (no container status; memory capacity
+# 17179860387; cpuCFSQuota off): limits, requests, (shares, memory, oom_score_adj).
+GEN = [
+    ("guaranteed", ("250m", "500Mi"), ("250m", "500Mi"), (256, 524288000, -997)),
+    ("burstable", ("500m", "750Mi"), ("250m", "500Mi"), (256, 786432000, 970)),
+    ("best-effort", NONE, NONE, (2, 0, 1000)),
+]
+
+
+@pytest.mark.parametrize(("name", "lim", "req", "expected"), GEN, ids=[c[0] for c in GEN])
+def test_generate_linux_container_resources(name: str, lim: Res, req: Res,
+                                            expected: tuple[int, int, int]) -> None:
+    pod = _pod([_c(req, lim, name="c1")])
+    r = container_linux_resources(pod, pod.spec.containers[0],
+                                  memory_capacity_bytes=17179860387, cpu_cfs_quota=False)
+    assert (r.cpu_shares, r.memory_limit_in_bytes, r.oom_score_adj) == expected
+    assert (r.cpu_period, r.cpu_quota) == (0, 0)
