@@ -38,7 +38,7 @@ from kubelet_kit.pleg.cache import PodCache
 from kubelet_kit.podsync import configs
 from kubelet_kit.podsync.backoff import stable_key
 from kubelet_kit.podsync.hooks import HandlerRunner
-from kubelet_kit.podsync.syncer import RuntimePodSyncer
+from kubelet_kit.podsync.syncer import EventLog, RuntimePodSyncer
 from kubelet_kit.podworkers import PodWorkers, UpdateType, WorkerPhase
 from kubelet_kit.prober.interfaces import ProbeKind, ProbeResult, ProbeUpdate
 from kubelet_kit.status import StatusManager
@@ -121,6 +121,12 @@ class Env:
                 return cs.state.waiting.reason, cs.state.waiting.message
         return None
 
+    def events(self) -> list[tuple[str, str, str, str]]:
+        """(container, type, reason, message) of every event so far, oldest first."""
+        log = self.syncer.events
+        assert isinstance(log, EventLog)
+        return [(e.container, e.type, e.reason, e.message) for e in log.events("u1")]
+
     def start_workers(self, pod: Pod, resync: float = 1.0) -> PodWorkers:
         self.workers = PodWorkers(self.syncer, self.clock, resync_interval=resync)
         self.workers.update_pod(pod, UpdateType.CREATE)
@@ -143,6 +149,7 @@ def env(tmp_path: Path) -> Iterator[Env]:
         pod_logs_dir=str(tmp_path),
         node_name="node-1",
         resolv_conf=DNSConfig(servers=("10.0.0.10",)),
+        events=EventLog(clock),
     )
     e = Env(clock, runtime, status, syncer)
     yield e
@@ -826,3 +833,58 @@ async def test_syncer_runs_a_pod_on_the_host_process_runtime(tmp_path: Path) -> 
         await syncer.sync_terminated_pod(pod)
     assert await runtime.list_containers() == []
     assert await runtime.list_pod_sandboxes() == []
+
+
+# ------------------------------------------------------------------------ events
+
+
+async def test_events_of_a_normal_start_and_stop(env: Env) -> None:
+    pod = mkpod()
+    await env.syncer.sync_pod(UpdateType.CREATE, pod)
+    await env.syncer.sync_terminating_pod(pod, 30)
+    assert env.events() == [
+        ("app", "Normal", "Pulled", f'Container image "{IMAGE}" already present on machine'),
+        ("app", "Normal", "Created", "Created container: app"),
+        ("app", "Normal", "Started", "Started container app"),
+        ("app", "Normal", "Killing", "Stopping container app"),
+    ]
+
+
+async def test_events_of_pull_failures_and_crash_loops(env: Env) -> None:
+    from kubelet_kit.errors import ImagePullError
+
+    image = "registry.example/missing:1"
+    env.runtime.fail_pull(image, ImagePullError("not found"))
+    pod = mkpod(mkcontainer(image=image, image_pull_policy="IfNotPresent"))
+    await env.syncer.sync_pod(UpdateType.CREATE, pod)
+    env.clock.advance(1)
+    await env.syncer.sync_pod(UpdateType.SYNC, pod)
+    assert env.events() == [
+        ("app", "Normal", "Pulling", f'Pulling image "{image}"'),
+        ("app", "Warning", "Failed", f'Failed to pull image "{image}": not found'),
+        ("app", "Warning", "Failed", "Error: ErrImagePull"),
+        ("app", "Normal", "BackOff", f'Back-off pulling image "{image}"'),
+        ("app", "Warning", "Failed", "Error: ImagePullBackOff"),
+    ]
+
+
+async def test_crash_loop_and_hook_events(env: Env) -> None:
+    env.runtime.script("app", exit_code=1)
+    pod = mkpod()
+    await env.syncer.sync_pod(UpdateType.CREATE, pod)
+    env.clock.advance(1)
+    await env.syncer.sync_pod(UpdateType.SYNC, pod)
+    env.clock.advance(1)
+    await env.syncer.sync_pod(UpdateType.SYNC, pod)
+    assert env.events()[-1] == (
+        "app", "Warning", "BackOff", "Back-off restarting failed container app in pod web_ns(u1)"
+    )
+    hooked = mkcontainer("hooked", lifecycle=Lifecycle(post_start=exec_hook("false")))
+    other = attrs.evolve(mkpod(hooked), metadata=ObjectMeta(name="w2", namespace="ns", uid="u2"))
+    await env.syncer.sync_pod(UpdateType.CREATE, other)
+    log = env.syncer.events
+    assert isinstance(log, EventLog)
+    assert [(e.reason, e.message) for e in log.events("u2")][-2:] == [
+        ("FailedPostStartHook", "PostStartHook failed"),
+        ("Killing", "FailedPostStartHook"),
+    ]

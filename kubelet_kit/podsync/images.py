@@ -15,6 +15,7 @@ and message; nothing here matches error strings.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kubelet_kit.clock import Clock
@@ -24,6 +25,7 @@ from kubelet_kit.podsync.backoff import (
     IMAGE_BACKOFF_CAP,
     IMAGE_BACKOFF_INITIAL,
     Backoff,
+    format_duration,
     go_quote,
 )
 
@@ -36,6 +38,7 @@ __all__ = [
     "ERR_IMAGE_PULL",
     "ERR_INVALID_IMAGE_NAME",
     "IMAGE_PULL_BACK_OFF",
+    "ImageEventHandler",
     "ImagePuller",
     "apply_default_image_tag",
     "image_backoff_key",
@@ -108,6 +111,12 @@ def apply_default_image_tag(image: str) -> str:
     return image
 
 
+#: ``(pod, container, event type, reason, message)``: receives the kubelet's image
+#: events (``Pulling``, ``Pulled``, ``Failed``, ``BackOff``, ``ErrImageNeverPull``,
+#: ``InspectFailed``).
+ImageEventHandler = Callable[["Pod", "Container", str, str, str], None]
+
+
 def image_backoff_key(pod: Pod, container: Container) -> str:
     """The pull back-off key: ``<pod uid>_<image>``, as the kubelet's."""
     return f"{pod.metadata.uid}_{container.image}"
@@ -120,11 +129,20 @@ class ImagePuller:
         runtime: Where images are inspected and pulled.
         clock: Source of time for the back-off.
         backoff: The pull back-off; default 10 s doubling to 300 s.
+        on_event: Receives the kubelet's image events, if given.
     """
 
-    def __init__(self, runtime: Runtime, clock: Clock, backoff: Backoff | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        clock: Clock,
+        backoff: Backoff | None = None,
+        *,
+        on_event: ImageEventHandler | None = None,
+    ) -> None:
         self.runtime = runtime
         self.clock = clock
+        self.on_event = on_event
         if backoff is None:
             backoff = Backoff(
                 clock, initial=IMAGE_BACKOFF_INITIAL, cap=IMAGE_BACKOFF_CAP, reset_after=None
@@ -139,6 +157,12 @@ class ImagePuller:
         if entry is None or not self.backoff.is_in_backoff_since_update(key, self.clock.now()):
             return None
         return entry.last_update + entry.delay
+
+    def _event(
+        self, pod: Pod, container: Container, event_type: str, reason: str, message: str
+    ) -> None:
+        if self.on_event is not None:
+            self.on_event(pod, container, event_type, reason, message)
 
     def forget_pod(self, pod: Pod) -> None:
         """Drop the pull back-off of every image of ``pod``. Idempotent."""
@@ -169,45 +193,51 @@ class ImagePuller:
                 ``ErrImageNeverPull``, ``ImagePullBackOff`` or ``ErrImagePull``,
                 with the kubelet's message.
         """
+        quoted = go_quote(container.image)
         try:
             image = apply_default_image_tag(container.image)
         except ValueError as exc:
-            raise PodSyncError(
-                ERR_INVALID_IMAGE_NAME,
-                f"Failed to apply default image tag {go_quote(container.image)}: {exc}",
-                container=container.name,
-            ) from exc
+            message = f"Failed to apply default image tag {quoted}: {exc}"
+            self._event(pod, container, "Warning", "InspectFailed", message)
+            raise PodSyncError(ERR_INVALID_IMAGE_NAME, message, container=container.name) from exc
         spec = ImageSpec(image, dict(pod.metadata.annotations))
         try:
             held = await self.runtime.image_status(spec)
         except ContainerRuntimeError as exc:
-            raise PodSyncError(
-                ERR_IMAGE_INSPECT,
-                f"Failed to inspect image {go_quote(container.image)}: {exc}",
-                container=container.name,
-            ) from exc
+            message = f"Failed to inspect image {quoted}: {exc}"
+            self._event(pod, container, "Warning", "InspectFailed", message)
+            raise PodSyncError(ERR_IMAGE_INSPECT, message, container=container.name) from exc
         policy = container.image_pull_policy
         should_pull = policy == "Always" or (policy == "IfNotPresent" and held is None)
         if not should_pull:
             if held is not None:
+                self._event(
+                    pod, container, "Normal", "Pulled",
+                    f"Container image {quoted} already present on machine",
+                )
                 return held.id
-            raise PodSyncError(
-                ERR_IMAGE_NEVER_PULL,
-                f"Container image {go_quote(container.image)} is not present with pull "
-                "policy of Never",
-                container=container.name,
-            )
+            message = f"Container image {quoted} is not present with pull policy of Never"
+            self._event(pod, container, "Warning", ERR_IMAGE_NEVER_PULL, message)
+            raise PodSyncError(ERR_IMAGE_NEVER_PULL, message, container=container.name)
         key = image_backoff_key(pod, container)
         if self.backoff.is_in_backoff_since_update(key, self.clock.now()):
-            raise PodSyncError(
-                IMAGE_PULL_BACK_OFF,
-                f"Back-off pulling image {go_quote(container.image)}",
-                container=container.name,
-            )
+            message = f"Back-off pulling image {quoted}"
+            self._event(pod, container, "Normal", "BackOff", message)
+            raise PodSyncError(IMAGE_PULL_BACK_OFF, message, container=container.name)
+        self._event(pod, container, "Normal", "Pulling", f"Pulling image {quoted}")
+        started = self.clock.monotonic()
         try:
             ref = await self.runtime.pull_image(spec, sandbox_config)
         except ContainerRuntimeError as exc:
+            self._event(
+                pod, container, "Warning", "Failed", f"Failed to pull image {quoted}: {exc}"
+            )
             self.backoff.next(key, self.clock.now())
             raise PodSyncError(ERR_IMAGE_PULL, str(exc), container=container.name) from exc
+        took = format_duration(self.clock.monotonic() - started)
+        self._event(
+            pod, container, "Normal", "Pulled",
+            f"Successfully pulled image {quoted} in {took} ({took} including waiting)",
+        )
         self.backoff.gc()
         return ref

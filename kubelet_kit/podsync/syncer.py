@@ -34,6 +34,7 @@ All time comes from the injected clock; runtime failures are the typed errors of
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import datetime as _dt
 import logging
@@ -95,7 +96,10 @@ __all__ = [
     "MINIMUM_GRACE_PERIOD",
     "POST_START_HOOK_ERROR",
     "RUN_CONTAINER_ERROR",
+    "EventLog",
+    "EventRecorder",
     "PodStatusSink",
+    "RecordedEvent",
     "RuntimePodSyncer",
     "restart_count_from_log_dir",
 ]
@@ -130,6 +134,71 @@ class PodStatusSink(Protocol):
     ) -> bool:
         """Store the status observed at ``timestamp`` unless a newer one is held.
         Never blocks."""
+
+
+class EventRecorder(Protocol):
+    """Receives the kubelet's events about pods (``Pulling``, ``Created``,
+    ``Started``, ``Killing``, ``BackOff``, ``Failed``, ...)."""
+
+    def event(
+        self, pod: Pod, event_type: str, reason: str, message: str, *, container: str = ""
+    ) -> None:
+        """Record one event; ``event_type`` is ``Normal`` or ``Warning``. Never
+        blocks; must not raise."""
+
+
+@attrs.frozen
+class RecordedEvent:
+    """One event as :class:`EventLog` keeps it.
+
+    Attributes:
+        time: Wall-clock seconds when it was recorded.
+        namespace: The pod's namespace.
+        pod_name: The pod's name.
+        pod_uid: The pod's uid.
+        container: The container it is about ("" for the pod).
+        type: ``Normal`` or ``Warning``.
+        reason: The kubelet's event reason.
+        message: The kubelet's event message.
+    """
+
+    time: float
+    namespace: str
+    pod_name: str
+    pod_uid: str
+    container: str
+    type: str
+    reason: str
+    message: str
+
+
+class EventLog:
+    """An in-memory :class:`EventRecorder` keeping the newest ``capacity`` events.
+
+    Args:
+        clock: Stamps each event.
+        capacity: How many events are kept (oldest dropped first).
+    """
+
+    def __init__(self, clock: Clock, *, capacity: int = 1000) -> None:
+        self.clock = clock
+        self._events: collections.deque[RecordedEvent] = collections.deque(maxlen=capacity)
+
+    def event(
+        self, pod: Pod, event_type: str, reason: str, message: str, *, container: str = ""
+    ) -> None:
+        """Keep one event. Never blocks."""
+        md = pod.metadata
+        self._events.append(
+            RecordedEvent(
+                self.clock.now(), md.namespace, md.name, md.uid, container,
+                event_type, reason, message,
+            )
+        )
+
+    def events(self, pod_uid: str | None = None) -> list[RecordedEvent]:
+        """The events kept (of one pod), oldest first."""
+        return [e for e in self._events if pod_uid is None or e.pod_uid == pod_uid]
 
 
 @attrs.define
@@ -206,6 +275,7 @@ class RuntimePodSyncer:
         image_puller: Pulls images (default: one on ``runtime`` with the kubelet's
             pull back-off).
         hook_runner: Runs lifecycle hooks (default: on ``runtime`` and ``clock``).
+        events: Receives the kubelet's events (e.g. an :class:`EventLog`).
         config_source: ConfigMap/Secret lookup for env vars (see
             :func:`kubelet_kit.podsync.configs.resolve_env`).
         resolv_conf: The node's resolver config for sandbox DNS; read from
@@ -236,6 +306,7 @@ class RuntimePodSyncer:
         crash_backoff: Backoff | None = None,
         image_puller: ImagePuller | None = None,
         hook_runner: HandlerRunner | None = None,
+        events: EventRecorder | None = None,
         config_source: configs.ConfigSource | None = None,
         resolv_conf: DNSConfig | None = None,
         cluster_dns: Sequence[str] = (),
@@ -261,7 +332,10 @@ class RuntimePodSyncer:
         self.runtime_name = runtime_name
         self.pod_cache = pod_cache
         self.crash_backoff = crash_backoff if crash_backoff is not None else Backoff(clock)
-        self.images = image_puller if image_puller is not None else ImagePuller(runtime, clock)
+        self.events = events
+        if image_puller is None:
+            image_puller = ImagePuller(runtime, clock, on_event=self._image_event)
+        self.images = image_puller
         self.hooks = hook_runner if hook_runner is not None else HandlerRunner(runtime, clock)
         self.config_source = config_source
         self.resolv_conf = resolv_conf
@@ -285,6 +359,17 @@ class RuntimePodSyncer:
         if update.kind is ProbeKind.READINESS:
             return
         self._probes[(update.pod_uid, update.container_id, update.kind)] = update.result
+
+    def _event(
+        self, pod: Pod, event_type: str, reason: str, message: str, container: str = ""
+    ) -> None:
+        if self.events is not None:
+            self.events.event(pod, event_type, reason, message, container=container)
+
+    def _image_event(
+        self, pod: Pod, container: Container, event_type: str, reason: str, message: str
+    ) -> None:
+        self._event(pod, event_type, reason, message, container.name)
 
     def waiting_reasons(self, uid: str) -> dict[str, tuple[str, str]]:
         """The waiting reason and message each container of pod ``uid`` has now."""
@@ -331,9 +416,9 @@ class RuntimePodSyncer:
             try:
                 await self.volume_manager.wait_for_mounts(pod, self.volume_mount_timeout)
             except TimeoutError as exc:
-                raise PodSyncError(
-                    FAILED_MOUNT, f"Unable to attach or mount volumes: {exc}"
-                ) from exc
+                message = f"Unable to attach or mount volumes: {exc}"
+                self._event(pod, "Warning", FAILED_MOUNT, message)
+                raise PodSyncError(FAILED_MOUNT, message) from exc
             self.probe_manager.add_pod(pod)
             actions = compute_pod_actions(
                 pod,
@@ -531,13 +616,18 @@ class RuntimePodSyncer:
         sandbox_id = actions.sandbox_id
         pod_ips: tuple[str, ...] = runtime_status.ips
         if actions.create_sandbox:
+            if actions.sandbox_id:
+                self._event(
+                    pod, "Normal", "SandboxChanged",
+                    "Pod sandbox changed, it will be killed and re-created.",
+                )
             try:
                 sandbox_id = await self.runtime.run_pod_sandbox(sandbox_config)
                 sandbox = await self.runtime.pod_sandbox_status(sandbox_id)
             except ContainerRuntimeError as exc:
-                raise PodSyncError(
-                    FAILED_CREATE_POD_SANDBOX, f"Failed to create pod sandbox: {exc}"
-                ) from exc
+                message = f"Failed to create pod sandbox: {exc}"
+                self._event(pod, "Warning", FAILED_CREATE_POD_SANDBOX, message)
+                raise PodSyncError(FAILED_CREATE_POD_SANDBOX, message) from exc
             pod_ips = tuple(ip for ip in (sandbox.ip, *sandbox.additional_ips) if ip)
 
         start = _Starter(self, pod, runtime_status, sandbox_id, sandbox_config, pod_ips, state)
@@ -606,10 +696,10 @@ class RuntimePodSyncer:
         grace: float = self._grace_for(pod, container, reason)
         if grace_override is not None:
             grace = grace_override
-        log.info(
-            "Killing container %s of pod %s (grace %gs): %s",
-            name, format_pod(pod), grace, message or f"Stopping container {name}",
-        )
+        message = message or f"Stopping container {name}"
+        log.info("Killing container %s of pod %s (grace %gs): %s",
+                 name, format_pod(pod), grace, message)
+        self._event(pod, "Normal", "Killing", message, name)
         if (
             container is not None
             and container.lifecycle is not None
@@ -649,7 +739,11 @@ class RuntimePodSyncer:
                      container.name, format_pod(pod))
         else:
             if failure is not None:
-                log.info("%s", failure)  # the kubelet records FailedPreStopHook and goes on
+                # The message stays out of the event: it may carry secrets.
+                log.info("%s", failure)
+                self._event(
+                    pod, "Warning", "FailedPreStopHook", "PreStopHook failed", container.name
+                )
         return int(self.clock.monotonic() - started)
 
     async def _kill_running(
@@ -732,8 +826,16 @@ class _Starter:
         self.state = state
         self.reasons = syncer._reasons.setdefault(pod.uid, {})
 
-    def _fail(self, container: Container, reason: str, message: str) -> bool:
+    def _fail(
+        self, container: Container, reason: str, message: str, event: str | None = None
+    ) -> bool:
+        """Remember why ``container`` did not start; record the kubelet's ``Failed``
+        event (``Error: <event>``, the message by default)."""
         self.reasons[container.name] = (reason, message)
+        self.s._event(
+            self.pod, "Warning", "Failed", f"Error: {message if event is None else event}",
+            container.name,
+        )
         return False
 
     async def __call__(self, container: Container) -> bool:
@@ -752,12 +854,18 @@ class _Starter:
             if s.crash_backoff.is_in_backoff_since(key, exited.finished_at):
                 delay = s.crash_backoff.get(key)
                 self.state.expiries.append(exited.finished_at + delay)
-                return self._fail(
-                    container,
+                s._event(
+                    pod, "Warning", "BackOff",
+                    f"Back-off restarting failed container {container.name} in pod "
+                    f"{format_pod(pod)}",
+                    container.name,
+                )
+                self.reasons[container.name] = (
                     CRASH_LOOP_BACK_OFF,
                     f"back-off {format_duration(delay)} restarting failed "
                     f"container={container.name} pod={format_pod(pod)}",
                 )
+                return False
             s.crash_backoff.next(key, exited.finished_at)
 
         try:
@@ -766,7 +874,8 @@ class _Starter:
             expiry = s.images.backoff_expiry(pod, container)
             if expiry is not None:
                 self.state.expiries.append(expiry)
-            return self._fail(container, exc.reason, exc.message)
+            # The image manager's error name is the event: "Error: ErrImagePull".
+            return self._fail(container, exc.reason, exc.message, event=exc.reason)
 
         try:
             env = configs.resolve_env(
@@ -807,10 +916,12 @@ class _Starter:
             )
         except ContainerRuntimeError as exc:
             return self._fail(container, CREATE_CONTAINER_ERROR, str(exc))
+        s._event(pod, "Normal", "Created", f"Created container: {container.name}", container.name)
         try:
             await s.runtime.start_container(container_id)
         except ContainerRuntimeError as exc:
             return self._fail(container, RUN_CONTAINER_ERROR, str(exc))
+        s._event(pod, "Normal", "Started", f"Started container {container.name}", container.name)
 
         hook = container.lifecycle.post_start if container.lifecycle is not None else None
         if hook is not None:
@@ -818,11 +929,16 @@ class _Starter:
                 container_id, pod, container, hook, pod_ips=self.pod_ips
             )
             if failure is not None:
+                # The message stays out of the event: it may carry secrets.
+                s._event(
+                    pod, "Warning", "FailedPostStartHook", "PostStartHook failed", container.name
+                )
                 await s._kill_container(
                     pod, container_id, container.name, container,
                     reason=KILL_REASON_POST_START, message="FailedPostStartHook",
                     pod_ips=self.pod_ips,
                 )
-                return self._fail(container, POST_START_HOOK_ERROR, failure)
+                self.reasons[container.name] = (POST_START_HOOK_ERROR, failure)
+                return False
         self.reasons.pop(container.name, None)
         return True
