@@ -2,7 +2,11 @@
 
 Production code never imports this package. Everything here is public: a user
 unit-testing a node policy builds on the same fakes the project's tests use.
+``KubeletEnv`` (the whole agent on fakes) is imported on first use, since it pulls
+in every subsystem.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from kubelet_kit.testing.clock import FakeClock, FakeTimerHandle
 from kubelet_kit.testing.conformance import (
@@ -23,6 +27,9 @@ from kubelet_kit.testing.fake_runtime import (
     normalize_image_ref,
 )
 
+if TYPE_CHECKING:
+    from kubelet_kit.testing.env import KubeletEnv
+
 __all__ = [
     "Call",
     "CheckResult",
@@ -32,6 +39,7 @@ __all__ = [
     "FakeRuntime",
     "FakeTimerHandle",
     "InjectedError",
+    "KubeletEnv",
     "LogLine",
     "check_runtime",
     "conformance_test",
@@ -40,3 +48,11 @@ __all__ = [
     "normalize_image_ref",
     "run_conformance",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "KubeletEnv":
+        from kubelet_kit.testing.env import KubeletEnv
+
+        return KubeletEnv
+    raise AttributeError(f"module 'kubelet_kit.testing' has no attribute {name!r}")
