@@ -97,6 +97,8 @@ def test_bad_configuration_is_refused_with_the_field() -> None:
         make(system_reserved={"cpu": "many"})
     with pytest.raises(ConfigurationError, match="enforceNodeAllocatable"):
         make(enforce_node_allocatable=("everything",))
+    with pytest.raises(ConfigurationError, match='cgroupDriver: Unsupported value: "lxc"'):
+        make(cgroup_driver="lxc")
 
 
 async def test_pod_cgroups_per_qos_with_limits_and_tier_shares() -> None:

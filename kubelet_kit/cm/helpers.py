@@ -15,7 +15,7 @@ from typing import Final
 
 import attrs
 
-from kubelet_kit.api import Container, Pod, Quantity, pod_limits, pod_requests, qos_class
+from kubelet_kit.api import Container, Pod, pod_limits, pod_requests, qos_class
 from kubelet_kit.container import LinuxContainerResources
 
 __all__ = [
@@ -349,9 +349,3 @@ def qos_memory_limits(
     burstable = allocatable_memory - requests_by_qos.get("Guaranteed", 0) * percent_reserve // 100
     best_effort = burstable - requests_by_qos.get("Burstable", 0) * percent_reserve // 100
     return {"Burstable": burstable, "BestEffort": best_effort}
-
-
-def quantity_value(values: Mapping[str, Quantity], name: str) -> int:
-    """``values[name].value()`` or 0."""
-    q = values.get(name)
-    return q.value() if q is not None else 0

@@ -160,8 +160,12 @@ class CgroupContainerManager:
             raise ConfigurationError(
                 f'enforceNodeAllocatable: "{beyond[0]}" needs a reserved cgroup, which this '
                 "manager does not manage; use \"pods\"")
-        self.driver_name: CgroupDriverName = "systemd" if c.cgroup_driver == "systemd" else \
-            "cgroupfs"
+        if c.cgroup_driver not in ("cgroupfs", "systemd"):
+            raise ConfigurationError(
+                f'cgroupDriver: Unsupported value: "{c.cgroup_driver}": supported values: '
+                '"cgroupfs", "systemd"')
+        self.driver_name: CgroupDriverName = (
+            "systemd" if c.cgroup_driver == "systemd" else "cgroupfs")
         self._driver = driver
         self._clock = clock
         self.capacity: dict[str, Quantity] = (
