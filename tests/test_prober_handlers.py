@@ -444,10 +444,10 @@ def free_port() -> int:
 
 
 async def test_tcp_accepted_and_refused() -> None:
-    accepted: list[bool] = []
+    accepted = asyncio.Event()
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        accepted.append(True)
+        accepted.set()
         writer.close()
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
@@ -455,10 +455,10 @@ async def test_tcp_accepted_and_refused() -> None:
     clock = RealClock()
     try:
         assert await tcp_probe("127.0.0.1", port, 1, clock=clock) == ProbeOutcome(SUCCESS, "")
+        await asyncio.wait_for(accepted.wait(), WAIT)  # the server saw the connection
     finally:
         server.close()
         await server.wait_closed()
-    assert accepted == [True]
     closed = free_port()
     assert await tcp_probe("127.0.0.1", closed, 1, clock=clock) == ProbeOutcome(
         FAILURE, f"dial tcp 127.0.0.1:{closed}: connect: connection refused"

@@ -11,7 +11,7 @@ prometheus_client's global registry; whoever serves ``/metrics/probes`` mounts i
 from __future__ import annotations
 
 import contextlib
-from typing import Final
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -52,6 +52,10 @@ class ProberMetrics:
             registry=self.registry,
         )
 
+        # labels() validates and locks on every call; a node runs thousands of
+        # probes a minute, so each worker's children are looked up once.
+        self._children: dict[tuple[str, ...], Any] = {}
+
     def observe(
         self,
         kind: ProbeKind,
@@ -64,16 +68,27 @@ class ProberMetrics:
         duration: float,
     ) -> None:
         """Count one run; observe its duration unless it failed (as the kubelet)."""
-        self.probe_total.labels(kind.value, result, container, pod, namespace, pod_uid).inc()
+        key = (kind.value, result, container, pod, namespace, pod_uid)
+        counter = self._children.get(key)
+        if counter is None:
+            counter = self._children[key] = self.probe_total.labels(*key)
+        counter.inc()
         if result != RESULT_FAILED:
-            self.probe_duration.labels(kind.value, container, pod, namespace).observe(duration)
+            hkey = ("duration", kind.value, container, pod, namespace)
+            hist = self._children.get(hkey)
+            if hist is None:
+                hist = self._children[hkey] = self.probe_duration.labels(*hkey[1:])
+            hist.observe(duration)
 
     def forget(
         self, kind: ProbeKind, *, container: str, pod: str, namespace: str, pod_uid: str
     ) -> None:
         """Drop the series of one worker (when it stops). Idempotent."""
         for result in (RESULT_SUCCESSFUL, RESULT_FAILED, RESULT_UNKNOWN):
+            key = (kind.value, result, container, pod, namespace, pod_uid)
+            self._children.pop(key, None)
             with contextlib.suppress(KeyError):
-                self.probe_total.remove(kind.value, result, container, pod, namespace, pod_uid)
+                self.probe_total.remove(*key)
+        self._children.pop(("duration", kind.value, container, pod, namespace), None)
         with contextlib.suppress(KeyError):
             self.probe_duration.remove(kind.value, container, pod, namespace)
