@@ -195,6 +195,24 @@ async def test_restart_count_continues_from_existing_logs(env: Env, tmp_path: Pa
     assert app.log_path.endswith("app/4.log")
 
 
+async def test_log_directories_are_made_and_their_failure_reported(
+    env: Env, tmp_path: Path
+) -> None:
+    await env.syncer.sync_pod(UpdateType.CREATE, mkpod())
+    assert (tmp_path / "ns_web_u1" / "app").is_dir()
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the log root should be")
+    syncer = RuntimePodSyncer(
+        env.runtime, env.clock, status_manager=StatusManager(env.clock),
+        pod_logs_dir=str(blocked), resolv_conf=DNSConfig(),
+    )
+    other = attrs.evolve(mkpod(), metadata=ObjectMeta(name="w2", namespace="ns", uid="u2"))
+    with pytest.raises(PodSyncError) as info:
+        await syncer.sync_pod(UpdateType.CREATE, other)
+    assert info.value.reason == "FailedCreatePodSandBox"
+    assert info.value.message.startswith('Failed to create log directory for pod "w2_ns(u2)": ')
+
+
 def test_restart_count_from_log_dir(tmp_path: Path) -> None:
     from kubelet_kit.podsync.syncer import restart_count_from_log_dir
 

@@ -71,7 +71,13 @@ from kubelet_kit.podsync.actions import (
     PodActions,
     compute_pod_actions,
 )
-from kubelet_kit.podsync.backoff import Backoff, format_duration, format_pod, stable_key
+from kubelet_kit.podsync.backoff import (
+    Backoff,
+    format_duration,
+    format_pod,
+    go_quote,
+    stable_key,
+)
 from kubelet_kit.podsync.hooks import HandlerRunner
 from kubelet_kit.podsync.images import ImagePuller
 from kubelet_kit.podworkers import SyncResult, UpdateType
@@ -622,6 +628,16 @@ class RuntimePodSyncer:
                     "Pod sandbox changed, it will be killed and re-created.",
                 )
             try:
+                # The kubelet makes the pod's log directory itself; a quick local
+                # mkdir, done inline so fake-clock timelines stay exact.
+                if sandbox_config.log_directory:
+                    os.makedirs(sandbox_config.log_directory, 0o755, exist_ok=True)
+            except OSError as exc:
+                where = go_quote(format_pod(pod))
+                message = f"Failed to create log directory for pod {where}: {exc}"
+                self._event(pod, "Warning", FAILED_CREATE_POD_SANDBOX, message)
+                raise PodSyncError(FAILED_CREATE_POD_SANDBOX, message) from exc
+            try:
                 sandbox_id = await self.runtime.run_pod_sandbox(sandbox_config)
                 sandbox = await self.runtime.pod_sandbox_status(sandbox_id)
             except ContainerRuntimeError as exc:
@@ -894,13 +910,19 @@ class _Starter:
             return self._fail(container, exc.reason, exc.message)
         except KubeletKitError as exc:
             return self._fail(container, configs.CREATE_CONTAINER_CONFIG_ERROR, str(exc))
+        log_dir = os.path.join(configs.pod_log_directory(s.pod_logs_dir, pod), container.name)
         if newest is not None:
             restart_count = _restart_count(newest)
         else:
-            log_dir = os.path.join(
-                configs.pod_log_directory(s.pod_logs_dir, pod), container.name
-            )
             restart_count = restart_count_from_log_dir(log_dir)
+        try:
+            os.makedirs(log_dir, 0o755, exist_ok=True)
+        except OSError as exc:
+            return self._fail(
+                container,
+                configs.CREATE_CONTAINER_CONFIG_ERROR,
+                f"create container log directory for container {container.name} failed: {exc}",
+            )
         config = configs.container_config(
             pod,
             container,
