@@ -17,6 +17,7 @@ from kubelet_kit.container.interfaces import (
     ImageSpec,
     PodSandboxConfig,
     PodSandboxMetadata,
+    PodSandboxStatus,
 )
 from kubelet_kit.errors import DeadlineExceededError, RuntimeUnavailableError
 from kubelet_kit.pleg import (
@@ -580,3 +581,26 @@ async def test_shared_cache(runtime: FakeRuntime, clock: FakeClock) -> None:
 )
 def test_format_duration_like_go(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+class BuggyRuntime(FakeRuntime):
+    """Raises an untyped error for one pod's sandbox status."""
+
+    bad_sandbox = ""
+
+    async def pod_sandbox_status(self, pod_sandbox_id: str) -> PodSandboxStatus:
+        if pod_sandbox_id == self.bad_sandbox:
+            raise OSError("socket closed")
+        return await super().pod_sandbox_status(pod_sandbox_id)
+
+
+async def test_untyped_error_of_one_pod_does_not_stop_the_others(clock: FakeClock) -> None:
+    runtime = BuggyRuntime(clock)
+    pleg = GenericPLEG(runtime, clock)
+    events = Collector(pleg)
+    runtime.bad_sandbox, _ = await start_pod(runtime, "bad")
+    sid, (cid,) = await start_pod(runtime, "good")
+    assert await pleg.relist()
+    assert await events.take() == [("good", STARTED, cid), ("good", STARTED, sid)]
+    assert isinstance(pleg.cache.get("bad").error, OSError)
+    await events.close()

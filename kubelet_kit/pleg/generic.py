@@ -491,6 +491,11 @@ class GenericPLEG:
             )
         except ContainerRuntimeError as err:
             error = err
+        except Exception as err:
+            # Not one of the typed errors a Runtime should raise: still only this
+            # pod's problem, so it must not stop the relist of every other pod.
+            log.exception("PLEG: inspecting pod %s/%s raised", pod.namespace, pod.name)
+            error = err
         else:
             status = self._keep_ips(uid, status)
             return _Inspection(None, self._cache.set(uid, status, None, timestamp))
