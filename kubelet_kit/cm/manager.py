@@ -192,6 +192,7 @@ class CgroupContainerManager:
                 reserved_milli_cpu=reserved_cpu, state_dir=state_dir)
         self.cpu_manager = cpu_manager
         self._pods: dict[str, Pod] = {}
+        self._requests_cache: dict[str, tuple[Pod, dict[str, int]]] = {}
         self._started = False
 
     # ------------------------------------------------------------------ naming
@@ -318,8 +319,8 @@ class CgroupContainerManager:
         order = [r for r in _FIRST if r in wanted] + sorted(set(wanted) - set(_FIRST))
         used: dict[str, int] = {}
         for other in others:
-            for name, qty in pod_requests(other).items():
-                used[name] = used.get(name, 0) + _scaled(name, qty)
+            for name, amount in self._scaled_requests(other).items():
+                used[name] = used.get(name, 0) + amount
         for name in order:
             req = _scaled(name, wanted[name])
             cap = _scaled(name, allocatable[name]) if name in allocatable else 0
@@ -328,6 +329,19 @@ class CgroupContainerManager:
                     f"OutOf{name}", f"Node didn't have enough resource: {name}, requested: "
                                     f"{req}, used: {used.get(name, 0)}, capacity: {cap}")
         return self.cpu_manager.allocate_pod(pod)
+
+    def _scaled_requests(self, pod: Pod) -> dict[str, int]:
+        # Admission sums every active pod's requests; pods are immutable values, so
+        # the sum per pod object is computed once (the cache holds the pod itself,
+        # keyed by uid, so an updated pod replaces its entry).
+        hit = self._requests_cache.get(pod.uid)
+        if hit is not None and hit[0] is pod:
+            return hit[1]
+        scaled = {name: _scaled(name, qty) for name, qty in pod_requests(pod).items()}
+        if len(self._requests_cache) > 4 * max(len(self._pods), 256):
+            self._requests_cache.clear()
+        self._requests_cache[pod.uid] = (pod, scaled)
+        return scaled
 
     def container_resources(
         self, pod: Pod, container: Container
