@@ -32,6 +32,7 @@ from kubelet_kit.eviction.ranking import (
     FS_LOCAL_VOLUMES,
     FS_LOGS,
     FS_ROOT,
+    RequestCache,
     disk_measures,
     pod_request,
     rank_disk_pressure,
@@ -338,3 +339,24 @@ def test_eviction_message_without_stats_names_only_the_resource(resource: str) -
     pod = make_pod("p", DEFAULT)
     assert eviction_message(resource, pod, None, [], {}) == (
         f"The node was low on resource: {resource}. ")
+
+
+def test_request_cache_remembers_per_pod_object_and_forgets_inactive_pods() -> None:
+    small = make_pod("p", DEFAULT, {"memory": "100Mi"})
+    cache = RequestCache()
+    stats = by_uid([memory_stats(small, "150Mi")])
+    other = make_pod("other", DEFAULT)
+    stats[other.uid] = memory_stats(other, "120Mi")
+    # small exceeds its 100Mi request by 50Mi, other (BestEffort) by 120Mi
+    assert names(rank_memory_pressure([small, other], stats, cache=cache)) == ["other", "p"]
+    assert len(cache) == 2
+    # an updated pod is a new object with the same uid: its new request is used
+    bigger = attrs.evolve(small, spec=attrs.evolve(small.spec, containers=(
+        Container(name="p", image="busybox:1.36", resources=ResourceRequirements(
+            requests={"memory": Quantity.parse("1Gi")})),)))
+    assert names(rank_memory_pressure([bigger, other], stats, cache=cache)) == ["other", "p"]
+    stats[bigger.uid] = memory_stats(bigger, "2Gi")  # now 1Gi over its request
+    assert names(rank_memory_pressure([bigger, other], stats, cache=cache)) == ["p", "other"]
+    cache.retain([bigger])
+    assert len(cache) == 1
+    assert cache.request(bigger, "memory") == q("1Gi")

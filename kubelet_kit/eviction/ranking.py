@@ -234,7 +234,7 @@ def rank_memory_pressure(
     """
     # The hot loop of a ranking: the packing and the cache lookup are inlined.
     get = stats.get
-    table = (cache or RequestCache()).table(RESOURCE_MEMORY)
+    table = (cache if cache is not None else RequestCache()).table(RESOURCE_MEMORY)
     cached = table.get
     keys: list[int] = []
     append = keys.append
