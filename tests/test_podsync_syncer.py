@@ -80,7 +80,7 @@ class RecordingRuntime(FakeRuntime):
 
     async def start_container(self, container_id: str) -> None:
         await super().start_container(container_id)
-        name = self._containers[container_id].config.metadata.name
+        name = (await self.container_status(container_id)).metadata.name
         self.started.append((name, self.clock.now()))
 
 
@@ -92,10 +92,10 @@ class Env:
     syncer: RuntimePodSyncer
     workers: PodWorkers | None = None
 
-    def containers(self, name: str | None = None) -> list[ContainerStatus]:
+    async def containers(self, name: str | None = None) -> list[ContainerStatus]:
         """Every container the runtime holds (of ``name``), oldest first."""
-        found = [c for c in self.runtime._containers.values()]
-        statuses = [self.runtime._c_status(c) for c in found]
+        listed = await self.runtime.list_containers()
+        statuses = [await self.runtime.container_status(c.id) for c in listed]
         return sorted(
             (s for s in statuses if name is None or s.metadata.name == name),
             key=lambda s: (s.created_at, s.metadata.attempt),
@@ -169,7 +169,7 @@ async def test_first_sync_creates_sandbox_and_starts_container(env: Env) -> None
     assert not result.terminal and result.requeue_after is None
     sandboxes = await env.runtime.list_pod_sandboxes()
     assert len(sandboxes) == 1 and sandboxes[0].metadata.attempt == 0
-    (app,) = env.containers("app")
+    (app,) = await env.containers("app")
     assert app.state is ContainerState.RUNNING
     assert app.annotations["io.kubernetes.container.hash"] == configs.container_hash(
         pod.spec.containers[0]
@@ -179,7 +179,7 @@ async def test_first_sync_creates_sandbox_and_starts_container(env: Env) -> None
     assert status.container_statuses[0].state.running is not None
     # A second sync with nothing changed changes nothing.
     await env.syncer.sync_pod(UpdateType.SYNC, pod)
-    assert len(env.containers()) == 1 and len(await env.runtime.list_pod_sandboxes()) == 1
+    assert len(await env.containers()) == 1 and len(await env.runtime.list_pod_sandboxes()) == 1
 
 
 async def test_restart_count_continues_from_existing_logs(env: Env, tmp_path: Path) -> None:
@@ -189,7 +189,7 @@ async def test_restart_count_continues_from_existing_logs(env: Env, tmp_path: Pa
     for name in ("0.log", "3.log", "2.log.20260101-000000.gz", "notes.txt", "9x.log"):
         (log_dir / name).write_text("")
     await env.syncer.sync_pod(UpdateType.CREATE, mkpod())
-    (app,) = env.containers("app")
+    (app,) = await env.containers("app")
     assert app.metadata.attempt == 4
     assert app.annotations["io.kubernetes.container.restartCount"] == "4"
     assert app.log_path.endswith("app/4.log")
@@ -241,7 +241,7 @@ async def test_host_network_pod_keeps_its_sandbox(env: Env) -> None:
     for _ in range(3):
         await env.syncer.sync_pod(UpdateType.SYNC, pod)
     assert len(await env.runtime.list_pod_sandboxes()) == 1
-    assert len(env.containers("app")) == 1
+    assert len(await env.containers("app")) == 1
 
 
 async def test_dead_sandbox_is_recreated_with_next_attempt(env: Env) -> None:
@@ -252,7 +252,7 @@ async def test_dead_sandbox_is_recreated_with_next_attempt(env: Env) -> None:
     await env.syncer.sync_pod(UpdateType.SYNC, pod)
     attempts = sorted(s.metadata.attempt for s in await env.runtime.list_pod_sandboxes())
     assert attempts == [0, 1]
-    assert env.containers("app")[-1].state is ContainerState.RUNNING
+    assert (await env.containers("app"))[-1].state is ContainerState.RUNNING
 
 
 # ------------------------------------------------------------ crash-loop back-off
@@ -392,7 +392,7 @@ async def test_restart_policy(
     assert env.pod_status().phase == phase
     if phase in ("Succeeded", "Failed"):
         assert workers.is_finished("u1")
-        assert env.runtime._containers == {}  # cleaned up after termination
+        assert await env.runtime.list_containers() == []  # cleaned up after termination
     await shutdown(env)
 
 
@@ -400,14 +400,14 @@ async def test_spec_change_restarts_the_container(env: Env) -> None:
     env.runtime.add_image("registry.example/app:2", present=True)
     pod = mkpod(restart="Never")
     await env.syncer.sync_pod(UpdateType.CREATE, pod)
-    (old,) = env.containers("app")
+    (old,) = await env.containers("app")
     changed = attrs.evolve(
         pod, spec=attrs.evolve(pod.spec, containers=(mkcontainer(image="registry.example/app:2"),))
     )
     await env.syncer.sync_pod(UpdateType.UPDATE, changed)
     stops = env.runtime.calls_to("stop_container")
     assert [c.args[:2] for c in stops] == [(old.id, 30)]
-    old_now, new = env.containers("app")
+    old_now, new = await env.containers("app")
     assert old_now.state is ContainerState.EXITED
     assert new.state is ContainerState.RUNNING and new.metadata.attempt == 1
     assert new.annotations["io.kubernetes.container.restartCount"] == "1"
@@ -419,16 +419,16 @@ async def test_spec_change_restarts_the_container(env: Env) -> None:
 async def test_liveness_failure_restarts_the_container(env: Env) -> None:
     pod = mkpod()
     await env.syncer.sync_pod(UpdateType.CREATE, pod)
-    (first,) = env.containers("app")
+    (first,) = await env.containers("app")
     env.syncer.record_probe_result(
         ProbeUpdate("u1", "app", first.id, ProbeKind.LIVENESS, ProbeResult.FAILURE)
     )
     await env.syncer.sync_pod(UpdateType.SYNC, pod)
-    old, new = env.containers("app")
+    old, new = await env.containers("app")
     assert old.state is ContainerState.EXITED and new.state is ContainerState.RUNNING
     # The failed result belongs to the old container: the new one stays.
     await env.syncer.sync_pod(UpdateType.SYNC, pod)
-    assert len(env.containers("app")) == 2
+    assert len(await env.containers("app")) == 2
 
 
 # ---------------------------------------------------------- init containers, sidecars
@@ -462,7 +462,7 @@ async def test_new_sandbox_runs_init_containers_again(env: Env) -> None:
     assert (env.starts("i1"), env.starts("i2"), env.starts("app")) == (
         [0, 11], [3, 14], [6, 17]
     )
-    assert len(env.containers("i1")) == len(env.containers("i2")) == 1
+    assert len(await env.containers("i1")) == len(await env.containers("i2")) == 1
     await shutdown(env)
 
 
@@ -492,12 +492,12 @@ async def test_sidecars_start_first_keep_running_and_restart(env: Env) -> None:
     env.start_workers(pod)
     await env.run_until(10)
     assert (env.starts("side"), env.starts("init"), env.starts("app")) == ([0], [1], [3])
-    (side,) = env.containers("side")
+    (side,) = await env.containers("side")
     env.runtime.exit_container(side.id, 1)
     await env.run_until(20)
     # Restarted even though the pod's restartPolicy is Never; the app kept running.
     assert env.starts("side") == [0, 11]
-    assert [c.state for c in env.containers("app")] == [ContainerState.RUNNING]
+    assert [c.state for c in await env.containers("app")] == [ContainerState.RUNNING]
     assert env.pod_status().phase == "Running"
     await shutdown(env)
 
@@ -523,7 +523,7 @@ async def test_post_start_failure_kills_the_container(env: Env) -> None:
     container = mkcontainer(lifecycle=Lifecycle(post_start=exec_hook("sh", "-c", "exit 3")))
     pod = mkpod(container, restart="Never")
     await env.syncer.sync_pod(UpdateType.CREATE, pod)
-    (app,) = env.containers("app")
+    (app,) = await env.containers("app")
     assert app.state is ContainerState.EXITED
     reason, message = env.syncer.waiting_reasons("u1")["app"]
     assert reason == "PostStartHookError"
@@ -536,7 +536,7 @@ async def test_post_start_failure_kills_the_container(env: Env) -> None:
 async def test_post_start_success_clears_nothing_and_keeps_running(env: Env) -> None:
     container = mkcontainer(lifecycle=Lifecycle(post_start=exec_hook("sh", "-c", "echo hi")))
     await env.syncer.sync_pod(UpdateType.CREATE, mkpod(container))
-    assert env.containers("app")[0].state is ContainerState.RUNNING
+    assert (await env.containers("app"))[0].state is ContainerState.RUNNING
     assert env.syncer.waiting_reasons("u1") == {}
 
 
@@ -545,7 +545,7 @@ async def test_pre_stop_then_graceful_stop_with_term_and_kill(env: Env) -> None:
     pod = mkpod(container)
     env.runtime.ignore_sigterm("app")
     await env.syncer.sync_pod(UpdateType.CREATE, pod)
-    (app,) = env.containers("app")
+    (app,) = await env.containers("app")
     task = asyncio.create_task(env.syncer.sync_terminating_pod(pod, 30))
     await env.clock.run_for(4, settle_rounds=200)
     assert env.runtime.calls_to("stop_container") == []  # preStop still running
@@ -553,7 +553,7 @@ async def test_pre_stop_then_graceful_stop_with_term_and_kill(env: Env) -> None:
     await task
     (stop,) = env.runtime.calls_to("stop_container")
     assert stop.args[:2] == (app.id, 25)  # what the 5 s hook left of 30 s
-    (done,) = env.containers("app")
+    (done,) = await env.containers("app")
     assert done.exit_code == 137  # SIGTERM ignored: killed at the deadline
     assert done.finished_at - env.t0 == 30
     assert all(s.state.value == "SANDBOX_NOTREADY" for s in await env.runtime.list_pod_sandboxes())
@@ -573,21 +573,20 @@ async def test_pre_stop_bounded_by_grace_and_minimum_stop_window(env: Env) -> No
 async def test_termination_stops_sidecars_after_regular_containers(env: Env) -> None:
     sidecars = tuple(mkcontainer(n, restart_policy="Always") for n in ("s1", "s2"))
     pod = mkpod(inits=sidecars)
+    env.runtime.ignore_sigterm("s2")
     env.start_workers(pod)
     await env.run_until(5)
-    assert all(c.state is ContainerState.RUNNING for c in env.containers())
+    assert all(c.state is ContainerState.RUNNING for c in await env.containers())
     await shutdown(env)
-    for c in env.containers():
-        env.runtime._containers[c.id].ignore_term = c.metadata.name == "s2"
     task = asyncio.create_task(env.syncer.sync_terminating_pod(pod, 20))
     await env.clock.run_for(60, settle_rounds=200)
     await task
-    finished = {c.metadata.name: c.finished_at - env.t0 for c in env.containers()}
+    finished = {c.metadata.name: c.finished_at - env.t0 for c in await env.containers()}
     # app stops at once on SIGTERM; s2 (the later sidecar) is stopped only then,
     # ignores SIGTERM and is killed 20 s later; s1 waits for s2, and its grace is
     # used up by then, so it gets the 2 s floor (and stops at once).
     assert finished == {"app": 5, "s2": 25, "s1": 25}
-    names = {c.id: c.metadata.name for c in env.containers()}
+    names = {c.id: c.metadata.name for c in await env.containers()}
     stops = [(names[c.args[0]], c.args[1]) for c in env.runtime.calls_to("stop_container")]
     assert stops == [("app", 20), ("s2", 20), ("s1", 2)]
 
@@ -616,7 +615,7 @@ async def test_deadline_measured_from_recorded_start_time(env: Env) -> None:
     pod = attrs.evolve(pod, status=PodStatus(phase="Running", start_time=start))
     result = await env.syncer.sync_pod(UpdateType.CREATE, pod)
     assert result.terminal
-    assert env.containers() == []  # nothing is started for a pod past its deadline
+    assert await env.containers() == []  # nothing is started for a pod past its deadline
 
 
 # ------------------------------------------------------------------------ images
@@ -638,7 +637,7 @@ async def test_image_pull_backoff_timeline(env: Env) -> None:
     assert len(pulls) == 4  # at 0, 10, 30, 70
     env.runtime.add_image(image)
     await env.run_until(160)
-    assert [c.state for c in env.containers("app")] == [ContainerState.RUNNING]
+    assert [c.state for c in await env.containers("app")] == [ContainerState.RUNNING]
     assert env.pod_status().phase == "Running"
     await shutdown(env)
 
@@ -650,7 +649,7 @@ async def test_err_image_never_pull(env: Env) -> None:
         "ErrImageNeverPull",
         'Container image "registry.example/absent:1" is not present with pull policy of Never',
     )
-    assert env.containers() == []
+    assert await env.containers() == []
 
 
 async def test_create_and_run_errors_are_reported(env: Env) -> None:
@@ -662,7 +661,7 @@ async def test_create_and_run_errors_are_reported(env: Env) -> None:
     await env.syncer.sync_pod(UpdateType.SYNC, pod)
     assert env.waiting() == ("RunContainerError", "exec format error")
     await env.syncer.sync_pod(UpdateType.SYNC, pod)
-    assert env.containers("app")[-1].state is ContainerState.RUNNING
+    assert (await env.containers("app"))[-1].state is ContainerState.RUNNING
     assert env.syncer.waiting_reasons("u1") == {}
 
 
@@ -686,7 +685,7 @@ async def test_volume_timeout_is_failed_mount(env: Env, tmp_path: Path) -> None:
         await syncer.sync_pod(UpdateType.CREATE, mkpod())
     assert info.value.reason == "FailedMount"
     assert "unmounted volumes=[data]" in info.value.message
-    assert env.containers() == [] and env.pod_status().phase == "Pending"
+    assert await env.containers() == [] and env.pod_status().phase == "Pending"
 
 
 # ---------------------------------------------------------------------- deletion
@@ -701,7 +700,8 @@ async def test_deletion_stops_and_removes_everything(env: Env) -> None:
     workers.update_pod(pod, UpdateType.KILL, grace_period=10)
     await env.run_until(20)
     assert workers.is_finished("u1")
-    assert env.runtime._containers == {} and await env.runtime.list_pod_sandboxes() == []
+    assert await env.runtime.list_containers() == []
+    assert await env.runtime.list_pod_sandboxes() == []
     assert len(env.syncer.crash_backoff) == 0
     assert env.pod_status().phase in ("Failed", "Succeeded")
     await shutdown(env)
@@ -803,7 +803,7 @@ async def test_sleep_hook_waits_on_the_clock(env: Env) -> None:
 
 async def test_exec_hook_runtime_error(env: Env) -> None:
     await env.syncer.sync_pod(UpdateType.CREATE, mkpod())
-    (app,) = env.containers("app")
+    (app,) = await env.containers("app")
     runner = HandlerRunner(env.runtime, env.clock)
     ok = await runner.run(app.id, mkpod(), mkcontainer(), exec_hook("sh", "-c", "echo fine"))
     assert ok is None
