@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kubelet_kit.cm.cgroup_v1 import CgroupV1Driver, discover_v1_mounts
 from kubelet_kit.cm.helpers import ResourceConfig
 from kubelet_kit.errors import ConfigurationError
 
@@ -22,16 +23,16 @@ try:
 except ImportError:  # pragma: no cover
     HAVE_CGROUPSPY = False
 
-if HAVE_CGROUPSPY:
-    from kubelet_kit.cm.cgroup_v1 import CgroupV1Driver, discover_v1_mounts
+
+@pytest.fixture(params=["cgroupspy", "plain"])
+def spy(request: pytest.FixtureRequest) -> bool:
+    """Run a test through cgroupspy and through the built-in fallback."""
+    if request.param == "cgroupspy" and not HAVE_CGROUPSPY:
+        pytest.skip("cgroupspy is not installed")
+    return bool(request.param == "cgroupspy")
 
 
-@pytest.fixture
-def need_cgroupspy(require_real: Callable[[bool, str], None]) -> None:
-    require_real(HAVE_CGROUPSPY, "the cgroupspy package")
-
-
-def test_discover_reads_comounted_hierarchies(tmp_path: Path, need_cgroupspy: None) -> None:
+def test_discover_reads_comounted_hierarchies(tmp_path: Path) -> None:
     mounts = tmp_path / "mounts"
     mounts.write_text(
         "proc /proc proc rw 0 0\n"
@@ -43,11 +44,12 @@ def test_discover_reads_comounted_hierarchies(tmp_path: Path, need_cgroupspy: No
         "memory": "/sys/fs/cgroup/memory"}
 
 
-async def test_writes_on_plain_directories(tmp_path: Path, need_cgroupspy: None) -> None:
+async def test_writes_on_plain_directories(tmp_path: Path, spy: bool) -> None:
     mounts = {c: str(tmp_path / c) for c in ("cpu", "memory", "pids")}
     for m in mounts.values():
         os.mkdir(m)
-    driver = CgroupV1Driver(mounts)
+    driver = CgroupV1Driver(mounts, use_cgroupspy=spy)
+    assert driver.uses_cgroupspy == spy
     await driver.create("/kubepods/pod1", ResourceConfig(
         cpu_shares=102, cpu_quota=-1, cpu_period=100000, memory=1 << 20, pids_limit=-1))
     pod = tmp_path / "cpu" / "kubepods" / "pod1"
@@ -67,16 +69,17 @@ V1 = ("cpu", "cpuacct", "cpuset", "memory", "pids")
 
 
 def _real_v1() -> bool:
-    if os.geteuid() != 0 or not HAVE_CGROUPSPY:
+    if os.geteuid() != 0:
         return False
     mounts = discover_v1_mounts(V1)
     return all(c in mounts for c in ("cpu", "memory", "cpuset", "pids"))
 
 
 @pytest.fixture
-async def real(require_real: Callable[[bool, str], None]) -> AsyncIterator[tuple[Any, str]]:
+async def real(require_real: Callable[[bool, str], None],
+               spy: bool) -> AsyncIterator[tuple[Any, str]]:
     require_real(_real_v1(), "root and the cgroup v1 cpu/memory/cpuset/pids controllers")
-    driver = CgroupV1Driver(discover_v1_mounts(V1))
+    driver = CgroupV1Driver(discover_v1_mounts(V1), use_cgroupspy=spy)
     root = f"/kubelet-kit-test-{secrets.token_hex(4)}"
     yield driver, root
     await driver.remove(root)

@@ -96,7 +96,7 @@ class Node:
 
 @pytest.fixture
 async def node(tmp_path: Path, require_real: Callable[[bool, str], None]) -> AsyncIterator[Node]:
-    require_real(_real_v1(), "root, cgroupspy and the cgroup v1 controllers")
+    require_real(_real_v1(), "root and the cgroup v1 controllers")
     n = Node(tmp_path)
     n.task = asyncio.create_task(n.kubelet.run())
     try:

@@ -262,7 +262,7 @@ def _real_v1() -> bool:
 async def test_real_v1_pod_cgroup_with_a_real_process(
     require_real: Callable[[bool, str], None], tmp_path: Path
 ) -> None:
-    require_real(_real_v1(), "root, cgroupspy and the cgroup v1 controllers")
+    require_real(_real_v1(), "root and the cgroup v1 controllers")
     from kubelet_kit.cm.cgroup_v1 import CgroupV1Driver
 
     driver = CgroupV1Driver()

@@ -10,7 +10,8 @@ parent's CPUs and memory nodes, as runc does, or no process could join it).
 ``ResourceConfig.unified`` is a cgroup v2 notion and is ignored here.
 
 cgroupspy is imported when a driver is built, so ``kubelet_kit.cm`` imports
-without it.
+without it; where it is not installed the driver falls back to the same file
+operations written out here (:attr:`CgroupV1Driver.uses_cgroupspy` tells which).
 """
 
 from __future__ import annotations
@@ -69,6 +70,43 @@ def discover_v1_mounts(
     return found
 
 
+class _PlainNode:
+    """The part of cgroupspy's ``Node`` the driver uses, for hosts without it."""
+
+    def __init__(self, name: str | bytes, parent: _PlainNode | None = None) -> None:
+        self.name = name.decode() if isinstance(name, bytes) else name
+        self.parent = parent
+
+    @property
+    def full_path(self) -> str:
+        return os.path.join(self.parent.full_path, self.name) if self.parent else self.name
+
+    def create_cgroup(self, name: str) -> _PlainNode:
+        node = _PlainNode(name, self)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(node.full_path)
+        return node
+
+
+class _PlainController:
+    """The part of cgroupspy's ``Controller`` the driver uses, for hosts without it."""
+
+    def __init__(self, node: _PlainNode) -> None:
+        self.node = node
+
+    def get_property(self, name: bytes) -> str:
+        with open(os.path.join(self.node.full_path, name.decode()), encoding="ascii") as f:
+            return f.read().strip()
+
+    def set_property(self, name: bytes, value: str) -> None:
+        with open(os.path.join(self.node.full_path, name.decode()), "w", encoding="ascii") as f:
+            f.write(str(value))
+
+
+class _PlainNodes:
+    Node = _PlainNode
+
+
 def _parts(path: str) -> list[str]:
     parts = [p for p in path.split("/") if p]
     if any(p in (".", "..") for p in parts):
@@ -83,29 +121,39 @@ class CgroupV1Driver:
         mounts: Controller name -> mount directory (default: discovered from
             ``/proc/self/mounts`` for cpu, cpuacct, cpuset, memory and pids).
         clock: For the short waits after a kill.
+        use_cgroupspy: Go through cgroupspy when it is installed (the default).
 
     Raises:
-        ConfigurationError: cgroupspy is not installed, or no controller is mounted.
+        ConfigurationError: No controller is mounted.
     """
 
     def __init__(
-        self, mounts: Mapping[str, str] | None = None, *, clock: Clock | None = None
+        self,
+        mounts: Mapping[str, str] | None = None,
+        *,
+        clock: Clock | None = None,
+        use_cgroupspy: bool = True,
     ) -> None:
-        try:
-            from cgroupspy import controllers as spy_controllers  # type: ignore[import-untyped, unused-ignore, import-not-found]
-            from cgroupspy import nodes as spy_nodes  # type: ignore[import-untyped, unused-ignore, import-not-found]
-        except ImportError:  # pragma: no cover - depends on the environment
-            raise ConfigurationError(
-                "the cgroup v1 driver needs the cgroupspy package (pip install cgroupspy)"
-            ) from None
-        self._nodes: Any = spy_nodes
-        self._classes: dict[str, Any] = {
-            "cpu": spy_controllers.CpuController,
-            "cpuacct": spy_controllers.CpuAcctController,
-            "cpuset": spy_controllers.CpuSetController,
-            "memory": spy_controllers.MemoryController,
-        }
-        self._base_class: Any = spy_controllers.Controller
+        self._nodes: Any = _PlainNodes
+        self._classes: dict[str, Any] = {}
+        self._base_class: Any = _PlainController
+        self.uses_cgroupspy = False
+        if use_cgroupspy:
+            try:
+                from cgroupspy import controllers as spy_controllers  # type: ignore[import-untyped, unused-ignore, import-not-found]
+                from cgroupspy import nodes as spy_nodes  # type: ignore[import-untyped, unused-ignore, import-not-found]
+            except ImportError:  # pragma: no cover - depends on the environment
+                pass
+            else:
+                self._nodes = spy_nodes
+                self._classes = {
+                    "cpu": spy_controllers.CpuController,
+                    "cpuacct": spy_controllers.CpuAcctController,
+                    "cpuset": spy_controllers.CpuSetController,
+                    "memory": spy_controllers.MemoryController,
+                }
+                self._base_class = spy_controllers.Controller
+                self.uses_cgroupspy = True
         self.mounts: dict[str, str] = dict(mounts) if mounts is not None else discover_v1_mounts()
         if not self.mounts:
             raise ConfigurationError("no cgroup v1 controller is mounted (see /proc/self/mounts)")
@@ -133,10 +181,9 @@ class CgroupV1Driver:
     def _ctl(self, controller: str, node: Any) -> Any:
         return self._classes.get(controller, self._base_class)(node)
 
-    @staticmethod
-    def _set(ctl: Any, name: str, value: str) -> None:
+    def _set(self, ctl: Any, name: str, value: str) -> None:
         """Write through cgroupspy's typed descriptor when it has one."""
-        attr = _DESCRIPTORS.get(name)
+        attr = _DESCRIPTORS.get(name) if self.uses_cgroupspy else None
         if attr is not None:
             setattr(ctl, attr, int(value))
         else:
