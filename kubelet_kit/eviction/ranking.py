@@ -17,7 +17,7 @@ stable: pods that compare equal keep the order they were given in.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Final, Protocol
 
 from kubelet_kit.api import Pod, Quantity
@@ -218,10 +218,6 @@ def _order(pods: Sequence[Pod], keys: list[int]) -> list[Pod]:
     return [pods[i] for i in sorted(range(len(pods)), key=keys.__getitem__)]
 
 
-def _request_func(cache: RequestCache | None) -> Callable[[Pod, str], int]:
-    return cache.request if cache is not None else pod_request
-
-
 def rank_memory_pressure(
     pods: Sequence[Pod], stats: Mapping[str, PodUsage], *, cache: RequestCache | None = None
 ) -> list[Pod]:
@@ -295,10 +291,17 @@ def rank_disk_pressure(
         measure: What counts (:data:`FS_ROOT`, :data:`FS_LOGS`, :data:`FS_LOCAL_VOLUMES`).
         resource: ``ephemeral-storage`` (bytes) or ``inodes``.
         cache: Remembers requests between rankings of the same pod objects.
+
+    Raises:
+        ValueError: ``resource`` is neither.
     """
+    if resource not in (RESOURCE_EPHEMERAL_STORAGE, RESOURCE_INODES):
+        raise ValueError(f"resource: must be ephemeral-storage or inodes, not {resource!r}")
     get = stats.get
-    request_of = _request_func(cache)
+    cache = cache if cache is not None else RequestCache()
+    storage_requests = cache.table(RESOURCE_EPHEMERAL_STORAGE)
     inodes = resource == RESOURCE_INODES
+    root, logs, volumes = FS_ROOT in measure, FS_LOGS in measure, FS_LOCAL_VOLUMES in measure
     keys: list[int] = []
     for pod in pods:
         usage = get(pod.metadata.uid)
@@ -306,16 +309,36 @@ def rank_disk_pressure(
         if usage is None:
             keys.append(_pack(0, priority, 0))
             continue
-        used_bytes, used_inodes = pod_disk_usage(pod, usage, measure)
-        used = used_inodes if inodes else used_bytes
+        used = 0
+        for c in usage.containers:
+            if inodes:
+                used += ((c.rootfs_inodes_used or 0) if root else 0) + (
+                    (c.logs_inodes_used or 0) if logs else 0)
+            else:
+                used += ((c.rootfs_used_bytes or 0) if root else 0) + (
+                    (c.logs_used_bytes or 0) if logs else 0)
+        if volumes and usage.volumes:
+            for name in local_volume_names(pod):
+                vol = usage.volumes.get(name)
+                if vol is not None:
+                    used += vol.inodes_used if inodes else vol.used_bytes
         # "Exceeds its request" compares against the request of the resource
         # itself (pods never request inodes: any use exceeds), but the amount
         # over request always subtracts the ephemeral-storage request, inodes
         # included: that is upstream's arithmetic, kept so the order matches.
-        exceeds = used > (0 if inodes else request_of(pod, resource))
-        over = used - request_of(pod, RESOURCE_EPHEMERAL_STORAGE)
-        keys.append(_pack(2 if exceeds else 3, priority, -over))
+        storage = _cached_request(storage_requests, pod, RESOURCE_EPHEMERAL_STORAGE)
+        own = 0 if inodes else storage
+        keys.append(_pack(2 if used > own else 3, priority, storage - used))
     return _order(pods, keys)
+
+
+def _cached_request(table: dict[int, tuple[Pod, int]], pod: Pod, resource: str) -> int:
+    entry = table.get(id(pod))
+    if entry is not None and entry[0] is pod:
+        return entry[1]
+    value = pod_request(pod, resource)
+    table[id(pod)] = (pod, value)
+    return value
 
 
 def disk_measures(signal: str, dedicated_image_fs: bool) -> frozenset[str]:
