@@ -38,6 +38,7 @@ from kubelet_kit.container import Runtime, labels
 from kubelet_kit.container.pods import get_pods
 from kubelet_kit.eviction import EvictionManager, StubEvictionManager
 from kubelet_kit.pleg import PLEG, PodLifecycleEventType
+from kubelet_kit.podsync.syncer import EventLog, RuntimePodSyncer
 from kubelet_kit.podworkers import PodWorkers, UpdateType, WorkerPhase
 from kubelet_kit.prober import ProbeManager, ProbeResult, StubProbeManager
 from kubelet_kit.status import StatusManager
@@ -133,6 +134,9 @@ class Kubelet:
         self._pods: dict[str, Pod] = {}
         self._rejected: set[str] = set()
         self._workers: PodWorkers | None = None
+        self._syncer: RuntimePodSyncer | None = None
+        #: The kubelet's events about pods (Pulling, Started, BackOff, Killing, ...).
+        self.events = EventLog(self.clock)
         self._stop = asyncio.Event()
         self._running = False
         self._last_housekeeping: float | None = None
@@ -196,9 +200,7 @@ class Kubelet:
     def workers(self) -> PodWorkers:
         """The pod workers (built on first use)."""
         if self._workers is None:
-            from kubelet_kit.podsync.syncer import RuntimePodSyncer
-
-            syncer = RuntimePodSyncer(
+            self._syncer = syncer = RuntimePodSyncer(
                 self.runtime,
                 self.clock,
                 status_manager=self.status_manager,
@@ -208,6 +210,7 @@ class Kubelet:
                 pod_logs_dir=str(self.pod_logs_dir),
                 node_name=self.node_name,
                 pod_cache=self.pleg.cache,
+                events=self.events,
             )
             self._workers = PodWorkers(syncer, self.clock, resync_interval=self.sync_frequency)
         return self._workers
@@ -403,6 +406,8 @@ class Kubelet:
             pod = self._pods.get(update.pod_uid)
             if pod is None:
                 continue
+            if self._syncer is not None:
+                self._syncer.record_probe_result(update)
             if update.result is ProbeResult.FAILURE:
                 log.info("pod %s: container %s failed its %s probe", _name(pod),
                          update.container_name, update.kind.value.lower())
@@ -432,6 +437,8 @@ class Kubelet:
                 workers.update_pod(orphan, UpdateType.KILL)
         for uid in workers.sync_known_pods(self._pods):
             self.status_manager.remove(uid)
+        if self._syncer is not None:
+            self._syncer.gc()
 
     async def _log_transitions(self) -> None:
         last: dict[str, str] = {}
