@@ -18,7 +18,9 @@ What it does, as the kubelet's container manager does:
 - ``pod_cgroup_stats()`` reads the pod cgroup's usage for the eviction signals.
 
 Only ``pods`` enforcement is implemented: ``system-reserved`` and ``kube-reserved``
-enforcement need cgroups this configuration does not name, and are refused.
+enforcement need cgroups this configuration does not name, and are refused. With
+``cgroupDriver: systemd`` the cgroups get systemd's slice names and paths, but are
+made directly in cgroupfs rather than as units through systemd's D-Bus API.
 """
 
 from __future__ import annotations
