@@ -57,7 +57,10 @@ def test_a_subsystem_imports_no_other(subsystem: str) -> None:
 
 
 def test_importing_the_package_is_light() -> None:
-    code = "import kubelet_kit, sys; print(sorted(m for m in sys.modules if m.startswith('kubelet_kit')))"
+    code = (
+        "import kubelet_kit, sys\n"
+        "print(sorted(m for m in sys.modules if m.startswith('kubelet_kit')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['kubelet_kit', 'kubelet_kit._version']"
 
