@@ -18,11 +18,10 @@ Differences from the kubelet, on purpose:
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 from prometheus_client import CollectorRegistry
@@ -49,6 +48,8 @@ from kubelet_kit.pleg.channel import EventChannel
 from kubelet_kit.pleg.interfaces import EVENT_CHANNEL_CAPACITY, PodLifecycleEvent
 from kubelet_kit.pleg.metrics import PLEGMetrics
 from kubelet_kit.pleg.relist import (
+    CONTAINER_STATES,
+    SANDBOX_STATES,
     PlegContainerState,
     compute_pod_events,
     sendable,
@@ -385,20 +386,34 @@ class GenericPLEG:
         self.metrics.last_seen.set(timestamp)
 
         records = self._records
-        # Fastest path: the listing is the previous one (same ids in the same
-        # states, in the same order; a CRI object's labels never change) and the
-        # records agree with it, so no pod changed. The comparison allocates
-        # nothing, so it does not wake the garbage collector either.
         listing = (sandboxes, containers)
         changed_uids: list[str] = []
         gone: list[str] = []
         current_states: dict[str, dict[str, PlegContainerState]] = {}
+        # Fastest paths, when the records mirror the previous listing: the same
+        # objects (by id) in the same order means nothing was added or removed,
+        # and only the pods of the objects whose state moved changed; often none
+        # (a CRI object's labels never change). The walk allocates nothing when
+        # nothing moved, so it does not wake the garbage collector either.
+        moved: list[tuple[str, str, PlegContainerState]] | None = None
         previous = self._last_listing
-        if (
-            previous is None
-            or not _same_objects(previous[0], sandboxes)
-            or not _same_objects(previous[1], containers)
-        ):
+        if previous is not None:
+            moved = _state_moves(previous[1], containers, CONTAINER_STATES)
+            if moved is not None:
+                sandbox_moves = _state_moves(previous[0], sandboxes, SANDBOX_STATES)
+                moved = None if sandbox_moves is None else moved + sandbox_moves
+        if moved:
+            for uid, cid, state in moved:
+                states = current_states.get(uid)
+                if states is None:
+                    record = records.get(uid)
+                    if record is None:  # cannot be while records mirror the listing
+                        moved = None
+                        break
+                    states = current_states[uid] = dict(record.states)
+                states[cid] = state
+            changed_uids = list(current_states)
+        if moved is None:
             # Fast path: one pass over the listing into container states per pod,
             # then one dict comparison per pod. An unchanged pod costs no object
             # construction and no await.
@@ -564,17 +579,32 @@ class _Listed(Protocol):
     def id(self) -> str: ...
 
     @property
-    def state(self) -> enum.Enum: ...
+    def state(self) -> Any: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
 
 
-def _same_objects(old: Sequence[_Listed], new: Sequence[_Listed]) -> bool:
-    """Whether two listings hold the same ids in the same states, in the same order."""
+def _state_moves(
+    old: Sequence[_Listed],
+    new: Sequence[_Listed],
+    states: Mapping[Any, PlegContainerState],
+) -> list[tuple[str, str, PlegContainerState]] | None:
+    """(pod uid, id, new state) of each object whose state moved between two
+    listings of the same objects in the same order; None when they are not."""
     if len(old) != len(new):
-        return False
+        return None
+    moves = []
     for a, b in zip(old, new, strict=True):
-        if a is not b and (a.id != b.id or a.state is not b.state):
-            return False
-    return True
+        if a is b:
+            continue
+        if a.id != b.id:
+            return None
+        if a.state is not b.state:
+            uid = b.labels.get(kl.POD_UID)
+            if uid:
+                moves.append((uid, b.id, states[b.state]))
+    return moves
 
 
 def _check_positive(name: str, value: float) -> None:

@@ -34,6 +34,8 @@ from kubelet_kit.container.pods import RuntimePod
 from kubelet_kit.pleg.interfaces import PodLifecycleEvent, PodLifecycleEventType
 
 __all__ = [
+    "CONTAINER_STATES",
+    "SANDBOX_STATES",
     "PlegContainerState",
     "compute_pod_events",
     "container_states",
@@ -53,16 +55,20 @@ class PlegContainerState(enum.Enum):
     NON_EXISTENT = "non-existent"
 
 
-_FROM_CONTAINER = {
+#: The relist state of a container in each runtime state.
+CONTAINER_STATES: Mapping[ContainerState, PlegContainerState] = {
     ContainerState.RUNNING: PlegContainerState.RUNNING,
     ContainerState.EXITED: PlegContainerState.EXITED,
     ContainerState.CREATED: PlegContainerState.UNKNOWN,
     ContainerState.UNKNOWN: PlegContainerState.UNKNOWN,
 }
-_FROM_SANDBOX = {
+#: The relist state of a sandbox (counted as a container) in each runtime state.
+SANDBOX_STATES: Mapping[PodSandboxState, PlegContainerState] = {
     PodSandboxState.READY: PlegContainerState.RUNNING,
     PodSandboxState.NOTREADY: PlegContainerState.EXITED,
 }
+_FROM_CONTAINER = CONTAINER_STATES
+_FROM_SANDBOX = SANDBOX_STATES
 
 _READY = PodSandboxState.READY
 _STARTED = PodLifecycleEventType.CONTAINER_STARTED
