@@ -203,9 +203,11 @@ class ThresholdEvictionManager:
     async def synchronize(self, kill_pod: KillPodFunc, active_pods: ActivePodsFunc) -> Pod | None:
         """One round of the control loop; returns the pod evicted, if any.
 
-        Raises:
-            KubeletKitError: only from ``kill_pod``'s caller contract being broken;
-                stats and runtime failures are logged and end the round.
+        Public so tests (and agents with their own loop) can drive rounds one by
+        one. Expected failures raise nothing: a stats failure (a KubeletKitError
+        or OSError from the StatsProvider) ends the round, a failed reclaim is
+        logged, and a failing ``kill_pod`` is logged with the pod still counted as
+        evicted, as the kubelet does. Anything else propagates (``run`` logs it).
         """
         if not self.thresholds:
             return None
