@@ -93,6 +93,7 @@ async def test_real_v1_hierarchy_limits_and_a_real_process(real: tuple[Any, str]
     config = ResourceConfig(cpu_shares=512, cpu_quota=50000, cpu_period=100000,
                             memory=64 << 20, pids_limit=50)
     await driver.create(pod, config)
+    assert await driver.children(f"{root}/kubepods") == ["burstable"]
     m = driver.mounts
     assert Path(m["cpu"] + pod, "cpu.shares").read_text().strip() == "512"
     assert Path(m["cpu"] + pod, "cpu.cfs_quota_us").read_text().strip() == "50000"

@@ -183,6 +183,7 @@ async def test_real_v2_tree_procs_freeze_kill(real_root: str) -> None:
     pod = f"{real_root}/pod1"
     await driver.create(pod)
     assert os.path.isdir(UNIFIED + pod)
+    assert await driver.children(real_root) == ["pod1"]
     for name in ("cgroup.procs", "cgroup.kill", "cgroup.freeze", "cgroup.events",
                  "cpu.pressure", "memory.pressure", "io.pressure"):
         assert os.path.exists(os.path.join(UNIFIED + pod, name)), name

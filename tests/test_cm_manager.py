@@ -300,3 +300,23 @@ async def test_real_v1_pod_cgroup_with_a_real_process(
         await driver.remove(root)
     for mount in driver.mounts.values():
         assert not os.path.exists(mount + root)
+
+
+@pytest.mark.parametrize("driver", ["cgroupfs", "systemd"])
+async def test_orphaned_pod_cgroups_are_removed(driver: str) -> None:
+    mgr, tree = make(cgroup_driver=driver)
+    g = pod("g", cpu="1", mem="1Gi", limit_cpu="1", limit_mem="1Gi")
+    b = pod("b", cpu="500m")
+    e = pod("e")
+    paths = {p.uid: (await mgr.ensure_pod_cgroup(p)).lstrip("/") for p in (g, b, e)}
+    tree.mkdir(paths[e.uid] + "/ctr")
+    tree.add_process(paths[e.uid] + "/ctr", 77)
+    burstable = paths[b.uid].rsplit("/", 1)[0]
+    tree.mkdir(burstable + "/not-a-pod")
+    removed = await mgr.remove_orphaned_pod_cgroups([b.uid])
+    assert sorted(removed) == sorted([g.uid, e.uid])
+    left = tree.paths()
+    assert paths[b.uid] in left and burstable + "/not-a-pod" in left
+    assert paths[g.uid] not in left and paths[e.uid] not in left
+    assert tree.killed == [77]
+    assert await mgr.remove_orphaned_pod_cgroups([b.uid]) == []

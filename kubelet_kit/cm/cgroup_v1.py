@@ -336,6 +336,22 @@ class CgroupV1Driver:
                 seen.setdefault(pid)
         return list(seen)
 
+    async def children(self, path: str) -> Sequence[str]:
+        """Child cgroup names (in any controller), sorted."""
+        parts = _parts(path)
+
+        def names() -> list[str]:
+            found: set[str] = set()
+            for controller in self.mounts:
+                try:
+                    with os.scandir(self._dir(controller, parts)) as it:
+                        found.update(e.name for e in it if e.is_dir(follow_symlinks=False))
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+            return sorted(found)
+
+        return await self._run(names)
+
     async def pids(self, path: str, *, recursive: bool = False) -> Sequence[int]:
         """Processes in the cgroup in any controller (and below when recursive)."""
         parts = _parts(path)

@@ -274,6 +274,11 @@ class CgroupV2Driver:
                 own.extend(self._pids_sync(f"{rel}/{child}" if rel else child, True))
         return own
 
+    async def children(self, path: str) -> Sequence[str]:
+        """Child cgroup names, sorted."""
+        rel = _rel(path)
+        return await self._run(lambda: self.files.children(rel))
+
     async def pids(self, path: str, *, recursive: bool = False) -> Sequence[int]:
         """Processes listed in ``cgroup.procs`` (and the children's when recursive)."""
         rel = _rel(path)

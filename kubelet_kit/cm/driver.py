@@ -89,6 +89,9 @@ class CgroupDriver(Protocol):
     async def add_process(self, path: str, pid: int) -> None:
         """Move process ``pid`` into the cgroup. Raises ConfigurationError."""
 
+    async def children(self, path: str) -> Sequence[str]:
+        """Names of the cgroup's child cgroups; [] when it does not exist. Never raises."""
+
     async def pids(self, path: str, *, recursive: bool = False) -> Sequence[int]:
         """Processes in the cgroup (and below when ``recursive``); [] when missing."""
 

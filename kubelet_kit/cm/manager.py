@@ -26,7 +26,7 @@ made directly in cgroupfs rather than as units through systemd's D-Bus API.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from kubelet_kit.api import Container, Pod, Quantity, pod_requests, qos_class
@@ -56,6 +56,7 @@ from kubelet_kit.cm.naming import (
     CgroupDriverName,
     CgroupName,
     cgroup_name_to_path,
+    parse_systemd,
     pod_cgroup_name,
     qos_cgroup_name,
     root_cgroup_name,
@@ -391,6 +392,42 @@ class CgroupContainerManager:
         await self.driver.remove(self.pod_cgroup_path(pod))
         if self._pods.pop(pod.uid, None) is not None and self._started:
             await self._update_qos()
+
+    async def remove_orphaned_pod_cgroups(self, active_pod_uids: Iterable[str]) -> list[str]:
+        """Remove pod cgroups of pods no longer known (the kubelet's housekeeping).
+
+        Looks in every QoS tier for ``pod<uid>`` cgroups whose uid is not in
+        ``active_pod_uids``, kills what still runs there and removes them.
+
+        Returns:
+            The uids whose cgroups were removed.
+        """
+        if not self.config.cgroups_per_qos:
+            return []
+        active = set(active_pod_uids)
+        removed: list[str] = []
+        for qos in ("Guaranteed", "Burstable", "BestEffort"):
+            tier = qos_cgroup_name(self.root, qos)
+            for child in await self.driver.children(self._path(tier)):
+                uid = self._pod_uid_of(child)
+                if uid is None or uid in active:
+                    continue
+                await self.driver.remove(self._path((*tier, "pod" + uid)))
+                self._pods.pop(uid, None)
+                self.cpu_manager.remove_pod(uid)
+                removed.append(uid)
+        if removed and self._started:
+            await self._update_qos()
+        return removed
+
+    def _pod_uid_of(self, child: str) -> str | None:
+        """The uid in a tier's child directory name, or None if it is no pod cgroup."""
+        if self.driver_name == "systemd":
+            if not child.endswith(".slice"):
+                return None
+            last = parse_systemd(child)[-1]
+            return last[3:] if last.startswith("pod") else None
+        return child[3:] if child.startswith("pod") else None
 
     async def pod_cgroup_stats(self, pod: Pod) -> CgroupStats:
         """Usage of the pod's cgroup (memory working set, OOM kills, CPU, pids, PSI).
