@@ -13,10 +13,13 @@ from typing import Any
 
 import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import kubelet_kit.cm as cm
 from kubelet_kit.api import Container, Pod, PodSpec, Quantity, ResourceRequirements
 from kubelet_kit.api.meta import ObjectMeta
+from kubelet_kit.cm.cpumanager import format_cpuset, parse_cpuset
 from kubelet_kit.cm.helpers import (
     MAX_SHARES,
     MIN_SHARES,
@@ -361,3 +364,30 @@ def test_generate_linux_container_resources(name: str, lim: Res, req: Res,
                                   memory_capacity_bytes=17179860387, cpu_cfs_quota=False)
     assert (r.cpu_shares, r.memory_limit_in_bytes, r.oom_score_adj) == expected
     assert (r.cpu_period, r.cpu_quota) == (0, 0)
+
+
+# ----------------------------------------------------------------- properties
+
+
+@given(st.integers(min_value=-10**6, max_value=10**7), st.integers(min_value=0, max_value=10**7))
+def test_shares_stay_in_bounds_and_grow_with_cpu(a: int, b: int) -> None:
+    lo, hi = sorted((a, b))
+    assert MIN_SHARES <= cm.milli_cpu_to_shares(lo) <= cm.milli_cpu_to_shares(hi) <= MAX_SHARES
+
+
+@given(st.integers(min_value=MIN_SHARES, max_value=MAX_SHARES),
+       st.integers(min_value=MIN_SHARES, max_value=MAX_SHARES))
+def test_both_weight_formulas_stay_in_range_and_grow(a: int, b: int) -> None:
+    lo, hi = sorted((a, b))
+    for convert in (cm.cpu_shares_to_weight, cpu_shares_to_weight_log):
+        assert 1 <= convert(lo) <= convert(hi) <= 10000
+
+
+@given(st.integers(min_value=1, max_value=10**6), st.sampled_from([1000, 5000, 100000]))
+def test_quota_never_below_the_kernel_minimum(milli: int, period: int) -> None:
+    assert cm.milli_cpu_to_quota(milli, period) >= 1000
+
+
+@given(st.frozensets(st.integers(min_value=0, max_value=255)))
+def test_cpuset_format_round_trips(cpus: frozenset[int]) -> None:
+    assert parse_cpuset(format_cpuset(cpus)) == cpus
