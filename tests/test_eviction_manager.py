@@ -45,6 +45,7 @@ from kubelet_kit.eviction import (
     parse_threshold_config,
 )
 from kubelet_kit.testing import FakeClock, FakeRuntime
+from kubelet_kit.testing.env import KubeletEnv
 from kubelet_kit.testing.fake_stats import FakeStatsProvider
 
 Mi = 1024 * 1024
@@ -535,3 +536,51 @@ def test_configuration_from_kubelet_configuration(
     assert m2.pressure_transition_period == 5
     with pytest.raises(ConfigurationError, match="monitoring_interval"):
         ThresholdEvictionManager(stats=stats, clock=clock, monitoring_interval=0)
+
+
+# -- through the composer, on fakes -------------------------------------------------------
+
+
+async def test_composer_evicts_the_hog_and_then_refuses_best_effort_pods() -> None:
+    clock = FakeClock()
+    stats = FakeStatsProvider(clock=clock)
+    m = ThresholdEvictionManager(stats=stats, clock=clock, thresholds=parse_threshold_config(
+        eviction_hard={"memory.available": "1Gi"}))
+    usage = {"uid-hog": 3 * 1024 * Mi, "uid-web": 512 * Mi}
+    async with KubeletEnv(clock=clock, eviction_manager=m) as env:
+
+        def node_memory(s: FakeStatsProvider) -> None:
+            # the node's 4Gi minus what the pods still running use
+            running = {p.uid for p in env.kubelet.active_pods()}
+            used = sum(v for uid, v in usage.items() if uid in running)
+            s.set_memory(available=4 * 1024 * Mi - used, capacity="4Gi")
+
+        stats.on_summary(node_memory)
+        for name, mem in (("web", "512Mi"), ("hog", "3Gi")):
+            pod = env.add_pod({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "uid": f"uid-{name}"},
+                "spec": {"containers": [{"name": name, "image": "busybox:1.36",
+                                         "command": ["sh", "-c", "sleep infinity"],
+                                         "resources": {"requests": {"memory": "256Mi"}}}]},
+            })
+            stats.set_pod(pod, memory=mem)
+        await env.wait_for(lambda: env.phase("hog") == "Failed", what="hog evicted")
+        status = env.status("hog")
+        assert status.reason == "Evicted"
+        assert status.message.startswith(
+            "The node was low on resource: memory. Threshold quantity: 1Gi, available: ")
+        assert "Container hog was using 3Gi, request is 256Mi" in status.message
+        assert await env.running_containers("uid-hog") == []
+        assert m.node_conditions() == {MEMORY_PRESSURE}
+
+        env.add_pod({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": "late", "uid": "uid-late"},
+                     "spec": {"containers": [{"name": "late", "image": "busybox:1.36"}]}})
+        await env.wait_for(lambda: env.phase("late") == "Failed", what="late refused")
+        assert env.status("late").reason == "Evicted"
+        assert "The node had condition: [MemoryPressure]. " in env.status("late").message
+
+        await env.sleep(60)  # pressure is gone: web keeps running
+        assert env.phase("web") == "Running"
+        assert m.metrics.evictions.get("memory.available") == 1
