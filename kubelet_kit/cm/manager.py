@@ -185,14 +185,13 @@ class CgroupContainerManager:
                                      ) from None
         self.root: CgroupName = root
         if cpu_manager is None:
-            reserved_cpu = sum((q.milli_value() for r in (self.system_reserved,
-                                                           self.kube_reserved)
-                                for k, q in r.items() if k == "cpu"), 0)
-            cpus = int(self.capacity["cpu"].value()) if "cpu" in self.capacity else None
-            cpu_manager = CPUManager(
-                c.cpu_manager_policy,
-                cpus=range(cpus) if cpus is not None and capacity is not None else None,
-                reserved_milli_cpu=reserved_cpu, state_dir=state_dir)
+            reserved_milli = sum(r["cpu"].milli_value()
+                                 for r in (self.system_reserved, self.kube_reserved) if "cpu" in r)
+            # With a given capacity the CPU ids are 0..n-1; else those this process may use.
+            cpus = (range(self.capacity["cpu"].value())
+                    if capacity is not None and "cpu" in self.capacity else None)
+            cpu_manager = CPUManager(c.cpu_manager_policy, cpus=cpus,
+                                     reserved_milli_cpu=reserved_milli, state_dir=state_dir)
         self.cpu_manager = cpu_manager
         self._pods: dict[str, Pod] = {}
         self._requests_cache: dict[str, tuple[Pod, dict[str, int]]] = {}
