@@ -179,7 +179,9 @@ def test_given_eviction_hard_replaces_the_defaults() -> None:
     cap = _cap(memory="1Gi", ephemeral_storage="10Gi")
     res = hard_eviction_reservation({"memory.available": "200Mi"}, cap)
     assert res == {"memory": Q("200Mi")}
-    assert hard_eviction_reservation({"memory.available": "0%"}, cap) == {"memory": Q("0")}
+    assert hard_eviction_reservation({"memory.available": "0%", "nodefs.available": "100%"},
+                                     cap) == {}
+    assert hard_eviction_reservation({"memory.available": "50%"}, cap) == {"memory": Q("512Mi")}
 
 
 def test_allocatable_never_goes_negative() -> None:

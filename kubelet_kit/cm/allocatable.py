@@ -106,14 +106,15 @@ def hard_eviction_reservation(
     Args:
         eviction_hard: The kubelet's ``evictionHard`` (None: the Linux defaults).
             Only ``memory.available`` and ``nodefs.available`` count; "0%" and
-            "100%" style values count like any other.
+            "100%" disable a threshold, as the kubelet reads them.
         capacity: Node capacity (for percentages).
     """
     thresholds = DEFAULT_EVICTION_HARD if eviction_hard is None else eviction_hard
     out: dict[str, Quantity] = {}
     for signal, text in thresholds.items():
         resource = _SIGNAL_RESOURCE.get(signal)
-        if resource is None:
+        if resource is None or str(text).strip() in ("0%", "100%"):
+            # The kubelet reads "0%" and "100%" as "no threshold".
             continue
         out[resource] = _threshold_quantity(
             str(text).strip(), capacity.get(resource), f"evictionHard[{signal}]")
