@@ -27,7 +27,46 @@ FOLD = {
 }
 
 
-async def play(ops: list[tuple[str, int]]) -> None:
+async def check(
+    runtime: FakeRuntime, pleg: GenericPLEG, received: list[PodLifecycleEvent], pods: dict[str, str]
+) -> None:
+    """Events folded per container equal the runtime's states; the cache holds
+    every present pod with exactly its current containers."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+    folded: dict[str, str] = {}
+    for event in received:
+        folded[event.data] = FOLD[event.type]
+    truth: dict[str, str] = {}
+    for s in await runtime.list_pod_sandboxes():
+        truth[s.id] = "running" if s.state is PodSandboxState.READY else "exited"
+    listed = await runtime.list_containers()
+    for c in listed:
+        if c.state is ContainerState.RUNNING:
+            truth[c.id] = "running"
+        elif c.state is ContainerState.EXITED:
+            truth[c.id] = "exited"
+        else:
+            truth[c.id] = "created"
+    for cid, state in truth.items():
+        if state == "created":
+            assert folded.get(cid) is None, f"{cid}: created containers are not announced"
+        else:
+            assert folded.get(cid) == state, (
+                f"{cid}: runtime says {state}, events {folded.get(cid)}"
+            )
+    for cid, state in folded.items():
+        if cid not in truth:
+            assert state == "gone", f"{cid} is gone from the runtime but events say {state}"
+    for uid in pods:
+        status = pleg.cache.get(uid).status
+        assert status is not None
+        mine = {c.id for c in listed if c.labels["io.kubernetes.pod.uid"] == uid}
+        assert {c.id for c in status.container_statuses} == mine
+    assert set(pleg.cache.uids()) == set(pods)
+
+
+async def play(ops: list[tuple[str, int, bool]]) -> None:
     clock = FakeClock()
     runtime = FakeRuntime(clock)
     pleg = GenericPLEG(runtime, clock)
@@ -50,7 +89,7 @@ async def play(ops: list[tuple[str, int]]) -> None:
             if state is None or c.state is state
         ]
 
-    for op, n in [*ops, ("relist", 0)]:
+    for op, n, relist_after in [*ops, ("relist", 0, False)]:
         clock.advance(1)
         if op == "new_pod":
             uid = f"u{serial}"
@@ -60,6 +99,9 @@ async def play(ops: list[tuple[str, int]]) -> None:
             await start_container(runtime, pods[uid], uid, "app")
         elif op == "relist":
             await pleg.relist()
+            # After every relist, not only at the end: a change missed now may be
+            # papered over by a later relist.
+            await check(runtime, pleg, received, pods)
         elif not pods:
             continue
         elif op in ("stop_pod", "remove_pod", "restart", "create"):
@@ -93,51 +135,24 @@ async def play(ops: list[tuple[str, int]]) -> None:
                 runtime.exit_container(cid, 0)
             else:
                 await runtime.remove_container(cid)
-
-    for _ in range(20):
-        await asyncio.sleep(0)
+        if relist_after:
+            await pleg.relist()
+            await check(runtime, pleg, received, pods)
     reader.cancel()
-
-    folded: dict[str, str] = {}
-    for event in received:
-        folded[event.data] = FOLD[event.type]
-    truth: dict[str, str] = {}
-    for s in await runtime.list_pod_sandboxes():
-        truth[s.id] = "running" if s.state is PodSandboxState.READY else "exited"
-    for c in await runtime.list_containers():
-        if c.state is ContainerState.RUNNING:
-            truth[c.id] = "running"
-        elif c.state is ContainerState.EXITED:
-            truth[c.id] = "exited"
-        else:
-            truth[c.id] = "created"
-    for cid, state in truth.items():
-        if state == "created":
-            assert folded.get(cid) is None, f"{cid}: created containers are not announced"
-        else:
-            assert folded.get(cid) == state, (
-                f"{cid}: runtime says {state}, events {folded.get(cid)}"
-            )
-    for cid, state in folded.items():
-        if cid not in truth:
-            assert state == "gone", f"{cid} is gone from the runtime but events say {state}"
-
-    # The cache holds every present pod with exactly its current containers.
-    for uid in pods:
-        status = pleg.cache.get(uid).status
-        assert status is not None
-        listed = {cid for pod_uid, cid in await containers() if pod_uid == uid}
-        assert {c.id for c in status.container_statuses} == listed
-    assert set(pleg.cache.uids()) == set(pods)
 
 
 @settings(
-    max_examples=60,
+    max_examples=80,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-@given(st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 7)), max_size=25))
-def test_events_fold_into_the_runtime_state(ops: list[tuple[str, int]]) -> None:
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(OPS), st.integers(0, 7), st.booleans()),
+        max_size=25,
+    )
+)
+def test_events_fold_into_the_runtime_state(ops: list[tuple[str, int, bool]]) -> None:
     asyncio.run(play(ops))
 
 
