@@ -245,8 +245,9 @@ async def get_pod_status(
             than the object being gone.
     """
     selector = {kl.POD_UID: uid}
-    sandboxes = await runtime.list_pod_sandboxes(PodSandboxFilter(label_selector=selector))
-    sandboxes.sort(key=lambda s: s.created_at, reverse=True)
+    listed = await runtime.list_pod_sandboxes(PodSandboxFilter(label_selector=selector))
+    # sorted(), not sort(): the list may be the runtime's own.
+    sandboxes = sorted(listed, key=lambda s: s.created_at, reverse=True)
     sandbox_statuses: list[PodSandboxStatus] = []
     for sandbox in sandboxes:
         try:
