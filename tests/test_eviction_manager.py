@@ -4,6 +4,10 @@ Soft thresholds and their grace period, the transition period holding a
 condition, minimum reclaim, one eviction per round, node-level reclaim through
 the Runtime before any eviction, admission under pressure, critical pods, the
 control loop itself and its metrics. Nothing here sleeps on real time.
+
+TestAdmitUnderNodeConditions and the TestDiskPressureNodeFs scenario (nodefs and
+imagefs cases) are ported as data from Kubernetes'
+pkg/kubelet/eviction/eviction_manager_test.go.
 """
 
 from __future__ import annotations
@@ -40,8 +44,10 @@ from kubelet_kit.eviction import (
     EVICTED_REASON,
     MEMORY_PRESSURE,
     PID_PRESSURE,
+    ContainerUsage,
     EvictionManager,
     ThresholdEvictionManager,
+    admit_under_pressure,
     parse_threshold_config,
 )
 from kubelet_kit.testing import FakeClock, FakeRuntime
@@ -584,3 +590,108 @@ async def test_composer_evicts_the_hog_and_then_refuses_best_effort_pods() -> No
         await env.sleep(60)  # pressure is gone: web keeps running
         assert env.phase("web") == "Running"
         assert m.metrics.evictions.get("memory.available") == 1
+
+
+# -- ported from upstream's eviction_manager_test.go ------------------------------------------
+
+
+def _qos_pod(name: str, qos: str) -> Pod:
+    # upstream makeContainersByQOS: 100m/1Gi requests, as limits too when Guaranteed
+    res = {"cpu": "100m", "memory": "1Gi"}
+    if qos == "Guaranteed":
+        return make_pod(name, priority=0, requests=res, limits=res)
+    if qos == "Burstable":
+        return make_pod(name, priority=0, requests=res)
+    return make_pod(name, priority=0)
+
+
+@pytest.mark.parametrize(
+    ("conditions", "expected"),
+    [
+        ((), [True, True, True]),
+        ((MEMORY_PRESSURE,), [True, True, False]),
+        ((MEMORY_PRESSURE, DISK_PRESSURE), [False, False, False]),
+    ],
+)
+def test_admit_under_node_conditions_upstream_table(
+    conditions: tuple[str, ...], expected: list[bool]
+) -> None:
+    pods = [_qos_pod("guaranteed-pod", "Guaranteed"), _qos_pod("burstable-pod", "Burstable"),
+            _qos_pod("best-effort-pod", "BestEffort")]
+    assert [admit_under_pressure(p, list(conditions)).admit for p in pods] == expected
+
+
+# upstream TestDiskPressureNodeFs: (name, priority, requests, limits, rootfs, logs, per volume)
+DISK_PODS = [
+    ("low-priority-high-usage", -1, {"cpu": "100m", "memory": "1Gi"},
+     {"cpu": "100m", "memory": "1Gi"}, "900Mi", "0", "0"),
+    ("below-requests", 0, {"cpu": "100m", "memory": "100Mi"},
+     {"cpu": "200m", "memory": "1Gi"}, "0", "50Mi", "0"),
+    ("above-requests", 0, {"cpu": "100m", "memory": "100Mi"},
+     {"cpu": "200m", "memory": "1Gi"}, "400Mi", "0", "0"),
+    ("high-priority-high-usage", 1, {}, {}, "0", "0", "400Mi"),
+    ("low-priority-low-usage", -1, {}, {}, "100Mi", "0", "0"),
+]
+
+
+@pytest.mark.parametrize("pressure_on", ["nodefs", "imagefs"])
+async def test_disk_pressure_upstream_scenario(pressure_on: str, clock: FakeClock) -> None:
+    stats = FakeStatsProvider(clock=clock)
+    pods = []
+    for name, prio, req, lim, rootfs, logs, vol in DISK_PODS:
+        pod = make_pod(name, priority=prio, requests=req, limits=lim,
+                       empty_dirs=("local-volume",))
+        pods.append(pod)
+        stats.set_pod(pod, containers=[ContainerUsage(
+            f"{name}-c", rootfs_used_bytes=Quantity.parse(rootfs).value(),
+            logs_used_bytes=Quantity.parse(logs).value())], volumes={"local-volume": vol})
+    signal = f"{pressure_on}.available"
+
+    def available(amount: str) -> None:
+        stats.set_nodefs(available="16Gi" if pressure_on == "imagefs" else amount,
+                         capacity="20Gi")
+        if pressure_on == "imagefs":
+            stats.set_imagefs(available=amount, capacity="20Gi")
+
+    available("16Gi")
+    kill = Killer(list(pods), stats)
+    m = ThresholdEvictionManager(
+        stats=stats, clock=clock, max_pod_grace_period=5, pressure_transition_period=300,
+        hard_eviction_grace_period=1,  # upstream's newest immediate grace period
+        thresholds=parse_threshold_config(
+            eviction_hard={signal: "1Gi"}, eviction_soft={signal: "2Gi"},
+            eviction_soft_grace_period={signal: "2m"}),
+    )
+    to_admit = make_pod("pod-to-admit")
+
+    async def sync() -> None:
+        kill.calls.clear()
+        await m.synchronize(kill, lambda: pods)  # the pods stay active, as upstream's
+
+    await sync()
+    assert m.node_conditions() == frozenset() and m.admit(to_admit).admit
+    clock.advance(60)
+    available("1.5Gi")  # soft threshold met
+    await sync()
+    assert m.node_conditions() == {DISK_PRESSURE} and kill.calls == []
+    clock.advance(180)  # past the grace period
+    await sync()
+    assert [(c[0], c[1]) for c in kill.calls] == [("low-priority-high-usage", 5.0)]
+    clock.advance(1200)
+    available("16Gi")
+    await sync()
+    assert m.node_conditions() == frozenset()
+    clock.advance(60)
+    available("750Mi")  # hard threshold met
+    await sync()
+    assert [(c[0], c[1]) for c in kill.calls] == [("low-priority-high-usage", 1.0)]
+    assert not m.admit(to_admit).admit
+    clock.advance(60)
+    available("16Gi")
+    await sync()
+    assert m.node_conditions() == {DISK_PRESSURE} and kill.calls == []  # transition period
+    assert not m.admit(to_admit).admit
+    clock.advance(300)
+    await sync()
+    assert m.node_conditions() == frozenset() and kill.calls == []
+    assert m.admit(to_admit).admit
