@@ -496,7 +496,7 @@ async def test_a_failing_round_is_skipped_and_the_loop_goes_on(
     pod = make_pod("p")
     stats.set_pod(pod, memory="1Gi")
     stats.set_memory(available="100Mi", capacity="8Gi")
-    stats.inject_error(RuntimeUnavailableError("stats down"))
+    stats.inject_error("summary", RuntimeUnavailableError("stats down"))
     kill = Killer([pod], stats)
     m = manager(stats, clock)
     task = asyncio.create_task(m.run(kill, kill.active))

@@ -236,7 +236,7 @@ async def test_fake_stats_provider() -> None:
     assert summary.dedicated_image_fs is False and summary.imagefs == summary.nodefs
     fake.set_imagefs(available="1Gi")
     assert (await fake.summary([])).dedicated_image_fs is True
-    fake.inject_error(RuntimeUnavailableError("down"), times=2)
+    fake.inject_error("summary", RuntimeUnavailableError("down"), times=2)
     for _ in range(2):
         with pytest.raises(RuntimeUnavailableError):
             await fake.summary([])
@@ -259,3 +259,9 @@ def test_the_package_imports_no_other_subsystem() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert set(json.loads(out)) <= {"api", "container", "clock", "errors", "eviction", "_version"}
+
+
+def test_fake_stats_inject_error_names_the_method() -> None:
+    fake = FakeStatsProvider()
+    with pytest.raises(ValueError, match="no method 'stats'"):
+        fake.inject_error("stats", RuntimeError("x"))

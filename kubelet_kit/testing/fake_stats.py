@@ -192,9 +192,17 @@ class FakeStatsProvider:
         """Run ``callback(self)`` before each summary is built."""
         self._hooks.append(callback)
 
-    def inject_error(self, exc: BaseException, *, times: int = 1) -> None:
-        """Make the next ``times`` calls to :meth:`summary` raise ``exc``."""
-        self._errors.append(("summary", exc, times))
+    def inject_error(self, method: str, exc: BaseException, times: int = 1) -> None:
+        """Make the next ``times`` calls of ``method`` (only ``"summary"``) raise ``exc``.
+
+        Raises:
+            ValueError: ``method`` is not a StatsProvider method.
+        """
+        if method != "summary":
+            raise ValueError(f"inject_error: FakeStatsProvider has no method {method!r}")
+        if times < 1:
+            raise ValueError(f"inject_error: times must be >= 1, got {times}")
+        self._errors.append((method, exc, times))
 
     # -- StatsProvider ------------------------------------------------------------
 
@@ -210,7 +218,7 @@ class FakeStatsProvider:
                 self._errors.pop(0)
             else:
                 self._errors[0] = (method, exc, times - 1)
-            raise exc
+            raise exc.with_traceback(None)
         for hook in self._hooks:
             hook(self)
         return NodeSummary(
