@@ -1,0 +1,353 @@
+"""Agent-level metrics with the kubelet's names, and a Runtime that counts its calls.
+
+The subsystems register their own metrics (``kubelet_pleg_*``, ``kubelet_evictions``,
+``prober_probe_*``) in the registry the :class:`~kubelet_kit.Kubelet` hands them.
+This module adds what only the agent as a whole can tell, in that same registry:
+
+* ``kubelet_node_name{node}``: always 1, names the node.
+* ``kubelet_running_pods``: pods with a ready sandbox.
+* ``kubelet_running_containers{container_state}``: containers by CRI state
+  (``created``, ``running``, ``exited``, ``unknown``).
+* ``kubelet_pod_start_duration_seconds``: from the agent first seeing a pod to
+  the pod running (the kubelet's buckets).
+* ``kubelet_pod_worker_duration_seconds{operation}``: time to sync one pod, by
+  ``create``, ``update`` or ``sync``; observed by whoever calls
+  :meth:`KubeletMetrics.observe_pod_worker`.
+* ``kubelet_runtime_operations_total``, ``kubelet_runtime_operations_errors_total``
+  and ``kubelet_runtime_operations_duration_seconds`` (all by ``operation_type``):
+  kept by :class:`InstrumentedRuntime`, with the kubelet's operation names
+  (``run_podsandbox``, ``list_containers``, ``exec_sync``, ...).
+
+Running pods and containers are gauges of runtime state: :meth:`KubeletMetrics.refresh`
+lists the runtime and sets them (the HTTP server calls it before each scrape).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import TYPE_CHECKING, Final, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from kubelet_kit.clock import Clock, RealClock
+from kubelet_kit.container.interfaces import (
+    ContainerConfig,
+    ContainerEvent,
+    ContainerFilter,
+    ContainerInfo,
+    ContainerState,
+    ContainerStats,
+    ContainerStatus,
+    ExecResult,
+    Image,
+    ImageSpec,
+    LinuxContainerResources,
+    PodSandbox,
+    PodSandboxConfig,
+    PodSandboxFilter,
+    PodSandboxState,
+    PodSandboxStats,
+    PodSandboxStatus,
+    Runtime,
+    RuntimeStatus,
+    VersionInfo,
+)
+
+if TYPE_CHECKING:
+    from kubelet_kit.kubelet import Kubelet
+
+__all__ = [
+    "POD_START_BUCKETS",
+    "RUNTIME_OPERATION_BUCKETS",
+    "InstrumentedRuntime",
+    "KubeletMetrics",
+]
+
+T = TypeVar("T")
+
+# The kubelet's metrics.DefBuckets.
+_DEF_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: kubelet_pod_start_duration_seconds' buckets, as the kubelet's.
+POD_START_BUCKETS: Final = (0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240,
+                            300, 360, 480, 600, 900, 1200, 1800, 2700, 3600)
+#: kubelet_runtime_operations_duration_seconds' buckets: exponential from 5 ms by 2.5, 14.
+RUNTIME_OPERATION_BUCKETS: Final = tuple(0.005 * 2.5**i for i in range(14))
+
+_CONTAINER_STATES: Final = {
+    ContainerState.CREATED: "created",
+    ContainerState.RUNNING: "running",
+    ContainerState.EXITED: "exited",
+    ContainerState.UNKNOWN: "unknown",
+}
+
+# One KubeletMetrics per registry: a second server on the same agent reuses it
+# instead of failing on duplicate metric names.
+_BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, KubeletMetrics] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class KubeletMetrics:
+    """The agent-level metrics, registered in ``registry``.
+
+    Use :meth:`for_registry` to get the one instance of a registry.
+
+    Args:
+        registry: Where to register; a fresh registry when None.
+        node_name: Value of ``kubelet_node_name``'s ``node`` label ("" for none).
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, node_name: str = "") -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.node_name = Gauge("kubelet_node_name", "The node's name. The count is always 1.",
+                               ["node"], registry=r)
+        if node_name:
+            self.node_name.labels(node=node_name).set(1)
+        self.running_pods = Gauge("kubelet_running_pods",
+                                  "Number of pods that have a running pod sandbox", registry=r)
+        self.running_containers = Gauge("kubelet_running_containers",
+                                        "Number of containers currently running",
+                                        ["container_state"], registry=r)
+        self.pod_start_duration = Histogram(
+            "kubelet_pod_start_duration_seconds",
+            "Duration in seconds from kubelet seeing a pod for the first time to the pod "
+            "starting to run",
+            buckets=POD_START_BUCKETS, registry=r)
+        self.pod_worker_duration = Histogram(
+            "kubelet_pod_worker_duration_seconds",
+            "Duration in seconds to sync a single pod. Broken down by operation type: "
+            "create, update, or sync",
+            ["operation"], buckets=_DEF_BUCKETS, registry=r)
+        self.runtime_operations = Counter(
+            "kubelet_runtime_operations", "Cumulative number of runtime operations by "
+            "operation type.", ["operation_type"], registry=r)
+        self.runtime_operations_errors = Counter(
+            "kubelet_runtime_operations_errors", "Cumulative number of runtime operation "
+            "errors by operation type.", ["operation_type"], registry=r)
+        self.runtime_operations_duration = Histogram(
+            "kubelet_runtime_operations_duration_seconds",
+            "Duration in seconds of runtime operations. Broken down by operation type.",
+            ["operation_type"], buckets=RUNTIME_OPERATION_BUCKETS, registry=r)
+
+    @classmethod
+    def for_registry(cls, registry: CollectorRegistry, *, node_name: str = "") -> KubeletMetrics:
+        """The KubeletMetrics of ``registry``, created on first use.
+
+        A later call with another ``node_name`` adds that name's series.
+        """
+        metrics = _BY_REGISTRY.get(registry)
+        if metrics is None:
+            metrics = cls(registry, node_name=node_name)
+            _BY_REGISTRY[registry] = metrics
+        elif node_name:
+            metrics.node_name.labels(node=node_name).set(1)
+        return metrics
+
+    def record_operation(self, operation: str, seconds: float, failed: bool) -> None:
+        """Count one runtime call of ``operation`` that took ``seconds``."""
+        self.runtime_operations.labels(operation_type=operation).inc()
+        self.runtime_operations_duration.labels(operation_type=operation).observe(max(seconds, 0))
+        if failed:
+            self.runtime_operations_errors.labels(operation_type=operation).inc()
+
+    def observe_pod_worker(self, operation: str, seconds: float) -> None:
+        """Observe one pod sync of ``operation`` (``create``, ``update``, ``sync``)."""
+        self.pod_worker_duration.labels(operation=operation).observe(max(seconds, 0))
+
+    def set_runtime_state(
+        self, sandboxes: Sequence[PodSandbox], containers: Sequence[ContainerInfo]
+    ) -> None:
+        """Set the running-pods and running-containers gauges from a runtime listing."""
+        self.running_pods.set(sum(1 for s in sandboxes if s.state is PodSandboxState.READY))
+        counts = dict.fromkeys(_CONTAINER_STATES.values(), 0)
+        for c in containers:
+            counts[_CONTAINER_STATES[c.state]] += 1
+        for state, n in counts.items():
+            self.running_containers.labels(container_state=state).set(n)
+
+    async def refresh(self, runtime: Runtime) -> None:
+        """List ``runtime`` and set the running gauges. Raises what the runtime raises."""
+        sandboxes = await runtime.list_pod_sandboxes()
+        containers = await runtime.list_containers()
+        self.set_runtime_state(sandboxes, containers)
+
+    async def watch_pod_starts(self, kubelet: Kubelet) -> None:
+        """Observe ``kubelet_pod_start_duration_seconds`` for every pod of ``kubelet``.
+
+        A pod's clock starts when its first status is seen (or when this watch first
+        sees it) and stops when its phase first becomes Running. Runs until cancelled.
+        """
+        clock = kubelet.clock
+        first_seen: dict[str, float] = {}
+        started: set[str] = set()
+        async for pod, status in kubelet.subscribe():
+            uid = pod.metadata.uid
+            if uid in started:
+                continue
+            seen = first_seen.setdefault(uid, clock.monotonic())
+            if status.phase == "Running":
+                started.add(uid)
+                self.pod_start_duration.observe(max(clock.monotonic() - seen, 0.0))
+                del first_seen[uid]
+
+
+class InstrumentedRuntime:
+    """A Runtime that forwards every call and records it in :class:`KubeletMetrics`.
+
+    Each call counts in ``kubelet_runtime_operations_total`` and
+    ``kubelet_runtime_operations_duration_seconds`` under the kubelet's operation
+    name; a call that raises also counts in ``kubelet_runtime_operations_errors_total``.
+    Errors pass through unchanged. Durations come from ``clock``.
+
+    Args:
+        runtime: The runtime to wrap.
+        metrics: Where to record.
+        clock: Source of durations; default the real clock.
+    """
+
+    def __init__(self, runtime: Runtime, metrics: KubeletMetrics, clock: Clock | None = None):
+        self.inner = runtime
+        self.metrics = metrics
+        self.clock: Clock = clock or RealClock()
+
+    async def _record(self, operation: str, call: Awaitable[T]) -> T:
+        start = self.clock.monotonic()
+        try:
+            result = await call
+        except Exception:
+            self.metrics.record_operation(operation, self.clock.monotonic() - start, True)
+            raise
+        except BaseException:
+            # Cancellation is the caller giving up, not the runtime failing.
+            self.metrics.record_operation(operation, self.clock.monotonic() - start, False)
+            raise
+        self.metrics.record_operation(operation, self.clock.monotonic() - start, False)
+        return result
+
+    async def version(self) -> VersionInfo:
+        """Forwarded (``version``)."""
+        return await self._record("version", self.inner.version())
+
+    async def status(self) -> RuntimeStatus:
+        """Forwarded (``status``)."""
+        return await self._record("status", self.inner.status())
+
+    async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
+        """Forwarded (``run_podsandbox``)."""
+        return await self._record("run_podsandbox", self.inner.run_pod_sandbox(config))
+
+    async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None:
+        """Forwarded (``stop_podsandbox``)."""
+        await self._record("stop_podsandbox", self.inner.stop_pod_sandbox(pod_sandbox_id))
+
+    async def remove_pod_sandbox(self, pod_sandbox_id: str) -> None:
+        """Forwarded (``remove_podsandbox``)."""
+        await self._record("remove_podsandbox", self.inner.remove_pod_sandbox(pod_sandbox_id))
+
+    async def pod_sandbox_status(self, pod_sandbox_id: str) -> PodSandboxStatus:
+        """Forwarded (``podsandbox_status``)."""
+        return await self._record("podsandbox_status",
+                                  self.inner.pod_sandbox_status(pod_sandbox_id))
+
+    async def list_pod_sandboxes(self, filter: PodSandboxFilter | None = None) -> list[PodSandbox]:
+        """Forwarded (``list_podsandbox``)."""
+        return await self._record("list_podsandbox", self.inner.list_pod_sandboxes(filter))
+
+    async def create_container(
+        self, pod_sandbox_id: str, config: ContainerConfig, sandbox_config: PodSandboxConfig
+    ) -> str:
+        """Forwarded (``create_container``)."""
+        return await self._record(
+            "create_container",
+            self.inner.create_container(pod_sandbox_id, config, sandbox_config))
+
+    async def start_container(self, container_id: str) -> None:
+        """Forwarded (``start_container``)."""
+        await self._record("start_container", self.inner.start_container(container_id))
+
+    async def stop_container(self, container_id: str, timeout: float) -> None:
+        """Forwarded (``stop_container``)."""
+        await self._record("stop_container", self.inner.stop_container(container_id, timeout))
+
+    async def remove_container(self, container_id: str) -> None:
+        """Forwarded (``remove_container``)."""
+        await self._record("remove_container", self.inner.remove_container(container_id))
+
+    async def list_containers(self, filter: ContainerFilter | None = None) -> list[ContainerInfo]:
+        """Forwarded (``list_containers``)."""
+        return await self._record("list_containers", self.inner.list_containers(filter))
+
+    async def container_status(self, container_id: str) -> ContainerStatus:
+        """Forwarded (``container_status``)."""
+        return await self._record("container_status", self.inner.container_status(container_id))
+
+    async def exec_sync(
+        self, container_id: str, cmd: Sequence[str], timeout: float | None = None
+    ) -> ExecResult:
+        """Forwarded (``exec_sync``)."""
+        return await self._record("exec_sync", self.inner.exec_sync(container_id, cmd, timeout))
+
+    async def update_container_resources(
+        self, container_id: str, resources: LinuxContainerResources
+    ) -> None:
+        """Forwarded (``update_container``)."""
+        await self._record("update_container",
+                           self.inner.update_container_resources(container_id, resources))
+
+    async def container_stats(self, container_id: str) -> ContainerStats:
+        """Forwarded (``container_stats``)."""
+        return await self._record("container_stats", self.inner.container_stats(container_id))
+
+    async def list_container_stats(
+        self, filter: ContainerFilter | None = None
+    ) -> list[ContainerStats]:
+        """Forwarded (``list_container_stats``)."""
+        return await self._record("list_container_stats", self.inner.list_container_stats(filter))
+
+    async def pod_sandbox_stats(self, pod_sandbox_id: str) -> PodSandboxStats:
+        """Forwarded (``podsandbox_stats``)."""
+        return await self._record("podsandbox_stats", self.inner.pod_sandbox_stats(pod_sandbox_id))
+
+    async def pull_image(
+        self, image: ImageSpec, sandbox_config: PodSandboxConfig | None = None
+    ) -> str:
+        """Forwarded (``pull_image``)."""
+        return await self._record("pull_image", self.inner.pull_image(image, sandbox_config))
+
+    async def image_status(self, image: ImageSpec) -> Image | None:
+        """Forwarded (``image_status``)."""
+        return await self._record("image_status", self.inner.image_status(image))
+
+    async def list_images(self) -> list[Image]:
+        """Forwarded (``list_images``)."""
+        return await self._record("list_images", self.inner.list_images())
+
+    async def remove_image(self, image: ImageSpec) -> None:
+        """Forwarded (``remove_image``)."""
+        await self._record("remove_image", self.inner.remove_image(image))
+
+    def get_container_events(self) -> AsyncIterator[ContainerEvent]:
+        """Forwarded; the stream itself is counted once, as ``get_container_events``,
+        when it ends (as the kubelet counts its long-lived call)."""
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[ContainerEvent]:
+        start = self.clock.monotonic()
+        failed = False
+        try:
+            async for event in self.inner.get_container_events():
+                yield event
+        except Exception:
+            failed = True
+            raise
+        finally:
+            self.metrics.record_operation("get_container_events",
+                                          self.clock.monotonic() - start, failed)
+
+    async def close(self) -> None:
+        """Close the wrapped runtime if it has a ``close()``."""
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            await close()
