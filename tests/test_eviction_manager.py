@@ -695,3 +695,23 @@ async def test_disk_pressure_upstream_scenario(pressure_on: str, clock: FakeCloc
     await sync()
     assert m.node_conditions() == frozenset() and kill.calls == []
     assert m.admit(to_admit).admit
+
+
+@pytest.mark.parametrize(
+    ("toleration", "tolerated"),
+    [
+        ({"key": "node.kubernetes.io/memory-pressure", "operator": "Exists"}, True),
+        ({"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"}, True),
+        ({"key": "node.kubernetes.io/memory-pressure", "effect": "NoExecute"}, False),
+        ({"key": "node.kubernetes.io/memory-pressure", "value": "x"}, False),
+        ({"operator": "Exists"}, True),
+        ({"key": "node.kubernetes.io/disk-pressure", "operator": "Exists"}, False),
+        ({"key": "node.kubernetes.io/memory-pressure", "operator": "Gt"}, False),
+    ],
+)
+def test_best_effort_pods_tolerating_memory_pressure_are_admitted(
+    toleration: Mapping[str, str], tolerated: bool
+) -> None:
+    pod = make_pod("be", tolerations=(toleration,))
+    assert admit_under_pressure(pod, [MEMORY_PRESSURE]).admit is tolerated
+    assert not admit_under_pressure(pod, [DISK_PRESSURE]).admit

@@ -98,8 +98,6 @@ def tolerates_taint(
         operator = t.get("operator") or "Equal"
         if t_key and t_key != key:
             continue
-        if not t_key and operator != "Exists":
-            continue
         if operator == "Exists" or (operator == "Equal" and (t.get("value") or "") == value):
             return True
     return False
