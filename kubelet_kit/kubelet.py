@@ -437,6 +437,9 @@ class Kubelet:
                 workers.update_pod(orphan, UpdateType.KILL)
         for uid in workers.sync_known_pods(self._pods):
             self.status_manager.remove(uid)
+        if self.pod_config.sources_ready():
+            known = set(self._pods) | set(workers.known_pods())
+            await self.container_manager.remove_orphaned_pod_cgroups(known)
         if self._syncer is not None:
             self._syncer.gc()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -50,3 +50,7 @@ class ContainerManager(Protocol):
     ) -> LinuxContainerResources | None:
         """Linux resources for one container (shares, quota, memory limit,
         oom_score_adj, cpuset), or None to let the runtime decide. Never blocks."""
+
+    async def remove_orphaned_pod_cgroups(self, active_pod_uids: Iterable[str]) -> list[str]:
+        """Housekeeping: remove the cgroups of pods not in ``active_pod_uids`` (killing
+        what still runs in them); returns their uids. Idempotent."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kubelet_kit.api.admission import AdmitResult
@@ -78,3 +78,7 @@ class StubContainerManager:
     ) -> LinuxContainerResources | None:
         """None: the runtime decides."""
         return None
+
+    async def remove_orphaned_pod_cgroups(self, active_pod_uids: Iterable[str]) -> list[str]:
+        """No cgroups: nothing removed."""
+        return []

@@ -17,6 +17,7 @@ from kubelet_kit.testing.conformance import (
     conformance_test,
     run_conformance,
 )
+from kubelet_kit.testing.fake_cgroups import FakeCgroupTree
 from kubelet_kit.testing.fake_runtime import (
     Call,
     FakeRuntime,
@@ -35,6 +36,7 @@ __all__ = [
     "CheckResult",
     "ConformanceFailure",
     "ConformanceReport",
+    "FakeCgroupTree",
     "FakeClock",
     "FakeRuntime",
     "FakeTimerHandle",
