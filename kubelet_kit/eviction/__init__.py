@@ -18,6 +18,7 @@ from kubelet_kit.eviction.policy import (
     is_critical_pod,
 )
 from kubelet_kit.eviction.ranking import (
+    RequestCache,
     rank_disk_pressure,
     rank_for_signal,
     rank_memory_pressure,
@@ -83,6 +84,7 @@ __all__ = [
     "NodeSummary",
     "Observation",
     "PodUsage",
+    "RequestCache",
     "StatsProvider",
     "StubEvictionManager",
     "Threshold",
