@@ -706,3 +706,86 @@ async def test_exec_timeout_fails_the_probe_on_the_clock() -> None:
         (S, ""),
         (F, 'command "sh -c sleep 5" timed out'),
     ]
+
+
+# ---------------------------------------------------------------- sidecars and partial stops
+
+
+async def test_sidecar_probes_run_and_fold_into_init_statuses(env: Env) -> None:
+    pod = Pod(
+        metadata=ObjectMeta(name="web", namespace="ns", uid=UID),
+        spec=PodSpec(
+            init_containers=(
+                Container(name="setup", readiness_probe=probe()),  # not a sidecar: ignored
+                Container(name="proxy", restart_policy="Always", readiness_probe=probe()),
+            ),
+            containers=(Container(name="app"),),
+        ),
+    )
+    env.start("proxy", "s1")
+    env.manager.add_pod(pod)
+    await env.run_for(0)
+    assert env.manager.has_probe(UID, "proxy", R)
+    assert not env.manager.has_probe(UID, "setup", R)
+    status = PodStatus(init_container_statuses=(running_status("proxy", "s1", env.clock.now()),))
+    folded = env.manager.update_pod_status(pod, status)
+    assert folded.init_container_statuses[0].ready is True
+
+
+async def test_stop_liveness_and_startup_keeps_readiness(env: Env) -> None:
+    pod = make_pod(
+        Container(
+            name="app", readiness_probe=probe(), liveness_probe=probe(), startup_probe=probe()
+        )
+    )
+    env.manager.add_pod(pod)
+    env.manager.stop_liveness_and_startup(pod)
+    await env.run_for(0)
+    assert env.manager.has_probe(UID, "app", R)
+    assert not env.manager.has_probe(UID, "app", L)
+    assert not env.manager.has_probe(UID, "app", ST)
+
+
+async def test_cleanup_pods_stops_pods_not_desired(env: Env) -> None:
+    keep = make_pod(Container(name="app", readiness_probe=probe()))
+    other = Pod(
+        metadata=ObjectMeta(name="old", namespace="ns", uid="uid-2"),
+        spec=PodSpec(containers=(Container(name="app", readiness_probe=probe()),)),
+    )
+    env.manager.add_pod(keep)
+    env.manager.add_pod(other)
+    env.manager.cleanup_pods({UID})
+    await env.run_for(0)
+    assert env.manager.has_probe(UID, "app", R)
+    assert not env.manager.has_probe("uid-2", "app", R)
+
+
+async def test_workers_added_before_run_start_with_it() -> None:
+    clock = FakeClock()
+    prober = ScriptedProber(clock)
+    manager = ReferenceProbeManager(
+        prober.runtime, clock, prober=prober, agent_start_time=clock.now() - 3600
+    )
+    manager.update_container(UID, "app", "c1", running=True, started_at=clock.now())
+    manager.add_pod(make_pod(Container(name="app", liveness_probe=probe())))
+    await clock.run_for(30)
+    assert prober.calls == []  # nothing probes until the manager runs
+    async with manager:
+        await clock.run_for(10)
+    assert prober.times("app", L) == [30, 40]
+
+
+async def test_removing_and_adding_a_pod_again_keeps_the_new_workers_results(env: Env) -> None:
+    pod = make_pod(Container(name="app", readiness_probe=probe()))
+    env.start("app", "c1")
+    env.manager.add_pod(pod)
+    await env.run_for(0)
+    assert env.manager.result(R, "c1") is S
+    env.manager.remove_pod(pod)
+    env.start("app", "c1")  # remove_pod forgot the reported state
+    env.manager.add_pod(pod)  # before the old worker has ended
+    await env.run_for(0)
+    assert env.manager.has_probe(UID, "app", R)
+    assert env.manager.result(R, "c1") is S
+    await env.run_for(10)
+    assert env.prober.times("app", R) == [0, 0, 10]

@@ -325,3 +325,19 @@ def test_resolve_port_errors_in_the_kubelets_words(port: int | str, message: str
 )
 def test_format_probe_url(scheme: str, host: str, port: int, path: str, url: str) -> None:
     assert str(format_probe_url(scheme, host, port, path)) == url
+
+
+def test_prober_imports_no_other_subsystem() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kubelet_kit.prober; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('kubelet_kit.'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
+    allowed = ("kubelet_kit.api", "kubelet_kit.container", "kubelet_kit.clock",
+               "kubelet_kit.prober", "kubelet_kit.errors", "kubelet_kit._version")
+    assert [m for m in out if not m.startswith(allowed)] == []

@@ -103,6 +103,9 @@ class _Worker:
         self.task = tg.create_task(
             self.run(), name=f"probe-{self.kind.value}-{self.pod.uid}-{self.container.name}"
         )
+        # A done callback rather than a finally: a task cancelled before it first
+        # ran never enters its coroutine.
+        self.task.add_done_callback(lambda _task: self.manager._worker_done(self))
 
     def trigger(self) -> None:
         """Probe now instead of at the next tick (the next ticks count from now)."""
@@ -110,6 +113,10 @@ class _Worker:
         self._wake.set()
 
     def stop(self) -> None:
+        # Unregister at once, so that the pod can be added again (with a new
+        # worker) before this one has ended.
+        if self.manager._workers.get(self.key) is self:
+            del self.manager._workers[self.key]
         if self.task is not None:
             self.task.cancel()
         else:
@@ -121,25 +128,22 @@ class _Worker:
         m = self.manager
         clock = m.clock
         period = float(self.probe.period_seconds)
-        try:
-            # Right after an agent (re)start every worker would probe at once:
-            # spread the first runs over one period, as the kubelet does.
-            if period > clock.now() - m.agent_start_time:
-                await clock.sleep(m.rng.random() * period)
-            next_tick = clock.monotonic() + period
-            while await self._probe_guarded():
-                now = clock.monotonic()
-                if next_tick <= now:
-                    # The probe outlasted a tick: like a Go ticker (one buffered
-                    # tick), run again now and stay on the same grid.
-                    next_tick += (int((now - next_tick) // period) + 1) * period
-                    continue
-                if await self._wait(next_tick - now):
-                    next_tick = clock.monotonic() + period
-                else:
-                    next_tick += period
-        finally:
-            m._worker_done(self)
+        # Right after an agent (re)start every worker would probe at once:
+        # spread the first runs over one period, as the kubelet does.
+        if period > clock.now() - m.agent_start_time:
+            await clock.sleep(m.rng.random() * period)
+        next_tick = clock.monotonic() + period
+        while await self._probe_guarded():
+            now = clock.monotonic()
+            if next_tick <= now:
+                # The probe outlasted a tick: like a Go ticker (one buffered
+                # tick), run again now and stay on the same grid.
+                next_tick += (int((now - next_tick) // period) + 1) * period
+                continue
+            if await self._wait(next_tick - now):
+                next_tick = clock.monotonic() + period
+            else:
+                next_tick += period
 
     async def _wait(self, delay: float) -> bool:
         """Wait for the next tick or a manual trigger; True if triggered."""
@@ -560,8 +564,13 @@ class ReferenceProbeManager:
         )
 
     def _worker_done(self, worker: _Worker) -> None:
-        if self._workers.get(worker.key) is worker:
+        current = self._workers.get(worker.key)
+        if current is worker:
             del self._workers[worker.key]
+        elif current is not None:
+            # The pod was removed and added again before this worker ended: its
+            # successor owns the results and the metric series now.
+            return
         if worker.container_id:
             self._caches[worker.kind].remove(worker.container_id)
         self.metrics.forget(
