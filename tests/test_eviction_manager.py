@@ -7,7 +7,9 @@ control loop itself and its metrics. Nothing here sleeps on real time.
 
 TestAdmitUnderNodeConditions and the TestDiskPressureNodeFs scenario (nodefs and
 imagefs cases) are ported as data from Kubernetes'
-pkg/kubelet/eviction/eviction_manager_test.go.
+pkg/kubelet/eviction/eviction_manager_test.go, as are TestMemoryPressure,
+TestDiskPressureNodeFs_VerifyPodStatus (the exact messages) and the message of
+TestPIDPressure's pod status check.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ def make_pod(
     annotations: Mapping[str, str] | None = None,
     tolerations: tuple[Mapping[str, str], ...] = (),
     empty_dirs: tuple[str, ...] = (),
+    container: str | None = None,
 ) -> Pod:
     res = ResourceRequirements(
         requests={k: Quantity.parse(v) for k, v in (requests or {}).items()},
@@ -79,7 +82,8 @@ def make_pod(
             termination_grace_period_seconds=grace,
             tolerations=tolerations,
             volumes=tuple(Volume(name=v, empty_dir=EmptyDirVolumeSource()) for v in empty_dirs),
-            containers=(Container(name=f"{name}-c", image="busybox:1.36", resources=res),),
+            containers=(Container(name=container or f"{name}-c", image="busybox:1.36",
+                                  resources=res),),
         ),
     )
 
@@ -715,3 +719,123 @@ def test_best_effort_pods_tolerating_memory_pressure_are_admitted(
     pod = make_pod("be", tolerations=(toleration,))
     assert admit_under_pressure(pod, [MEMORY_PRESSURE]).admit is tolerated
     assert not admit_under_pressure(pod, [DISK_PRESSURE]).admit
+
+
+# upstream TestMemoryPressure: (name, priority, requests, limits, working set)
+MEMORY_PODS = [
+    ("guaranteed-low-priority-high-usage", -1, {"cpu": "100m", "memory": "1Gi"},
+     {"cpu": "100m", "memory": "1Gi"}, "900Mi"),
+    ("burstable-below-requests", 0, {"cpu": "100m", "memory": "100Mi"},
+     {"cpu": "200m", "memory": "1Gi"}, "50Mi"),
+    ("burstable-above-requests", 0, {"cpu": "100m", "memory": "100Mi"},
+     {"cpu": "200m", "memory": "1Gi"}, "400Mi"),
+    ("best-effort-high-priority-high-usage", 1, {}, {}, "400Mi"),
+    ("best-effort-low-priority-low-usage", -1, {}, {}, "100Mi"),
+]
+
+
+async def test_memory_pressure_upstream_scenario(clock: FakeClock) -> None:
+    stats = FakeStatsProvider(clock=clock)
+    pods = []
+    for name, prio, req, lim, ws in MEMORY_PODS:
+        pod = make_pod(name, priority=prio, requests=req, limits=lim)
+        stats.set_pod(pod, memory=ws)
+        pods.append(pod)
+    to_evict = pods[4]
+    kill = Killer(list(pods), stats)
+    m = ThresholdEvictionManager(
+        stats=stats, clock=clock, max_pod_grace_period=5, pressure_transition_period=300,
+        hard_eviction_grace_period=1,
+        thresholds=parse_threshold_config(
+            eviction_hard={"memory.available": "1Gi"},
+            eviction_soft={"memory.available": "2Gi"},
+            eviction_soft_grace_period={"memory.available": "2m"}),
+    )
+    best_effort = make_pod("best-admit")
+    burstable = make_pod("burst-admit", requests={"cpu": "100m", "memory": "100Mi"},
+                         limits={"cpu": "200m", "memory": "200Mi"})
+
+    async def sync(available: str) -> list[tuple[str, float]]:
+        kill.calls.clear()
+        stats.set_memory(available=available, capacity="8Gi")
+        await m.synchronize(kill, lambda: pods)
+        return [(c[0], c[1]) for c in kill.calls]
+
+    assert await sync("2Gi") == []
+    assert m.node_conditions() == frozenset()
+    assert [m.admit(p).admit for p in (best_effort, burstable)] == [True, True]
+    clock.advance(60)
+    assert await sync("1500Mi") == []  # soft threshold met, grace period running
+    assert m.node_conditions() == {MEMORY_PRESSURE}
+    clock.advance(180)
+    assert await sync("1500Mi") == [(to_evict.name, 5.0)]
+    clock.advance(1200)
+    assert await sync("3Gi") == []
+    assert m.node_conditions() == frozenset()
+    clock.advance(60)
+    assert await sync("500Mi") == [(to_evict.name, 1.0)]  # hard: immediate
+    assert [m.admit(p).admit for p in (best_effort, burstable)] == [False, True]
+    clock.advance(60)
+    assert await sync("2Gi") == []
+    assert m.node_conditions() == {MEMORY_PRESSURE}  # transition period
+    assert [m.admit(p).admit for p in (best_effort, burstable)] == [False, True]
+    clock.advance(300)
+    assert await sync("2Gi") == []
+    assert m.node_conditions() == frozenset()
+    assert [m.admit(p).admit for p in (best_effort, burstable)] == [True, True]
+
+
+@pytest.mark.parametrize(
+    ("signal", "nodefs", "imagefs", "threshold", "pods", "message"),
+    [
+        pytest.param(
+            "nodefs.available", "1.5Gi", None, "2Gi",
+            [("below-requests", "1Gi", "900Mi"), ("above-requests", "100Mi", "700Mi")],
+            "The node was low on resource: ephemeral-storage. Threshold quantity: 2Gi, "
+            "available: 1536Mi. Container above-requests was using 700Mi, request is 100Mi, "
+            "has larger consumption of ephemeral-storage. ",
+            id="eviction due to disk pressure; no image fs"),
+        pytest.param(
+            "imagefs.available", "1Gi", "10Gi", "50Gi",
+            [("below-requests", "1Gi", "900Mi"), ("above-requests", "50Gi", "80Gi")],
+            "The node was low on resource: ephemeral-storage. Threshold quantity: 50Gi, "
+            "available: 10Gi. Container above-requests was using 80Gi, request is 50Gi, "
+            "has larger consumption of ephemeral-storage. ",
+            id="eviction due to image disk pressure; image fs"),
+    ],
+)
+async def test_disk_pressure_pod_status_message_upstream_table(
+    clock: FakeClock, signal: str, nodefs: str, imagefs: str | None, threshold: str,
+    pods: list[tuple[str, str, str]], message: str,
+) -> None:
+    stats = FakeStatsProvider(clock=clock)
+    stats.set_nodefs(available=nodefs, capacity="200Gi")
+    if imagefs is not None:
+        stats.set_imagefs(available=imagefs, capacity="200Gi")
+    made = []
+    for name, request, rootfs in pods:
+        pod = make_pod(name, requests={"ephemeral-storage": request},
+                       limits={"ephemeral-storage": request}, container=name)
+        stats.set_pod(pod, containers=[ContainerUsage(
+            name, rootfs_used_bytes=Quantity.parse(rootfs).value(), logs_used_bytes=0)])
+        made.append(pod)
+    kill = Killer(list(made), stats)
+    m = manager(stats, clock, thresholds=parse_threshold_config(eviction_hard={signal: threshold}))
+    assert await m.synchronize(kill, kill.active) is made[1]
+    assert m.node_conditions() == {DISK_PRESSURE}
+    assert kill.calls[0][2:] == ("Evicted", message)
+
+
+async def test_pid_pressure_pod_status_message_upstream_case(clock: FakeClock) -> None:
+    stats = FakeStatsProvider(clock=clock)
+    pods = [make_pod("pod1", priority=-1), make_pod("pod2", priority=0)]
+    for p in pods:
+        stats.set_pod(p, processes=500)
+    stats.set_pids(max_pid=1500, running=1000)
+    kill = Killer(list(pods), stats)
+    m = manager(stats, clock, thresholds=parse_threshold_config(
+        eviction_hard={"pid.available": "1200"}))
+    assert await m.synchronize(kill, kill.active) is pods[0]
+    assert m.node_conditions() == {PID_PRESSURE}
+    assert kill.calls[0][2:] == (
+        "Evicted", "The node was low on resource: pids. Threshold quantity: 1200, available: 500. ")
