@@ -5,9 +5,9 @@ condition, minimum reclaim, one eviction per round, node-level reclaim through
 the Runtime before any eviction, admission under pressure, critical pods, the
 control loop itself and its metrics. Nothing here sleeps on real time.
 
-TestAdmitUnderNodeConditions and the TestDiskPressureNodeFs scenario (nodefs and
-imagefs cases) are ported as data from Kubernetes'
-pkg/kubelet/eviction/eviction_manager_test.go, as are TestMemoryPressure,
+Ported as data from Kubernetes' pkg/kubelet/eviction/eviction_manager_test.go:
+TestAdmitUnderNodeConditions, TestMemoryPressure, TestMinReclaim, the
+TestDiskPressureNodeFs scenario (nodefs and imagefs cases),
 TestDiskPressureNodeFs_VerifyPodStatus (the exact messages) and the message of
 TestPIDPressure's pod status check.
 """
@@ -839,3 +839,39 @@ async def test_pid_pressure_pod_status_message_upstream_case(clock: FakeClock) -
     assert m.node_conditions() == {PID_PRESSURE}
     assert kill.calls[0][2:] == (
         "Evicted", "The node was low on resource: pids. Threshold quantity: 1200, available: 500. ")
+
+
+async def test_min_reclaim_upstream_scenario(clock: FakeClock) -> None:
+    stats = FakeStatsProvider(clock=clock)
+    pods = []
+    for name, prio, req, lim, ws in MEMORY_PODS:
+        pod = make_pod(name, priority=prio, requests=req, limits=lim)
+        stats.set_pod(pod, memory=ws)
+        pods.append(pod)
+    kill = Killer(list(pods), stats)
+    m = ThresholdEvictionManager(
+        stats=stats, clock=clock, max_pod_grace_period=5, pressure_transition_period=300,
+        hard_eviction_grace_period=1,
+        thresholds=parse_threshold_config(
+            eviction_hard={"memory.available": "1Gi"},
+            eviction_minimum_reclaim={"memory.available": "500Mi"}),
+    )
+
+    async def sync(available: str) -> list[tuple[str, float]]:
+        kill.calls.clear()
+        stats.set_memory(available=available, capacity="8Gi")
+        await m.synchronize(kill, lambda: pods)
+        return [(c[0], c[1]) for c in kill.calls]
+
+    assert await sync("2Gi") == [] and m.node_conditions() == frozenset()
+    clock.advance(60)
+    assert await sync("500Mi") == [(pods[4].name, 1.0)]
+    clock.advance(60)
+    # above the threshold but not by the minimum reclaim: evict again
+    assert await sync("1.2Gi") == [(pods[4].name, 1.0)]
+    assert m.node_conditions() == {MEMORY_PRESSURE}
+    clock.advance(60)
+    assert await sync("2Gi") == []  # reclaimed enough
+    assert m.node_conditions() == {MEMORY_PRESSURE}  # transition period
+    clock.advance(300)
+    assert await sync("2Gi") == [] and m.node_conditions() == frozenset()
