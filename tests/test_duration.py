@@ -51,3 +51,26 @@ def test_parse_matches_go(text: str, seconds: float) -> None:
 def test_invalid_durations_are_refused_like_go(text: str) -> None:
     with pytest.raises(ValueError, match="time: invalid duration"):
         parse_duration(text)
+
+
+# Go's time.Duration.String table (time_test.go durationTests).
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0s"),
+        (1e-9, "1ns"),
+        (1.1e-6, "1.1µs"),
+        (2.2e-3, "2.2ms"),
+        (3.3, "3.3s"),
+        (4 * 60 + 5, "4m5s"),
+        (4 * 60 + 5.001, "4m5.001s"),
+        (5 * 3600 + 6 * 60 + 7.001, "5h6m7.001s"),
+        (10, "10s"),
+        (80, "1m20s"),
+        (300, "5m0s"),
+        (3600, "1h0m0s"),
+        (-1.5, "-1.5s"),
+    ],
+)
+def test_format_matches_gos_own_table(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from kubelet_kit.api.duration import format_duration
 from kubelet_kit.container import labels as kl
 from kubelet_kit.container.interfaces import (
     ContainerConfig,
@@ -27,7 +28,6 @@ from kubelet_kit.pleg import (
     PodLifecycleEvent,
     PodLifecycleEventType,
 )
-from kubelet_kit.pleg.generic import format_duration
 from kubelet_kit.testing import FakeClock
 from kubelet_kit.testing.fake_runtime import FakeRuntime
 

@@ -10,7 +10,6 @@ from kubelet_kit.podsync.backoff import (
     CRASH_BACKOFF_INITIAL,
     CRASH_BACKOFF_RESET,
     Backoff,
-    format_duration,
     format_pod,
     go_list,
     go_quote,
@@ -141,27 +140,6 @@ def test_stable_key_and_pod_format_are_the_kubelets() -> None:
     assert format_pod(pod) == "web_prod(u-1)"
 
 
-# Go's time.Duration.String table (time_test.go durationTests).
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [
-        (0, "0s"),
-        (1e-9, "1ns"),
-        (1.1e-6, "1.1µs"),
-        (2.2e-3, "2.2ms"),
-        (3.3, "3.3s"),
-        (4 * 60 + 5, "4m5s"),
-        (4 * 60 + 5.001, "4m5.001s"),
-        (5 * 3600 + 6 * 60 + 7.001, "5h6m7.001s"),
-        (10, "10s"),
-        (80, "1m20s"),
-        (300, "5m0s"),
-        (3600, "1h0m0s"),
-        (-1.5, "-1.5s"),
-    ],
-)
-def test_format_duration_matches_go(seconds: float, text: str) -> None:
-    assert format_duration(seconds) == text
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""The Runtime protocol, runtime-neutral types and the kubelet's CRI labels."""
+"""The Runtime protocol, runtime-neutral types, the kubelet's CRI labels, and the
+runtime's view of pods (sandboxes and containers grouped by pod uid)."""
 
 from kubelet_kit.container import labels
 from kubelet_kit.container.interfaces import (
@@ -35,6 +36,13 @@ from kubelet_kit.container.interfaces import (
     RuntimeStatus,
     VersionInfo,
 )
+from kubelet_kit.container.pods import (
+    PodRuntimeStatus,
+    RuntimePod,
+    get_pod_status,
+    get_pods,
+    group_pods,
+)
 
 __all__ = [
     "ContainerConfig",
@@ -63,11 +71,16 @@ __all__ = [
     "PodSandboxMetadata",
     "PodSandboxState",
     "PodSandboxStats",
+    "PodRuntimeStatus",
     "PodSandboxStatus",
     "PortMapping",
     "Runtime",
     "RuntimeCondition",
+    "RuntimePod",
     "RuntimeStatus",
     "VersionInfo",
+    "get_pod_status",
+    "get_pods",
+    "group_pods",
     "labels",
 ]

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import attrs
 from prometheus_client import CollectorRegistry
 
+from kubelet_kit.api.duration import format_duration
 from kubelet_kit.clock import Clock, RealClock, wait_for
 from kubelet_kit.container import labels as kl
 from kubelet_kit.container.interfaces import (
@@ -61,7 +62,6 @@ __all__ = [
     "RELIST_PERIOD",
     "RELIST_THRESHOLD",
     "GenericPLEG",
-    "format_duration",
     "keep_ips",
 ]
 
@@ -72,40 +72,6 @@ RELIST_PERIOD = 1.0
 RELIST_THRESHOLD = 180.0
 #: How long one pod's inspection (or the listing) may take before it is given up.
 DEFAULT_INSPECT_TIMEOUT = 10.0
-
-
-def format_duration(seconds: float) -> str:
-    """Format a duration as Go's ``time.Duration.String`` does (``3m0s``, ``1.5s``, ``250ms``).
-
-    The kubelet's health messages print durations this way.
-    """
-    ns = round(seconds * 1e9)
-    sign = "-" if ns < 0 else ""
-    ns = abs(ns)
-    if ns == 0:
-        return "0s"
-    if ns < 1_000:
-        return f"{sign}{ns}ns"
-    if ns < 1_000_000:
-        return f"{sign}{_fraction(ns, 1_000)}µs"
-    if ns < 1_000_000_000:
-        return f"{sign}{_fraction(ns, 1_000_000)}ms"
-    hours, rest = divmod(ns, 3600 * 1_000_000_000)
-    minutes, rest = divmod(rest, 60 * 1_000_000_000)
-    text = f"{_fraction(rest, 1_000_000_000)}s"
-    if hours:
-        text = f"{hours}h{minutes}m{text}"
-    elif minutes:
-        text = f"{minutes}m{text}"
-    return sign + text
-
-
-def _fraction(value: int, unit: int) -> str:
-    whole, rest = divmod(value, unit)
-    if rest == 0:
-        return str(whole)
-    digits = len(str(unit)) - 1
-    return f"{whole}.{str(rest).zfill(digits).rstrip('0')}"
 
 
 @attrs.define

@@ -18,7 +18,7 @@ it brings in the status package and the manager stubs.
 from typing import TYPE_CHECKING, Any
 
 from kubelet_kit.podsync.actions import ContainerToKill, PodActions, compute_pod_actions
-from kubelet_kit.podsync.backoff import Backoff, format_duration, stable_key
+from kubelet_kit.podsync.backoff import Backoff, stable_key
 from kubelet_kit.podsync.hooks import HandlerRunner
 from kubelet_kit.podsync.images import ImagePuller
 
@@ -33,7 +33,6 @@ __all__ = [
     "PodActions",
     "RuntimePodSyncer",
     "compute_pod_actions",
-    "format_duration",
     "stable_key",
 ]
 

@@ -13,7 +13,7 @@ runtime's ``finished_at`` timestamps, which the crash-loop checks compare agains
 are wall-clock too.
 
 This module also holds the two bits of Go formatting the kubelet's messages use:
-:func:`format_duration` (Go's ``time.Duration.String``) and :func:`go_quote`
+:func:`go_quote`
 (Go's ``%q``).
 """
 
@@ -37,7 +37,6 @@ __all__ = [
     "IMAGE_BACKOFF_INITIAL",
     "Backoff",
     "BackoffEntry",
-    "format_duration",
     "format_pod",
     "go_list",
     "go_quote",
@@ -213,37 +212,6 @@ def format_pod(pod: Pod) -> str:
 
 
 # ----------------------------------------------------------------- Go formatting
-
-
-def _with_fraction(value: int, digits: int) -> str:
-    whole, frac = divmod(value, 10**digits)
-    text = f"{frac:0{digits}d}".rstrip("0")
-    return f"{whole}.{text}" if text else str(whole)
-
-
-def format_duration(seconds: float) -> str:
-    """Format a duration as Go's ``time.Duration.String``.
-
-    ``10s``, ``1m20s``, ``5m0s``, ``1h0m0s``, ``1.5s``, ``250ms``, ``0s``.
-    """
-    ns = round(seconds * 1e9)
-    sign = "-" if ns < 0 else ""
-    u = abs(ns)
-    if u == 0:
-        return "0s"
-    if u < 1_000:
-        return f"{sign}{u}ns"
-    if u < 1_000_000:
-        return f"{sign}{_with_fraction(u, 3)}µs"
-    if u < 1_000_000_000:
-        return f"{sign}{_with_fraction(u, 6)}ms"
-    whole, frac = divmod(u, 1_000_000_000)
-    text = _with_fraction(whole % 60 * 1_000_000_000 + frac, 9) + "s"
-    if whole >= 60:
-        text = f"{whole // 60 % 60}m" + text
-    if whole >= 3600:
-        text = f"{whole // 3600}h" + text
-    return sign + text
 
 
 _GO_ESCAPES = {

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kubelet_kit.api.duration import format_duration
 from kubelet_kit.clock import Clock
 from kubelet_kit.container.interfaces import ImageSpec, PodSandboxConfig, Runtime
 from kubelet_kit.errors import ContainerRuntimeError, PodSyncError
@@ -25,7 +26,6 @@ from kubelet_kit.podsync.backoff import (
     IMAGE_BACKOFF_CAP,
     IMAGE_BACKOFF_INITIAL,
     Backoff,
-    format_duration,
     go_quote,
 )
 

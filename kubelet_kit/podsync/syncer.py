@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
+from kubelet_kit.api.duration import format_duration
 from kubelet_kit.clock import Clock, wait_for
 from kubelet_kit.cm.stub import StubContainerManager
 from kubelet_kit.container import labels as kl
@@ -73,7 +74,6 @@ from kubelet_kit.podsync.actions import (
 )
 from kubelet_kit.podsync.backoff import (
     Backoff,
-    format_duration,
     format_pod,
     go_quote,
     stable_key,
