@@ -478,7 +478,7 @@ async def test_set_pod_status_feeds_ids_states_and_ip(env: Env) -> None:
     env.manager.set_pod_status(UID, status)
     env.manager.add_pod(pod)
     await env.run_for(0)
-    assert env.prober.calls[0][3] == "containerd://c1"
+    assert env.prober.calls[0][3] == "c1"  # the runtime's id, without its prefix
     folded = env.manager.update_pod_status(pod, status)
     assert folded.container_statuses[0].ready is True
     assert folded.container_statuses[0].started is True
@@ -668,7 +668,7 @@ async def test_exec_liveness_probe_through_fake_runtime() -> None:
     assert [c.args[:2] for c in execs] == [(cid, ("sh", "-c", "exit 1"))] * 3
     assert [c.args[2] for c in execs] == [1.0] * 3
     assert [(u.kind, u.result) for u in updates] == [(L, S), (L, F)]
-    assert updates[-1].container_id == f"fake://{cid}"
+    assert updates[-1].container_id == cid
 
 
 async def collect(manager: ReferenceProbeManager, into: list[ProbeUpdate]) -> None:
@@ -789,3 +789,22 @@ async def test_removing_and_adding_a_pod_again_keeps_the_new_workers_results(env
     assert env.manager.result(R, "c1") is S
     await env.run_for(10)
     assert env.prober.times("app", R) == [0, 0, 10]
+
+
+async def test_update_pod_status_alone_keeps_workers_informed(env: Env) -> None:
+    # The agent's only call per sync: fold probes into the status it just built.
+    pod = make_pod(Container(name="app", liveness_probe=probe(failure_threshold=1)))
+    env.prober.set("app", L, ProbeStatus.FAILURE)
+    env.manager.add_pod(pod)
+    await env.run_for(1)
+    status = PodStatus(
+        phase="Running",
+        pod_ip="10.0.0.7",
+        container_statuses=(running_status("app", "containerd://abc", env.clock.now()),),
+    )
+    env.manager.update_pod_status(pod, status)
+    await env.run_for(9)
+    assert env.prober.times("app", L) == [10]
+    assert env.prober.calls[0][3] == "abc"
+    assert env.seen(L) == [("abc", "Liveness", S), ("abc", "Liveness", F)]
+    assert env.manager.result(L, "containerd://abc") is F

@@ -8,7 +8,7 @@ The handlers (exec, HTTP, TCP, gRPC health) are usable on their own from
 """
 
 from kubelet_kit.prober.interfaces import ProbeKind, ProbeManager, ProbeResult, ProbeUpdate
-from kubelet_kit.prober.manager import ContainerView, ReferenceProbeManager
+from kubelet_kit.prober.manager import ContainerView, ReferenceProbeManager, runtime_id
 from kubelet_kit.prober.metrics import ProberMetrics
 from kubelet_kit.prober.probers import (
     ProbeOutcome,
@@ -36,5 +36,6 @@ __all__ = [
     "exec_probe",
     "grpc_probe",
     "http_probe",
+    "runtime_id",
     "tcp_probe",
 ]

@@ -27,7 +27,7 @@ from kubelet_kit.prober.results import (
     fold_pod_status,
 )
 
-__all__ = ["DEFAULT_UPDATES_CAPACITY", "ContainerView", "ReferenceProbeManager"]
+__all__ = ["DEFAULT_UPDATES_CAPACITY", "ContainerView", "ReferenceProbeManager", "runtime_id"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,11 @@ class _Seed:
     container_id: str
     ready: bool
     started: bool
+
+
+def runtime_id(container_id: str) -> str:
+    """A container id without its ``<runtime>://`` prefix (the API status's form)."""
+    return container_id.partition("://")[2] if "://" in container_id else container_id
 
 
 def _timestamp(value: _dt.datetime | None) -> float | None:
@@ -248,11 +253,14 @@ class ReferenceProbeManager:
     :meth:`remove_pod` stops them and forgets their results.
 
     **What the agent tells the manager.** Workers probe only what the agent has
-    reported, so after each sync the agent calls :meth:`set_pod_status` with the
-    pod's API status (pod IP, phase, each container's id and state), or the finer
-    :meth:`update_container` and :meth:`set_pod_ip`. A worker sees the change at
-    its next tick. A new container id for a container name is a new container:
-    its results start from the initial values and a worker on hold resumes.
+    reported: the pod's API status (pod IP, phase, each container's id and state)
+    as passed to :meth:`update_pod_status` after each sync (or to
+    :meth:`set_pod_status`), or the finer :meth:`update_container` and
+    :meth:`set_pod_ip`. A worker sees the change at its next tick. A new container
+    id for a container name is a new container: its results start from the
+    initial values and a worker on hold resumes. Container ids are compared
+    without their ``<runtime>://`` prefix, and :class:`ProbeUpdate` carries the
+    runtime's bare id.
 
     **What the manager tells the agent.** :meth:`updates` yields a
     :class:`ProbeUpdate` whenever a cached result changes: a liveness or startup
@@ -450,6 +458,7 @@ class ReferenceProbeManager:
         """
         view = self._pods.setdefault(pod_uid, _PodView())
         old = view.containers.get(container_name)
+        container_id = runtime_id(container_id)
         if started_at is None and running:
             same = old is not None and old.container_id == container_id
             started_at = old.started_at if same and old is not None else self.clock.now()
@@ -485,18 +494,20 @@ class ReferenceProbeManager:
         for cs in (*status.init_container_statuses, *status.container_statuses):
             if not cs.container_id or cs.state.running is None:
                 continue
-            seed = _Seed(cs.container_id, ready=cs.ready, started=bool(cs.started))
+            cid = runtime_id(cs.container_id)
+            seed = _Seed(cid, ready=cs.ready, started=bool(cs.started))
             self._seeds[(pod_uid, cs.name)] = seed
             if seed.ready:
-                self._caches[ProbeKind.READINESS].set(cs.container_id, ProbeResult.SUCCESS)
+                self._caches[ProbeKind.READINESS].set(cid, ProbeResult.SUCCESS)
             if seed.started:
-                self._caches[ProbeKind.STARTUP].set(cs.container_id, ProbeResult.SUCCESS)
+                self._caches[ProbeKind.STARTUP].set(cid, ProbeResult.SUCCESS)
 
     # ------------------------------------------------------------- results
 
     def result(self, kind: ProbeKind, container_id: str) -> ProbeResult | None:
-        """The cached result of ``kind`` for a container id, or None. Never blocks."""
-        return self._caches[kind].get(container_id)
+        """The cached result of ``kind`` for a container id (with or without its
+        ``<runtime>://`` prefix), or None. Never blocks."""
+        return self._caches[kind].get(runtime_id(container_id))
 
     def has_probe(self, pod_uid: str, container_name: str, kind: ProbeKind) -> bool:
         """Whether a worker exists for that probe. Never blocks."""
@@ -506,11 +517,17 @@ class ReferenceProbeManager:
         """Fold the latest results into ``status``: each container's ``started`` and
         ``ready`` (see :func:`~kubelet_kit.prober.results.fold_pod_status`). A
         container that is started but not yet ready gets its readiness probe run
-        at once. Never blocks."""
+        at once. Never blocks.
+
+        ``status`` is also taken as the pod's reported state (as
+        :meth:`set_pod_status`), so an agent that builds each sync's status with
+        this fold needs no other call to keep the workers informed.
+        """
+        self.set_pod_status(pod.uid, status)
         folded, trigger = fold_pod_status(
             pod,
             status,
-            lambda kind, cid: self._caches[kind].get(cid) if cid else None,
+            lambda kind, cid: self._caches[kind].get(runtime_id(cid)) if cid else None,
             lambda name, kind: (pod.uid, name, kind) in self._workers,
         )
         for name in trigger:
