@@ -7,6 +7,11 @@ announced pod, stores its status in a :class:`~kubelet_kit.pleg.PodCache` and
 sends a ``PodSync`` event. It satisfies :class:`kubelet_kit.pleg.PLEG` without
 inheriting from anything, so ``Kubelet(pleg=BusPLEG(...))`` accepts it.
 
+Plugging it into the agent takes one argument::
+
+    bus: asyncio.Queue[str] = asyncio.Queue()
+    kubelet = Kubelet(runtime=runtime, pleg=BusPLEG(runtime, bus))
+
 Run it: ``python examples/custom_pleg.py`` (an in-memory FakeRuntime).
 """
 

@@ -193,3 +193,29 @@ async def test_crash_loop_restarts_follow_the_kubelets_back_off_timeline() -> No
                          for c in containers])
         gaps = [round(b - a) for a, b in itertools.pairwise(starts)]
         assert gaps[:5] == [1, 10, 20, 40, 80], starts
+
+
+async def test_a_user_written_pleg_plugs_into_the_agent() -> None:
+    """examples/custom_pleg.py: pod changes announced on a bus instead of relisted."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "custom_pleg.py"
+    spec = importlib.util.spec_from_file_location("custom_pleg", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    clock = FakeClock()
+    runtime = FakeRuntime(clock)
+    bus: asyncio.Queue[str] = asyncio.Queue()
+    async with KubeletEnv(clock=clock, runtime=runtime,
+                          pleg=module.BusPLEG(runtime, bus, clock)) as env:
+        env.add_pod(manifest("job", command="sleep 5; exit 3", restart="Never"))
+        await env.wait_for(lambda: env.phase("job") == "Running")
+        await env.sleep(10)
+        # The container exited at 5 s, but nobody announced it: no relisting here.
+        assert env.phase("job") == "Running"
+        await bus.put("uid-job")
+        await env.wait_for(lambda: env.phase("job") == "Failed", timeout=5,
+                           what="the announced change seen at once")
