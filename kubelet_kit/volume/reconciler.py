@@ -33,9 +33,9 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -272,6 +272,9 @@ class ReconcilingVolumeManager:
         metrics: Where to record metrics; default a :class:`VolumeMetrics` in
             ``registry`` (or a fresh registry).
         registry: Registry for the default metrics.
+        offload: How blocking file work is run: ``await offload(fn, *args)``;
+            default :func:`asyncio.to_thread`. A test may pass a runner that calls
+            ``fn`` inline, making every pass deterministic on a FakeClock.
     """
 
     def __init__(
@@ -288,6 +291,7 @@ class ReconcilingVolumeManager:
         node_allocatable: Mapping[str, Quantity] | None = None,
         metrics: VolumeMetrics | None = None,
         registry: CollectorRegistry | None = None,
+        offload: Callable[..., Awaitable[Any]] | None = None,
     ) -> None:
         self.root_dir = Path(root_dir).absolute()
         self.clock: Clock = clock if clock is not None else RealClock()
@@ -295,6 +299,7 @@ class ReconcilingVolumeManager:
         self.refresh_period = refresh_period
         self.orphan_grace_period = orphan_grace_period
         self.metrics = metrics if metrics is not None else VolumeMetrics(registry)
+        self._offload: Callable[..., Awaitable[Any]] = offload or asyncio.to_thread
         self.env = plugins.PluginEnv(
             config_source=config_source,
             may_mount=mounter.can_mount() if may_mount is None else may_mount,
@@ -327,7 +332,7 @@ class ReconcilingVolumeManager:
         Raises only on a fatal error (the root directory cannot be made).
         """
         self._stopped.clear()
-        await asyncio.to_thread(self.root_dir.joinpath("pods").mkdir, parents=True, exist_ok=True)
+        await self._offload(self.root_dir.joinpath("pods").mkdir, parents=True, exist_ok=True)
         self._started_at = self.clock.monotonic()
         await self._reconstruct()
         while not self._stopped.is_set():
@@ -367,6 +372,7 @@ class ReconcilingVolumeManager:
                 missing and, for each that failed, the last error.
         """
         deadline = self.clock.monotonic() + timeout
+        self._wake.set()  # a pass now, not at the next period
         while True:
             missing = self._unmounted(pod)
             if not missing:
@@ -374,7 +380,6 @@ class ReconcilingVolumeManager:
             remaining = deadline - self.clock.monotonic()
             if remaining <= 0:
                 raise TimeoutError(self._timeout_message(pod, missing))
-            self._wake.set()
             with contextlib.suppress(TimeoutError):
                 await wait_for(self.clock, self._round.wait(), remaining)
 
@@ -386,6 +391,7 @@ class ReconcilingVolumeManager:
             TimeoutError: after ``timeout`` seconds, naming what remains.
         """
         deadline = self.clock.monotonic() + timeout
+        self._wake.set()
         while True:
             left = sorted(v.name for v in self.actual.pod_volumes(pod.uid))
             if not left and pod.uid not in self._pending_dirs:
@@ -397,7 +403,6 @@ class ReconcilingVolumeManager:
                     f"pod {pod.name}_{pod.namespace}({pod.uid}): {what} still mounted: "
                     "timed out waiting for the condition"
                 )
-            self._wake.set()
             with contextlib.suppress(TimeoutError):
                 await wait_for(self.clock, self._round.wait(), remaining)
 
@@ -465,7 +470,7 @@ class ReconcilingVolumeManager:
             started = self.clock.monotonic()
             try:
                 if mv.plugin != plugins.HOST_PATH:
-                    await asyncio.to_thread(plugins.tear_down, mv.path)
+                    await self._offload(plugins.tear_down, mv.path)
             except OSError as exc:
                 self.metrics.observe_operation(
                     mv.plugin, OPERATION_UNMOUNT, False, self.clock.monotonic() - started
@@ -501,7 +506,7 @@ class ReconcilingVolumeManager:
             started = self.clock.monotonic()
             try:
                 plugin = plugins.plugin_name(volume)
-                path = await asyncio.to_thread(
+                path = await self._offload(
                     plugins.set_up, pod, volume, self.root_dir, self.env
                 )
             except PodSyncError as exc:
@@ -540,7 +545,7 @@ class ReconcilingVolumeManager:
             if self.actual.pod_volumes(uid):
                 continue
             try:
-                await asyncio.to_thread(self._remove_pod_dirs, uid)
+                await self._offload(self._remove_pod_dirs, uid)
             except OSError as exc:
                 log.warning("pod %s: cannot remove its volume directories: %s", uid, exc)
                 continue
@@ -564,7 +569,7 @@ class ReconcilingVolumeManager:
             pod_dir.rmdir()  # only if nothing else (another subsystem's files) is there
 
     async def _reconstruct(self) -> None:
-        found = await asyncio.to_thread(self._scan_disk)
+        found = await self._offload(self._scan_disk)
         for mv in found:
             key = (mv.pod_uid, mv.name)
             if key not in self.actual.volumes:
