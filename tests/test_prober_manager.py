@@ -808,3 +808,15 @@ async def test_update_pod_status_alone_keeps_workers_informed(env: Env) -> None:
     assert env.prober.calls[0][3] == "abc"
     assert env.seen(L) == [("abc", "Liveness", S), ("abc", "Liveness", F)]
     assert env.manager.result(L, "containerd://abc") is F
+
+
+async def test_a_removed_pods_final_status_is_not_recorded(env: Env) -> None:
+    pod = make_pod(Container(name="app", readiness_probe=probe()))
+    env.manager.add_pod(pod)
+    env.manager.remove_pod(pod)
+    status = PodStatus(container_statuses=(running_status("app", "c1", env.clock.now()),))
+    folded = env.manager.update_pod_status(pod, status)
+    assert folded.container_statuses[0].ready is True  # no probe any more
+    env.manager.add_pod(pod)
+    await env.run_for(10)
+    assert env.prober.calls == []  # the old state was not kept for the new workers

@@ -323,6 +323,7 @@ class ReferenceProbeManager:
         self._caches: dict[ProbeKind, ResultsCache] = {k: ResultsCache() for k in ProbeKind}
         self._pods: dict[str, _PodView] = {}
         self._seeds: dict[tuple[str, str], _Seed] = {}
+        self._added: set[str] = set()
         self._queue: asyncio.Queue[ProbeUpdate] = asyncio.Queue(maxsize=updates_capacity)
         self._tg: asyncio.TaskGroup | None = None
         self._stopped = asyncio.Event()
@@ -387,6 +388,7 @@ class ReferenceProbeManager:
         pod object for its metadata; probe settings are not updated, as in the
         kubelet).
         """
+        self._added.add(pod.uid)
         containers = [c for c in pod.spec.init_containers if c.is_sidecar]
         containers.extend(pod.spec.containers)
         for container in containers:
@@ -414,6 +416,7 @@ class ReferenceProbeManager:
             if key[0] == pod.uid:
                 worker.stop()
         self._pods.pop(pod.uid, None)
+        self._added.discard(pod.uid)
         for seed_key in [k for k in self._seeds if k[0] == pod.uid]:
             seed = self._seeds.pop(seed_key)
             for cache in self._caches.values():
@@ -519,11 +522,14 @@ class ReferenceProbeManager:
         container that is started but not yet ready gets its readiness probe run
         at once. Never blocks.
 
-        ``status`` is also taken as the pod's reported state (as
-        :meth:`set_pod_status`), so an agent that builds each sync's status with
-        this fold needs no other call to keep the workers informed.
+        For a pod that was added (and not removed since), ``status`` is also taken
+        as the pod's reported state (as :meth:`set_pod_status`), so an agent that
+        builds each sync's status with this fold needs no other call to keep the
+        workers informed.
         """
-        self.set_pod_status(pod.uid, status)
+        if pod.uid in self._added:
+            # (A removed pod's final status must not bring its state back.)
+            self.set_pod_status(pod.uid, status)
         folded, trigger = fold_pod_status(
             pod,
             status,
