@@ -27,6 +27,7 @@ from kubelet_kit.testing.fake_runtime import (
     format_rfc3339_nano,
     normalize_image_ref,
 )
+from kubelet_kit.testing.fake_stats import FakeStatsProvider, StatsCall
 
 if TYPE_CHECKING:
     from kubelet_kit.testing.env import KubeletEnv
@@ -39,10 +40,12 @@ __all__ = [
     "FakeCgroupTree",
     "FakeClock",
     "FakeRuntime",
+    "FakeStatsProvider",
     "FakeTimerHandle",
     "InjectedError",
     "KubeletEnv",
     "LogLine",
+    "StatsCall",
     "check_runtime",
     "conformance_test",
     "format_cri_log_line",

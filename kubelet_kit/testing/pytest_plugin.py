@@ -1,7 +1,7 @@
 """pytest plugin (entry point ``kubelet_kit``): fixtures for node-policy tests.
 
 Installed with kubelet-kit, so any project's tests can ask for ``fake_clock``,
-``fake_runtime`` and ``kubelet_env`` by name::
+``fake_runtime``, ``fake_stats`` and ``kubelet_env`` by name::
 
     async def test_crash_loop(kubelet_env):
         kubelet_env.add_pod(CRASHING_POD)
@@ -21,6 +21,7 @@ import pytest
 
 from kubelet_kit.testing.clock import FakeClock
 from kubelet_kit.testing.fake_runtime import FakeRuntime
+from kubelet_kit.testing.fake_stats import FakeStatsProvider
 
 if TYPE_CHECKING:
     from kubelet_kit.testing.env import KubeletEnv
@@ -36,6 +37,12 @@ def fake_clock() -> FakeClock:
 def fake_runtime(fake_clock: FakeClock) -> FakeRuntime:
     """A fresh :class:`FakeRuntime` on the test's ``fake_clock``, with events on."""
     return FakeRuntime(fake_clock, events=True)
+
+
+@pytest.fixture
+def fake_stats(fake_clock: FakeClock) -> FakeStatsProvider:
+    """A fresh :class:`FakeStatsProvider` on the test's ``fake_clock``."""
+    return FakeStatsProvider(clock=fake_clock)
 
 
 try:
