@@ -250,6 +250,21 @@ async def test_container_logs_options(served: Served) -> None:
     assert status == 404 and '"absent"' in body
 
 
+async def test_quiet_follow_ends_when_the_client_leaves(served: Served) -> None:
+    connector = aiohttp.TCPConnector(ssl=client_ssl(served.pki, "admin"))
+    async with aiohttp.ClientSession(connector=connector) as session, session.get(
+            served.url("/containerLogs/default/web/app?follow=1")) as resp:
+        assert resp.status == 200
+        assert [await resp.content.readline() for _ in range(3)] == [b"one\n", b"two\n",
+                                                                     b"three\n"]
+        assert served.server.open_streams == 1
+    for _ in range(50):  # the follow notices at its next poll of the clock
+        await served.env.sleep(1)
+        if served.server.open_streams == 0:
+            break
+    assert served.server.open_streams == 0
+
+
 async def test_run_a_command(served: Served) -> None:
     status, body, _ = await served.get("/run/default/web/app?cmd=echo%20hello", method="POST")
     assert (status, body) == (200, "hello\n")
@@ -439,3 +454,67 @@ def test_bad_settings_name_their_field(section: dict[str, Any], message: str) ->
 
 
 
+
+
+# ------------------------------------------------------- follow, on real processes
+
+
+async def test_follow_streams_new_lines_from_a_real_container(
+        pki: dict[str, Any], tmp_path: Path) -> None:
+    import asyncio
+    import time
+
+    from kubelet_kit.api import load_pod
+    from kubelet_kit.config import ProgrammaticSource
+    from kubelet_kit.kubelet import Kubelet
+    from kubelet_kit.runtimes.host import HostProcessRuntime
+
+    source = ProgrammaticSource()
+    kubelet = Kubelet(runtime=HostProcessRuntime(tmp_path / "runtime"), sources=[source],
+                      node_name="e2e-node", root_dir=tmp_path / "state",
+                      pod_logs_dir=tmp_path / "logs")
+    source.add(load_pod({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "ticker", "namespace": "default", "uid": "uid-ticker"},
+        "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+            "name": "tick", "image": "busybox",
+            "command": ["sh", "-c", "i=0; while [ $i -lt 600 ]; do echo tick $i; "
+                                    "i=$((i+1)); sleep 0.1; done"],
+        }]},
+    }, source="test"))
+    server = KubeletServer(kubelet, address="127.0.0.1", port=0,
+                           tls_cert_file=pki["server"][0], tls_private_key_file=pki["server"][1],
+                           authenticator=Authenticator(client_ca_file=pki["ca"]))
+    agent = asyncio.create_task(kubelet.run())
+    try:
+        async with server:
+            deadline = time.monotonic() + 30
+            while getattr(kubelet.pod_status("uid-ticker"), "phase", "") != "Running":
+                assert time.monotonic() < deadline, "the ticker pod never ran"
+                await asyncio.sleep(0.1)
+            served = Served(None, server, pki)  # type: ignore[arg-type]
+            await asyncio.sleep(0.5)
+            connector = aiohttp.TCPConnector(ssl=client_ssl(pki, "admin"))
+            async with aiohttp.ClientSession(connector=connector) as session, session.get(
+                    served.url("/containerLogs/default/ticker/tick?follow=true&tailLines=1")
+            ) as resp:
+                assert resp.status == 200
+                seen: list[int] = []
+                started = time.monotonic()
+                while len(seen) < 15:
+                    line = await asyncio.wait_for(resp.content.readline(), 10)
+                    assert line, "the follow ended early"
+                    seen.append(int(line.decode().split()[1]))
+                # One old line (tailLines=1), then lines written while we listened.
+                assert seen == list(range(seen[0], seen[0] + 15))
+                assert time.monotonic() - started > 0.8
+            # The client went away: the follow ends; the agent and its server carry on.
+            deadline = time.monotonic() + 5
+            while server.open_streams:
+                assert time.monotonic() < deadline, "the follow outlived its client"
+                await asyncio.sleep(0.05)
+            assert (await served.get("/healthz"))[:2] == (200, "ok")
+    finally:
+        await kubelet.drain(grace_period=1)
+        kubelet.stop()
+        await asyncio.wait_for(agent, 30)

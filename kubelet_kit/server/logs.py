@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from pathlib import Path
 
 import attrs
@@ -183,13 +183,15 @@ async def stream_log(
     running: Callable[[], Awaitable[bool]],
     poll_interval: float = 0.2,
     max_follow: float = 4 * 3600.0,
-) -> AsyncIterator[bytes]:
+    client_alive: Callable[[], bool] = lambda: True,
+) -> AsyncGenerator[bytes, None]:
     """Yield the log's output chunk by chunk, as the options ask.
 
     File reads are small and local, so they run inline; a follow waits on
     ``clock`` between reads. A follow ends when ``running()`` says the
     container stopped (after reading what it wrote last), when the byte limit is
-    reached, after ``max_follow`` seconds, or when the consumer stops iterating.
+    reached, after ``max_follow`` seconds, when ``client_alive()`` turns False, or
+    when the consumer stops iterating.
 
     Raises:
         OSError: the file cannot be opened.
@@ -232,7 +234,8 @@ async def stream_log(
         deadline = clock.monotonic() + max_follow
         pending = b""
         stopped = False
-        while (remaining is None or remaining > 0) and clock.monotonic() < deadline:
+        while ((remaining is None or remaining > 0) and clock.monotonic() < deadline
+               and client_alive()):
             f.seek(offset)
             data = f.read(_MAX_LINE)
             offset += len(data)

@@ -173,6 +173,8 @@ class KubeletServer:
             kubelet.runtime, node_name=kubelet.node_name, root_dir=kubelet.root_dir,
             pod_logs_dir=kubelet.pod_logs_dir, now=kubelet.clock.now,
             monotonic=kubelet.clock.monotonic)
+        #: Log streams being served now (a follow counts until it ends).
+        self.open_streams = 0
         self._runners: list[web.AppRunner] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
@@ -425,24 +427,29 @@ class KubeletServer:
         response = web.StreamResponse()
         response.content_type = "text/plain"
         response.charset = "utf-8"
+        transport = request.transport
+        stream = stream_log(
+            path, opts, clock=self.kubelet.clock, running=running,
+            max_follow=self.limits.max_follow,
+            # aiohttp does not cancel a handler whose client left: look for it.
+            client_alive=lambda: transport is not None and not transport.is_closing())
+        self.open_streams += 1
         try:
-            chunks = stream_log(path, opts, clock=self.kubelet.clock, running=running,
-                                max_follow=self.limits.max_follow)
-            first = True
-            async for chunk in chunks:
-                if first:
-                    await response.prepare(request)
-                    first = False
-                await response.write(chunk)
-            if first:
+            async with contextlib.aclosing(stream) as chunks:
+                async for chunk in chunks:
+                    if not response.prepared:
+                        await response.prepare(request)
+                    await response.write(chunk)
+            if not response.prepared:
                 await response.prepare(request)
             await response.write_eof()
         except FileNotFoundError:
             if not response.prepared:
                 return _text(404, f'log of container "{container}" in pod "{name}" not found')
-        except (ConnectionResetError, asyncio.CancelledError):
-            # The client went away mid-follow: the generator is closed with us.
-            raise
+        except ConnectionResetError:
+            pass  # the client went away mid-follow
+        finally:
+            self.open_streams -= 1
         return response
 
     async def _run(self, request: web.Request) -> web.Response:
