@@ -150,9 +150,11 @@ class Kubelet:
         """Build an agent from a KubeletConfiguration.
 
         Uses staticPodPath (with fileCheckFrequency), staticPodURL (with
-        httpCheckFrequency and staticPodURLHeader), syncFrequency, podLogsDir and
-        maxPods. Keyword ``overrides`` go to the constructor (e.g. ``clock``,
-        ``node_name``, ``root_dir``, extra ``sources``).
+        httpCheckFrequency and staticPodURLHeader), syncFrequency, podLogsDir,
+        maxPods, and the eviction fields (evictionHard, evictionSoft, ...: a
+        ThresholdEvictionManager watching this machine's memory, filesystems and
+        pids). Keyword ``overrides`` go to the constructor (e.g. ``clock``,
+        ``node_name``, ``root_dir``, extra ``sources``, any manager).
         """
         clock = overrides.get("clock") or RealClock()
         overrides["clock"] = clock
@@ -174,7 +176,19 @@ class Kubelet:
         overrides.setdefault("sync_frequency", config.seconds("sync_frequency"))
         overrides.setdefault("pod_logs_dir", config.pod_logs_dir)
         overrides.setdefault("container_manager", StubContainerManager(max_pods=config.max_pods))
-        return cls(runtime=runtime, sources=sources, **overrides)
+        kubelet = cls(runtime=runtime, sources=sources, **overrides)
+        if "eviction_manager" not in overrides:
+            from kubelet_kit.eviction.host_stats import HostStatsProvider
+            from kubelet_kit.eviction.manager import ThresholdEvictionManager
+
+            kubelet.eviction_manager = ThresholdEvictionManager(
+                stats=HostStatsProvider(root_dir=kubelet.root_dir, clock=clock),
+                runtime=kubelet.runtime,
+                clock=clock,
+                config=config,
+                registry=kubelet.registry,
+            )
+        return kubelet
 
     # -- components built lazily -----------------------------------------------------
 
