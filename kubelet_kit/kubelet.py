@@ -40,7 +40,7 @@ from kubelet_kit.eviction import EvictionManager, StubEvictionManager
 from kubelet_kit.pleg import PLEG, PodLifecycleEventType
 from kubelet_kit.podsync.syncer import EventLog, RuntimePodSyncer
 from kubelet_kit.podworkers import PodWorkers, UpdateType, WorkerPhase
-from kubelet_kit.prober import ProbeManager, ProbeResult, StubProbeManager
+from kubelet_kit.prober import ProbeManager, ProbeResult, ReferenceProbeManager
 from kubelet_kit.status import StatusManager
 from kubelet_kit.volume import StubVolumeManager, VolumeManager
 
@@ -80,7 +80,8 @@ class Kubelet:
         sources: Pod sources (static-pod directory, URL, programmatic, ...).
         container_manager: Node resources, cgroups and admission; default a stub.
         volume_manager: Volumes; default a stub that mounts nothing.
-        probe_manager: Probes; default a stub (ready while running).
+        probe_manager: Probes; default the reference ProbeManager (exec, HTTP, TCP
+            and gRPC probes on the runtime and the clock).
         eviction_manager: Pressure and eviction; default a stub that never evicts.
         status_manager: Where pod statuses are kept; default a new StatusManager.
         node_name: This node's name; default the host name.
@@ -125,7 +126,7 @@ class Kubelet:
         self.sources = list(sources)
         self.container_manager: ContainerManager = container_manager or StubContainerManager()
         self.volume_manager: VolumeManager = volume_manager or StubVolumeManager()
-        self.probe_manager: ProbeManager = probe_manager or StubProbeManager()
+        self._probe_manager = probe_manager
         self.eviction_manager: EvictionManager = eviction_manager or StubEvictionManager()
         self.status_manager = status_manager or StatusManager(self.clock)
         self.sync_frequency = sync_frequency
@@ -200,6 +201,15 @@ class Kubelet:
 
             self._runtime = HostProcessRuntime(self.root_dir / "runtime", clock=self.clock)
         return self._runtime
+
+    @property
+    def probe_manager(self) -> ProbeManager:
+        """The probe manager (built on first use if none was given)."""
+        if self._probe_manager is None:
+            self._probe_manager = ReferenceProbeManager(
+                self.runtime, self.clock, registry=self.registry
+            )
+        return self._probe_manager
 
     @property
     def pleg(self) -> PLEG:

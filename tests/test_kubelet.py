@@ -13,6 +13,8 @@ from typing import Any
 from kubelet_kit.cm import StubContainerManager
 from kubelet_kit.container import (
     ContainerConfig,
+    ContainerFilter,
+    ContainerState,
     ContainerMetadata,
     ImageSpec,
     PodSandboxConfig,
@@ -219,3 +221,56 @@ async def test_a_user_written_pleg_plugs_into_the_agent() -> None:
         await bus.put("uid-job")
         await env.wait_for(lambda: env.phase("job") == "Failed", timeout=5,
                            what="the announced change seen at once")
+
+
+def probed(name: str) -> dict[str, Any]:
+    pod = manifest(name, command="touch /tmp/healthy; touch /tmp/ready; sleep infinity")
+    pod["spec"]["containers"][0]["livenessProbe"] = {
+        "exec": {"command": ["cat", "/tmp/healthy"]}, "periodSeconds": 10,
+        "failureThreshold": 3,
+    }
+    pod["spec"]["containers"][0]["readinessProbe"] = {
+        "exec": {"command": ["cat", "/tmp/ready"]}, "periodSeconds": 5,
+    }
+    return pod
+
+
+async def running_id(env: KubeletEnv, uid: str) -> str:
+    (info,) = await env.runtime.list_containers(
+        ContainerFilter(state=ContainerState.RUNNING, label_selector={labels.POD_UID: uid})
+    )
+    return info.id
+
+
+async def test_readiness_probe_flips_the_ready_condition_both_ways() -> None:
+    async with KubeletEnv() as env:
+        env.add_pod(probed("web"))
+
+        def ready() -> str:
+            condition = env.status("web").condition("Ready")
+            return condition.status if condition else ""
+
+        await env.wait_for(lambda: ready() == "True", what="Ready")
+        env.runtime.remove_file(await running_id(env, "uid-web"), "/tmp/ready")
+        await env.wait_for(lambda: ready() == "False", timeout=30, what="not Ready")
+        assert env.phase("web") == "Running"
+        env.runtime.write_file(await running_id(env, "uid-web"), "/tmp/ready", "")
+        await env.wait_for(lambda: ready() == "True", timeout=30, what="Ready again")
+
+
+async def test_a_failing_liveness_probe_restarts_the_container() -> None:
+    async with KubeletEnv() as env:
+        env.add_pod(probed("web"))
+        await env.wait_for(lambda: env.phase("web") == "Running")
+        first = await running_id(env, "uid-web")
+        await env.sleep(30)
+        assert await running_id(env, "uid-web") == first  # healthy: left alone
+        env.runtime.remove_file(first, "/tmp/healthy")
+        took = await env.wait_for(
+            lambda: env.status("web").container_statuses[0].restart_count == 1,
+            timeout=120, what="restart after three failures",
+        )
+        assert took <= 45  # three failures 10 s apart, then the kill and restart
+        assert await running_id(env, "uid-web") != first
+        killing = [e for e in env.kubelet.events.events() if e.reason == "Killing"]
+        assert any("failed liveness probe, will be restarted" in e.message for e in killing)
