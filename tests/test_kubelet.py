@@ -14,8 +14,8 @@ from kubelet_kit.cm import StubContainerManager
 from kubelet_kit.container import (
     ContainerConfig,
     ContainerFilter,
-    ContainerState,
     ContainerMetadata,
+    ContainerState,
     ImageSpec,
     PodSandboxConfig,
     PodSandboxMetadata,
