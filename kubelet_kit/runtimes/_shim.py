@@ -6,9 +6,19 @@ the part containerd's shim plays for a real container, for one host process:
 1. It forks and the parent exits at once, so the shim is nobody's child but
    init's and outlives the agent that started it (the agent started it in a new
    session, so no terminal signal reaches it either).
-2. It reads ``spec.json`` from the state directory, creates the working directory
-   if missing (as runc does), opens the CRI log file and starts the container's
-   process in a process group of its own, with exactly the environment in the spec.
+2. It reads ``spec.json`` from the state directory. When the spec asks for its
+   mounts to be applied (``apply_mounts``, set by a runtime with CAP_SYS_ADMIN),
+   the shim moves into a mount namespace of its own (``unshare(CLONE_NEWNS)``),
+   makes every mount in it private (a slave of the host's when a mount asks for
+   HostToContainer propagation, so host mounts still reach the container), and
+   bind-mounts each ``host_path`` onto its ``container_path`` (parents first),
+   creating a missing target directory or file as runc does, and remounting it
+   read-only when asked. The container process inherits that namespace; the
+   host's mount table is never changed (but a created target is created in the
+   host's file system, which the container shares). It then creates the working
+   directory if missing (as runc does), opens the CRI log file and starts the
+   container's process in a process group of its own, with exactly the
+   environment in the spec.
 3. It records ``start.json`` (process id and start time, its own too), then
    writes one JSON line to its standard output, the pipe the runtime is reading,
    and closes that pipe. A process that could not start is reported there
@@ -20,6 +30,13 @@ the part containerd's shim plays for a real container, for one host process:
    a signal, as a shell or containerd reports it), reason ``Completed`` for 0 and
    ``Error`` otherwise, and the finish time.
 
+Run as ``python -m kubelet_kit.runtimes._shim --exec STATE_DIR PID -- CMD...``
+it is the runtime's exec helper for a container with its own mount namespace:
+it enters the namespace of process PID (``setns``), changes to the container's
+working directory, takes its user and groups, and replaces itself with CMD in
+the container's environment (exit 127 or 126 with a shell-like message when CMD
+cannot be executed).
+
 Every record is written to a temporary file and renamed into place, so a reader
 sees either nothing or a whole record. The shim's own diagnostics go to its
 standard error, which the runtime points at ``shim.log`` in the state directory.
@@ -28,6 +45,8 @@ standard error, which the runtime points at ``shim.log`` in the state directory.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import errno
 import json
 import os
@@ -189,6 +208,114 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+# --------------------------------------------------------------- mount namespace
+
+_CLONE_NEWNS = 0x00020000
+_MS_RDONLY = 1
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_MS_NOEXEC = 8
+_MS_REMOUNT = 32
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+_MS_SLAVE = 1 << 19
+#: Propagation values (the CRI's names) that need host mounts to reach the container.
+_FROM_HOST = ("PROPAGATION_HOST_TO_CONTAINER", "PROPAGATION_BIDIRECTIONAL")
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(libc: ctypes.CDLL, source: str | None, target: str, flags: int) -> None:
+    _check(
+        libc.mount(source.encode() if source else None, target.encode(), None,
+                   ctypes.c_ulong(flags), None),
+        f'mount "{source or target}" to "{target}"',
+    )
+
+
+def _make_target(source: str, target: str) -> None:
+    """Create a missing mount target of the source's kind, as runc does."""
+    if os.path.lexists(target):
+        return
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target) or "/", exist_ok=True)
+        os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+
+
+def apply_mounts(mounts: list[dict[str, Any]]) -> None:
+    """Enter a new mount namespace and bind the mounts into it (see the module doc).
+
+    Raises:
+        _StartFailure: a step failed; the message names the mount, as runc's does.
+    """
+    libc = _libc()
+    try:
+        _check(libc.unshare(_CLONE_NEWNS), "unshare mount namespace")
+        root = _MS_SLAVE if any(m.get("propagation") in _FROM_HOST for m in mounts) else (
+            _MS_PRIVATE
+        )
+        # Nothing done in this namespace may propagate back to the host.
+        _mount(libc, None, "/", _MS_REC | root)
+    except OSError as exc:
+        raise _StartFailure(f"mount namespace: {exc.strerror}") from None
+    for m in sorted(mounts, key=lambda m: os.path.normpath(m["container_path"]).count("/")):
+        source, target = m["host_path"], os.path.normpath(m["container_path"])
+        try:
+            if not os.path.exists(source):
+                raise OSError(errno.ENOENT, f'mount source "{source}": no such file or directory')
+            _make_target(source, target)
+            _mount(libc, source, target, _MS_BIND | _MS_REC)
+            if m.get("readonly"):
+                # A read-only bind remount must repeat the flags it keeps locked.
+                kept = os.statvfs(target).f_flag & (_MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+                _mount(libc, None, target, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | kept)
+        except OSError as exc:
+            raise _StartFailure(
+                f'error mounting "{source}" to rootfs at "{target}": {exc.strerror or exc}'
+            ) from None
+
+
+def exec_in(state_dir: Path, pid: int, argv: list[str]) -> int:
+    """Enter the mount namespace of ``pid`` and exec ``argv`` as the container's
+    process would run (environment, working directory, user). Returns only on
+    failure, with a shell's exit code."""
+    spec = json.loads((state_dir / SPEC_FILE).read_text(encoding="utf-8"))
+    libc = _libc()
+    try:
+        fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            _check(libc.setns(fd, _CLONE_NEWNS), "setns")
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        sys.stderr.write(f"enter the container's mount namespace: {exc.strerror}\n")
+        return 126
+    try:
+        os.chdir(spec.get("cwd") or "/")
+        if spec.get("extra_groups") is not None:
+            os.setgroups(spec["extra_groups"])
+        if spec.get("group") is not None:
+            os.setgid(spec["group"])
+        if spec.get("user") is not None:
+            os.setuid(spec["user"])
+        os.execvpe(argv[0], argv, spec.get("env", {}))
+    except OSError as exc:
+        sys.stderr.write(f"{argv[0]}: {exc.strerror}\n")
+        return 127 if isinstance(exc, FileNotFoundError) else 126
+    return 126  # not reached: exec replaced the process
+
+
 def _start(
     spec: dict[str, Any], argv: list[str], cwd: str, env: dict[str, str]
 ) -> tuple[subprocess.Popen[bytes], int, int, int | None]:
@@ -200,6 +327,8 @@ def _start(
     Raises:
         _StartFailure: any step failed; the message names the step and the path.
     """
+    if spec.get("apply_mounts") and spec.get("mounts"):
+        apply_mounts(spec["mounts"])
     try:
         # runc creates a missing working directory; so do we.
         Path(cwd).mkdir(parents=True, exist_ok=True)
@@ -297,8 +426,12 @@ def run(state_dir: Path) -> int:
 
 def main(args: list[str]) -> int:
     """Entry point: detach, then :func:`run` the container in ``args[0]``."""
+    if len(args) >= 5 and args[0] == "--exec" and args[3] == "--":
+        return exec_in(Path(args[1]), int(args[2]), args[4:])
     if len(args) != 1:
-        print("usage: python -m kubelet_kit.runtimes._shim STATE_DIR", file=sys.stderr)
+        print("usage: python -m kubelet_kit.runtimes._shim STATE_DIR\n"
+              "       python -m kubelet_kit.runtimes._shim --exec STATE_DIR PID -- CMD...",
+              file=sys.stderr)
         return 2
     state_dir = Path(args[0])
     if os.fork() != 0:

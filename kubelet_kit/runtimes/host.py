@@ -30,11 +30,22 @@ Containers
     from the agent. The working directory defaults to ``/`` and is created if
     missing, as runc does; it must be absolute. ``run_as_user``,
     ``run_as_group`` and ``supplemental_groups`` are applied (an agent that is
-    not root can only use its own ids). Mounts, devices and resources are
-    recorded and reported but not applied: with no mount namespace a process
-    that opens a mount's ``container_path`` sees whatever the host has there,
-    so workloads should be given host paths (e.g. through env). No cgroup limits,
-    no OOMKilled reason.
+    not root can only use its own ids). Devices and resources are recorded and
+    reported but not applied: no cgroup limits, no OOMKilled reason.
+
+    Mounts are applied when the runtime may mount (``apply_mounts``, by default
+    when the agent holds CAP_SYS_ADMIN, i.e. runs as root): a container with
+    mounts runs in a mount namespace of its own, where every host mount is made
+    private (a slave of the host's when a mount asks for HostToContainer or
+    Bidirectional propagation; Bidirectional is otherwise only recorded), and
+    each ``host_path`` is bind-mounted onto its ``container_path``, read-only
+    when asked. The container still shares the host's root file system: a
+    missing target is created on the host (a directory or an empty file, as runc
+    does), and everything not shadowed by a mount is the host's. A source that
+    does not exist fails the start (StartError, runc's "error mounting"
+    message). Without the privilege mounts are recorded and reported only; a
+    process that opens a ``container_path`` then sees whatever the host has
+    there, so such workloads should be given host paths (e.g. through env).
 
     ``start_container`` runs a shim (``python -m kubelet_kit.runtimes._shim``,
     detached in a new session so it outlives the agent) which starts the process
@@ -66,7 +77,9 @@ Images
 
 Exec
     ``exec_sync`` runs the command as a new process (its own session) with the
-    container's environment, working directory and user. A command that cannot
+    container's environment, working directory and user, inside the
+    container's mount namespace when it has one (through the shim's exec helper,
+    which enters it with ``setns``), so probes and hooks see the same files. A command that cannot
     be executed returns exit code 127 (not found) or 126 (not executable) with
     the reason on stderr, as a shell would. ``timeout`` of None or 0 means no
     limit; past it the command's session is killed and DeadlineExceededError
@@ -293,6 +306,26 @@ def _host_primary_ip() -> str:
         return "127.0.0.1"
 
 
+def _shim_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # The shim runs from "/", so make sure it imports this very kubelet_kit.
+    pkg_root = str(Path(kubelet_kit.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _has_cap_sys_admin() -> bool:
+    """Whether this process may mount (CAP_SYS_ADMIN in its effective set)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) & (1 << 21))
+    except OSError:
+        pass
+    return os.geteuid() == 0
+
+
 @attrs.frozen
 class _Proc:
     pid: int
@@ -412,6 +445,8 @@ class HostProcessRuntime:
         kill_timeout: How long to wait for a container to exit after SIGKILL.
         event_buffer: Events held for a slow :meth:`get_container_events`
             consumer; past that, new events are dropped for it (a PLEG relists).
+        apply_mounts: Apply containers' mounts in a mount namespace (see the
+            module doc); default: when this process holds CAP_SYS_ADMIN.
     """
 
     def __init__(
@@ -425,8 +460,10 @@ class HostProcessRuntime:
         start_timeout: float = 30.0,
         kill_timeout: float = 10.0,
         event_buffer: int = 1000,
+        apply_mounts: bool | None = None,
     ) -> None:
         self._root = Path(root_dir).absolute()
+        self._apply_mounts = _has_cap_sys_admin() if apply_mounts is None else apply_mounts
         self._clock: Clock = clock if clock is not None else RealClock()
         self._host_ip = host_ip
         self._python = python
@@ -749,6 +786,17 @@ class HostProcessRuntime:
             "cwd": cwd,
             "max_line_size": self._max_line,
         }
+        if config.mounts:
+            spec["mounts"] = [
+                {
+                    "container_path": m.container_path,
+                    "host_path": m.host_path,
+                    "readonly": m.readonly,
+                    "propagation": m.propagation.value,
+                }
+                for m in config.mounts
+            ]
+            spec["apply_mounts"] = self._apply_mounts
         if sc is not None:
             spec["user"] = sc.run_as_user
             spec["group"] = sc.run_as_group
@@ -869,10 +917,7 @@ class HostProcessRuntime:
                 )
 
     async def _launch_shim(self, cdir: Path) -> dict[str, Any]:
-        env = dict(os.environ)
-        # The shim runs from "/", so make sure it imports this very kubelet_kit.
-        pkg_root = str(Path(kubelet_kit.__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
+        env = _shim_env()
         with open(cdir / _SHIM_LOG, "ab") as shim_log:
             proc = await asyncio.create_subprocess_exec(
                 self._python,
@@ -1039,20 +1084,42 @@ class HostProcessRuntime:
                 f'container "{container_id}" ({rec.config.metadata.name}) is in {state.value} '
                 "state; exec needs a running container"
             )
-        spec = _read_json(self._container_dir(container_id) / SPEC_FILE) or {}
+        cdir = self._container_dir(container_id)
+        spec = _read_json(cdir / SPEC_FILE) or {}
+        pid = self._observe(container_id).pid
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *cmd,
-                env=spec.get("env", {}),
-                cwd=spec.get("cwd") or "/",
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                user=spec.get("user"),
-                group=spec.get("group"),
-                extra_groups=spec.get("extra_groups"),
-            )
+            if spec.get("apply_mounts") and spec.get("mounts") and pid > 0:
+                # The command must see the container's mounts: the shim's exec
+                # helper enters its mount namespace, then becomes the command.
+                proc = await asyncio.create_subprocess_exec(
+                    self._python,
+                    "-m",
+                    "kubelet_kit.runtimes._shim",
+                    "--exec",
+                    str(cdir),
+                    str(pid),
+                    "--",
+                    *cmd,
+                    env=_shim_env(),
+                    cwd="/",
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    start_new_session=True,
+                )
+            else:
+                proc = await asyncio.create_subprocess_exec(
+                    *cmd,
+                    env=spec.get("env", {}),
+                    cwd=spec.get("cwd") or "/",
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    start_new_session=True,
+                    user=spec.get("user"),
+                    group=spec.get("group"),
+                    extra_groups=spec.get("extra_groups"),
+                )
         except OSError as exc:
             # What a shell says and returns for a command it cannot run.
             code = 127 if isinstance(exc, FileNotFoundError) else 126
