@@ -234,3 +234,16 @@ def test_kubelet_kit_run_logs_transitions_and_leaves_pods_running_on_sigterm(
         if proc.poll() is None:
             proc.kill()
         asyncio.run(stop_everything(root / "runtime"))
+
+
+async def test_the_web_example_becomes_ready_through_its_http_probe(agent: Agent) -> None:
+    copy_examples(agent.manifests, "web")
+    await agent.start()
+
+    def ready() -> str:
+        status = agent.status("web") if agent.phase("web") else None
+        condition = status.condition("Ready") if status else None
+        return condition.status if condition else ""
+
+    await wait_until(lambda: ready() == "True", what="web Ready through its HTTP probe")
+    assert agent.status("web").container_statuses[0].ready
