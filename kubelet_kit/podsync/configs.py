@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -285,8 +286,30 @@ def container_hash(container: Container) -> str:
     kubelet adopting our containers sees a hash change and restarts them, as it
     does after its own upgrades. Any spec change changes the hash.
     """
+    key = id(container)
+    hit = _hash_cache.get(key)
+    if hit is not None and hit[0]() is container:
+        return hit[1]
     data = json.dumps(container.to_dict(), sort_keys=True, separators=(",", ":"))
-    return format(_fnv1a_32(data.encode()), "x")
+    value = format(_fnv1a_32(data.encode()), "x")
+
+    def forget(ref: weakref.ref[Container], key: int = key) -> None:
+        entry = _hash_cache.get(key)
+        if entry is not None and entry[0] is ref:
+            del _hash_cache[key]
+
+    _hash_cache[key] = (weakref.ref(container, forget), value)
+    return value
+
+
+# Hashes by object identity. Every sync of every pod hashes each of its
+# containers (to compare with the recorded hash, and for new containers'
+# annotations), while the Container objects themselves change only when the
+# pod's spec does: a pod update brings new objects, and therefore new entries.
+# Containers are frozen values (never changed in place), and an entry goes with
+# its object, so a cached hash is always the hash of the object it is found for.
+# The models hold dicts, so they cannot be dictionary keys themselves.
+_hash_cache: dict[int, tuple[weakref.ref[Container], str]] = {}
 
 
 def _fnv1a_32(data: bytes) -> int:
