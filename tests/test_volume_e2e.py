@@ -1,0 +1,168 @@
+"""End to end: the Kubelet composer with the ReconcilingVolumeManager and the
+host-process runtime (as root, so mounts are applied in mount namespaces).
+
+A pod reads its configMap and its secret (on a tmpfs), and its app container
+reads a file a sidecar wrote into a shared emptyDir; after the pod's manifest is
+deleted every volume directory and mount is gone. Real time, bounded waits;
+every mount target is under the test's temporary directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from kubelet_kit.config import FileSource
+from kubelet_kit.container.logs import join_output, read_log
+from kubelet_kit.kubelet import Kubelet
+from kubelet_kit.runtimes.host import HostProcessRuntime
+from kubelet_kit.volume import ManifestConfigSource, ReconcilingVolumeManager, mounter
+
+pytestmark = pytest.mark.timeout(90)
+
+NODE = "vol-node"
+RequireReal = Callable[[bool, str], None]
+
+CONFIG = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app-config}
+data:
+  greeting: hello from the configMap
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: app-secret}
+data:
+  password: czNjcjN0LXZhbHVl   # s3cr3t-value
+"""
+
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {{name: vols}}
+spec:
+  terminationGracePeriodSeconds: 2
+  volumes:
+    - name: config
+      configMap: {{name: app-config}}
+    - name: creds
+      secret: {{secretName: app-secret, defaultMode: 0400}}
+    - name: shared
+      emptyDir: {{}}
+  initContainers:
+    - name: writer
+      image: busybox
+      restartPolicy: Always
+      command: [sh, -c, "echo written-by-sidecar > {shared}/msg; exec sleep 300"]
+      volumeMounts:
+        - {{name: shared, mountPath: "{shared}"}}
+  containers:
+    - name: app
+      image: busybox
+      command:
+        - sh
+        - -c
+        - >-
+          echo "config=$(cat {cfg}/greeting)";
+          echo "secret=$(cat {sec}/password)";
+          while [ ! -e {shared}/msg ]; do sleep 0.1; done;
+          echo "shared=$(cat {shared}/msg)";
+          exec sleep 300
+      volumeMounts:
+        - {{name: config, mountPath: "{cfg}"}}
+        - {{name: creds, mountPath: "{sec}", readOnly: true}}
+        - {{name: shared, mountPath: "{shared}"}}
+"""
+
+
+async def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 45.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+class Agent:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.manifests = tmp / "manifests"
+        self.configs = tmp / "configs"
+        self.root = tmp / "state"
+        self.logs = tmp / "logs"
+        for d in (self.manifests, self.configs):
+            d.mkdir()
+        self.volumes = ReconcilingVolumeManager(
+            self.root, config_source=ManifestConfigSource(self.configs)
+        )
+        self.kubelet = Kubelet(
+            runtime=HostProcessRuntime(self.root / "runtime"),
+            sources=[FileSource(self.manifests, node_name=NODE, check_frequency=0.3)],
+            volume_manager=self.volumes,
+            node_name=NODE,
+            root_dir=self.root,
+            pod_logs_dir=self.logs,
+        )
+        self.task: asyncio.Task[None] | None = None
+
+    def app_log(self) -> str:
+        logs = list(self.logs.glob(f"default_vols-{NODE}_*/app/0.log"))
+        return join_output(read_log(logs[0])).decode() if logs else ""
+
+
+@pytest.fixture
+async def agent(tmp_path: Path, require_real: RequireReal) -> AsyncIterator[Agent]:
+    require_real(mounter.can_mount(), "root (CAP_SYS_ADMIN) for tmpfs and mount namespaces")
+    a = Agent(tmp_path)
+    try:
+        yield a
+    finally:
+        if a.task is not None and not a.task.done():
+            a.kubelet.stop()
+            await asyncio.wait_for(a.task, 30)
+        runtime = HostProcessRuntime(a.root / "runtime")
+        for c in await runtime.list_containers():
+            await runtime.stop_container(c.id, 0)
+        for s in await runtime.list_pod_sandboxes():
+            await runtime.remove_pod_sandbox(s.id)
+        for m in mounter.mount_points_under(tmp_path):  # only ever our own
+            mounter.unmount(m, detach=True)
+
+
+async def test_pod_reads_config_secret_and_sidecar_file_and_all_is_gone_after_delete(
+    agent: Agent,
+) -> None:
+    (agent.configs / "app.yaml").write_text(CONFIG)
+    inside = agent.tmp / "ctr"  # container paths, created on the host if missing
+    paths = {"cfg": inside / "etc/config", "sec": inside / "etc/secret",
+             "shared": inside / "shared"}
+    (agent.manifests / "vols.yaml").write_text(POD.format(**{k: str(v) for k, v in
+                                                             paths.items()}))
+    agent.task = asyncio.create_task(agent.kubelet.run())
+
+    await wait_until(lambda: "shared=" in agent.app_log(), "the app's log")
+    lines = agent.app_log().splitlines()
+    assert lines == [
+        "config=hello from the configMap",
+        "secret=s3cr3t-value",
+        "shared=written-by-sidecar",
+    ]
+    [pod] = agent.kubelet.pods()
+    pod_dir = agent.root / "pods" / pod.uid
+    secret_dir = pod_dir / "volumes" / "kubernetes.io~secret" / "creds"
+    assert mounter.is_mount_point(secret_dir)  # the secret lives on a tmpfs
+    assert (pod_dir / "volumes" / "kubernetes.io~empty-dir" / "shared" / "msg").read_text() == (
+        "written-by-sidecar\n"
+    )
+    # The host's view of the container paths is untouched (only empty targets).
+    assert list(paths["cfg"].iterdir()) == [] and list(paths["shared"].iterdir()) == []
+
+    (agent.manifests / "vols.yaml").unlink()
+    await wait_until(lambda: not pod_dir.exists(), "the pod's volume directories to go")
+    assert mounter.mount_points_under(agent.tmp) == []
+    assert agent.volumes.actual.volumes == {}
