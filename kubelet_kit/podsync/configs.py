@@ -130,11 +130,30 @@ def read_resolv_conf(path: str = "/etc/resolv.conf") -> DNSConfig:
 
     A missing file gives an empty config. Comments (``#``, ``;``) are skipped.
     Blocks on the file read (small; call it once and pass the result around).
+    The parsed result is kept while the file's inode, size, modification and
+    change times stay the same, so each further call costs one ``stat``.
     """
     try:
+        st = os.stat(path)
+        signature = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        cached = _resolv_cache.get(path)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
         text = Path(path).read_text()
     except FileNotFoundError:
         return DNSConfig()
+    config = _parse_resolv_conf(text)
+    _resolv_cache[path] = (signature, config)
+    return config
+
+
+# Without a resolver config given to the syncer, every new sandbox reads the
+# node's resolv.conf; reading and parsing it each time cost more than the rest
+# of the sandbox config together.
+_resolv_cache: dict[str, tuple[tuple[int, int, int, int], DNSConfig]] = {}
+
+
+def _parse_resolv_conf(text: str) -> DNSConfig:
     servers: list[str] = []
     searches: list[str] = []
     options: list[str] = []
