@@ -80,6 +80,7 @@ class PodConfig:
                     queue.put_nowait(update)
 
         tasks = [asyncio.create_task(pump(s), name=f"pod-source-{s.name}") for s in self.sources]
+        get: asyncio.Future[PodUpdate] | None = None
         try:
             while True:
                 get = asyncio.ensure_future(queue.get())
@@ -97,6 +98,10 @@ class PodConfig:
                 if not tasks and queue.empty():
                     return
         finally:
+            # The pending read too: left alone it would be destroyed pending when
+            # the loop closes (and warn about it).
+            if get is not None and not get.done():
+                get.cancel()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
