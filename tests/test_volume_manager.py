@@ -270,3 +270,19 @@ async def test_real_threads_and_real_clock(tmp_path: Path) -> None:
     finally:
         await manager.stop()
         await asyncio.wait_for(task, 5)
+
+
+async def test_a_volume_whose_source_kind_changed_is_made_anew(env: Env) -> None:
+    env.start()
+    pod = make_pod(volumes=[{"name": "v", "emptyDir": {}}])
+    env.manager.add_pod(pod)
+    await env.manager.wait_for_mounts(pod, 10)
+    old = env.vol("u1", "empty-dir", "v")
+    assert old.is_dir()
+    changed = make_pod(volumes=[{"name": "v", "configMap": {"name": "cm"}}])
+    env.manager.add_pod(changed)
+    await env.clock.run_for(0.2)
+    await env.manager.wait_for_mounts(changed, 10)
+    assert not old.exists()
+    assert (env.vol("u1", "configmap", "v") / "key").read_text() == "v1"
+    assert env.manager.actual.volumes[("u1", "v")].plugin == "kubernetes.io/configmap"

@@ -313,6 +313,7 @@ class ReconcilingVolumeManager:
         self.errors: dict[tuple[str, str], str] = {}
         self._retry: dict[tuple[str, str], tuple[float, float]] = {}
         self._wake = asyncio.Event()
+        self._pass_lock = asyncio.Lock()
         self._round = asyncio.Event()
         self._stopped = asyncio.Event()
         self._started_at: float | None = None
@@ -445,16 +446,20 @@ class ReconcilingVolumeManager:
     async def reconcile(self) -> None:
         """One reconcile pass: tear down, set up, refresh; then wake waiters.
 
-        Never raises for a volume's failure (it is recorded and retried).
+        Never raises for a volume's failure (it is recorded and retried). Passes
+        never overlap: a call made during one waits for it.
         """
-        try:
-            await self._unmount_unwanted()
-            await self._mount_wanted()
-            await self._clean_pod_dirs()
-        finally:
-            self.metrics.set_totals(self.desired.plugin_counts(), self.actual.plugin_counts())
-            done, self._round = self._round, asyncio.Event()
-            done.set()
+        async with self._pass_lock:
+            try:
+                await self._unmount_unwanted()
+                await self._mount_wanted()
+                await self._clean_pod_dirs()
+            finally:
+                self.metrics.set_totals(
+                    self.desired.plugin_counts(), self.actual.plugin_counts()
+                )
+                done, self._round = self._round, asyncio.Event()
+                done.set()
 
     async def _unmount_unwanted(self) -> None:
         grace_over = (
@@ -463,7 +468,11 @@ class ReconcilingVolumeManager:
         )
         for key, mv in list(self.actual.volumes.items()):
             pod = self.desired.pods.get(mv.pod_uid)
-            if pod is not None and any(v.name == mv.name for v in pod.spec.volumes):
+            wanted = next((v for v in pod.spec.volumes if v.name == mv.name), None) if (
+                pod is not None
+            ) else None
+            # A volume whose source kind changed (same name) is made anew.
+            if wanted is not None and _safe_plugin(wanted) == mv.plugin:
                 continue
             if mv.reconstructed and pod is None and not grace_over:
                 continue
