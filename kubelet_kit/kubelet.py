@@ -236,7 +236,12 @@ class Kubelet:
                 pod_cache=self.pleg.cache,
                 events=self.events,
             )
-            self._workers = PodWorkers(syncer, self.clock, resync_interval=self.sync_frequency)
+            # kubelet_pod_worker_duration_seconds, in the agent's registry.
+            from kubelet_kit.metrics import KubeletMetrics, TimedPodSyncer
+
+            metrics = KubeletMetrics.for_registry(self.registry, node_name=self.node_name)
+            self._workers = PodWorkers(TimedPodSyncer(syncer, metrics, self.clock), self.clock,
+                                       resync_interval=self.sync_frequency)
         return self._workers
 
     # -- what an embedding agent reads -----------------------------------------------

@@ -11,8 +11,8 @@ This module adds what only the agent as a whole can tell, in that same registry:
 * ``kubelet_pod_start_duration_seconds``: from the agent first seeing a pod to
   the pod running (the kubelet's buckets).
 * ``kubelet_pod_worker_duration_seconds{operation}``: time to sync one pod, by
-  ``create``, ``update`` or ``sync``; observed by whoever calls
-  :meth:`KubeletMetrics.observe_pod_worker`.
+  ``create``, ``update``, ``sync`` or ``kill``; kept by :class:`TimedPodSyncer`
+  around the pod workers' syncer.
 * ``kubelet_runtime_operations_total``, ``kubelet_runtime_operations_errors_total``
   and ``kubelet_runtime_operations_duration_seconds`` (all by ``operation_type``):
   kept by :class:`InstrumentedRuntime`, with the kubelet's operation names
@@ -55,13 +55,16 @@ from kubelet_kit.container.interfaces import (
 )
 
 if TYPE_CHECKING:
+    from kubelet_kit.api import Pod
     from kubelet_kit.kubelet import Kubelet
+    from kubelet_kit.podworkers import PodSyncer, SyncResult, UpdateType
 
 __all__ = [
     "POD_START_BUCKETS",
     "RUNTIME_OPERATION_BUCKETS",
     "InstrumentedRuntime",
     "KubeletMetrics",
+    "TimedPodSyncer",
 ]
 
 T = TypeVar("T")
@@ -130,6 +133,8 @@ class KubeletMetrics:
             "kubelet_runtime_operations_duration_seconds",
             "Duration in seconds of runtime operations. Broken down by operation type.",
             ["operation_type"], buckets=RUNTIME_OPERATION_BUCKETS, registry=r)
+        # A later for_registry() on this registry finds these instead of clashing.
+        _BY_REGISTRY.setdefault(self.registry, self)
 
     @classmethod
     def for_registry(cls, registry: CollectorRegistry, *, node_name: str = "") -> KubeletMetrics:
@@ -351,3 +356,42 @@ class InstrumentedRuntime:
         close = getattr(self.inner, "close", None)
         if close is not None:
             await close()
+
+
+class TimedPodSyncer:
+    """A PodSyncer that observes ``kubelet_pod_worker_duration_seconds``.
+
+    ``sync_pod`` is observed under its update type (``create``, ``update``,
+    ``sync``, ``kill``), ``sync_terminating_pod`` under ``kill``, as the kubelet
+    labels its pod worker's syncs; a sync that raises is observed too. Durations
+    come from ``clock``.
+
+    Args:
+        syncer: The syncer the pod workers would otherwise call.
+        metrics: Where to observe.
+        clock: Source of durations.
+    """
+
+    def __init__(self, syncer: PodSyncer, metrics: KubeletMetrics, clock: Clock) -> None:
+        self.inner = syncer
+        self.metrics = metrics
+        self.clock = clock
+
+    async def _timed(self, operation: str, call: Awaitable[T]) -> T:
+        start = self.clock.monotonic()
+        try:
+            return await call
+        finally:
+            self.metrics.observe_pod_worker(operation, self.clock.monotonic() - start)
+
+    async def sync_pod(self, update_type: UpdateType, pod: Pod) -> SyncResult:
+        """Forwarded and timed under ``update_type``'s name."""
+        return await self._timed(update_type.value, self.inner.sync_pod(update_type, pod))
+
+    async def sync_terminating_pod(self, pod: Pod, grace_period: float) -> None:
+        """Forwarded and timed as ``kill``."""
+        await self._timed("kill", self.inner.sync_terminating_pod(pod, grace_period))
+
+    async def sync_terminated_pod(self, pod: Pod) -> None:
+        """Forwarded (not timed: the kubelet does not count cleanup as a sync)."""
+        await self.inner.sync_terminated_pod(pod)

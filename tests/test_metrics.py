@@ -75,6 +75,8 @@ def test_one_metrics_object_per_registry() -> None:
     registry = CollectorRegistry()
     a = KubeletMetrics.for_registry(registry, node_name="n1")
     assert KubeletMetrics.for_registry(registry) is a
+    direct = KubeletMetrics(CollectorRegistry())
+    assert KubeletMetrics.for_registry(direct.registry) is direct
     assert sample(registry, "kubelet_node_name", node="n1") == 1
 
 
@@ -110,6 +112,8 @@ async def test_running_agent_metrics() -> None:
     assert "kubelet_running_pods 1.0" in text
     assert 'kubelet_running_containers{container_state="running"} 1.0' in text
     assert "kubelet_pod_start_duration_seconds_count 1.0" in text
+    assert 'kubelet_pod_worker_duration_seconds_count{operation="create"} 1.0' in text
+    assert 'kubelet_pod_worker_duration_seconds_count{operation="sync"}' in text
     assert 'kubelet_runtime_operations_total{operation_type="run_podsandbox"} 1.0' in text
     assert 'kubelet_runtime_operations_total{operation_type="start_container"} 1.0' in text
     assert "kubelet_pleg_relist_duration_seconds_count" in text
