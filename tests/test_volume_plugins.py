@@ -152,6 +152,12 @@ def test_empty_dir_on_disk_layout_and_teardown(tmp_path: Path) -> None:
     tear_down(path)  # idempotent
 
 
+def test_unsupported_empty_dir_medium(tmp_path: Path) -> None:
+    pod = make_pod([{"name": "huge", "emptyDir": {"medium": "HugePages"}}])
+    with pytest.raises(PodSyncError, match="emptyDir medium 'HugePages' is not supported"):
+        set_up(pod, pod.spec.volumes[0], tmp_path, PluginEnv())
+
+
 def test_memory_volumes_refused_without_mount_privilege(tmp_path: Path) -> None:
     pod = make_pod([{"name": "mem", "emptyDir": {"medium": "Memory"}},
                     {"name": "sec", "secret": {"secretName": "sec"}}])

@@ -541,6 +541,12 @@ def set_up(pod: Pod, volume: Volume, root_dir: Path, env: PluginEnv) -> Path:
         return path
     try:
         if plugin == EMPTY_DIR:
+            assert volume.empty_dir is not None
+            if volume.empty_dir.medium not in ("", "Memory"):
+                raise _fail(
+                    f'volume "{volume.name}": emptyDir medium {volume.empty_dir.medium!r} is '
+                    'not supported (supported: "" for disk, "Memory")'
+                )
             _make_dir(path, 0o777)
             if uses_tmpfs(volume):
                 _ensure_tmpfs(pod, volume, path, env, 0o777)

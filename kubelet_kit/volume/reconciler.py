@@ -578,18 +578,20 @@ class ReconcilingVolumeManager:
             pod_dir.rmdir()  # only if nothing else (another subsystem's files) is there
 
     async def _reconstruct(self) -> None:
-        found = await self._offload(self._scan_disk)
+        found, uids = await self._offload(self._scan_disk)
+        self._pending_dirs.update(uids)
         for mv in found:
             key = (mv.pod_uid, mv.name)
             if key not in self.actual.volumes:
                 self.actual.volumes[key] = mv
                 log.info("reconstructed volume %s of pod %s at %s", mv.name, mv.pod_uid, mv.path)
 
-    def _scan_disk(self) -> list[MountedVolume]:
+    def _scan_disk(self) -> tuple[list[MountedVolume], list[str]]:
         found: list[MountedVolume] = []
+        uids: list[str] = []
         pods_dir = self.root_dir / "pods"
         if not pods_dir.is_dir():
-            return found
+            return found, uids
         for pod_dir in sorted(pods_dir.iterdir()):
             volumes = pod_dir / "volumes"
             if not volumes.is_dir():
@@ -600,8 +602,8 @@ class ReconcilingVolumeManager:
                     continue
                 for vol in sorted(plugin_dir.iterdir()):
                     found.append(MountedVolume(pod_dir.name, vol.name, plugin, vol))
-            self._pending_dirs.add(pod_dir.name)
-        return found
+            uids.append(pod_dir.name)
+        return found, uids
 
 
 def _safe_plugin(volume: Volume) -> str:
