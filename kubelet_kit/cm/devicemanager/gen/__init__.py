@@ -1,0 +1,1 @@
+"""Generated from kubelet_kit/cm/devicemanager/api.proto by scripts/gen_protos.py; do not edit."""
