@@ -286,3 +286,32 @@ async def test_a_volume_whose_source_kind_changed_is_made_anew(env: Env) -> None
     assert not old.exists()
     assert (env.vol("u1", "configmap", "v") / "key").read_text() == "v1"
     assert env.manager.actual.volumes[("u1", "v")].plugin == "kubernetes.io/configmap"
+
+
+class BrokenSource(StaticConfigSource):
+    def get_config_map(self, namespace: str, name: str) -> Any:
+        raise RuntimeError("config server unreachable")
+
+
+async def test_a_failing_source_fails_only_its_volume(tmp_path: Path) -> None:
+    clock = FakeClock()
+    manager = ReconcilingVolumeManager(
+        tmp_path, config_source=BrokenSource(), clock=clock, offload=inline, may_mount=False
+    )
+    task = asyncio.create_task(manager.run())
+    try:
+        pod = make_pod()
+        manager.add_pod(pod)
+        await clock.run_for(1)
+        assert not task.done()  # the loop survived
+        assert manager.errors == {
+            ("u1", "cfg"): 'volume "cfg": RuntimeError: config server unreachable'}
+        assert ("u1", "scratch") in manager.actual.volumes
+        # The pod drops the volume: its retry and error go too, and the loop idles.
+        manager.add_pod(make_pod(volumes=[{"name": "scratch", "emptyDir": {}}]))
+        await clock.run_for(1)
+        assert manager.errors == {}
+        assert manager._next_delay() == manager.reconcile_period
+    finally:
+        await manager.stop()
+        await asyncio.wait_for(task, 5)

@@ -497,6 +497,11 @@ class ReconcilingVolumeManager:
 
     async def _mount_wanted(self) -> None:
         now = self.clock.monotonic()
+        wanted = {(pod.uid, vol.name) for pod, vol in self.desired.volumes()}
+        for key in [k for k in self._retry if k not in wanted]:
+            # A volume dropped from its pod: no retry left behind to wake the loop.
+            del self._retry[key]
+            self.errors.pop(key, None)
         for pod, volume in self.desired.volumes():
             key = (pod.uid, volume.name)
             mv = self.actual.volumes.get(key)
@@ -518,12 +523,18 @@ class ReconcilingVolumeManager:
                 path = await self._offload(
                     plugins.set_up, pod, volume, self.root_dir, self.env
                 )
-            except PodSyncError as exc:
+            except Exception as exc:
+                # A plugin's or a config source's failure is this volume's problem
+                # only: record it, retry later, keep reconciling the others.
+                if isinstance(exc, PodSyncError):
+                    message = exc.message
+                else:
+                    message = f'volume "{volume.name}": {type(exc).__name__}: {exc}'
                 delay = BACKOFF_INITIAL if retry is None else min(retry[1] * 2, BACKOFF_MAX)
                 self._retry[key] = (self.clock.monotonic() + delay, delay)
-                if self.errors.get(key) != exc.message:
-                    log.warning("pod %s: %s", pod.uid, exc.message)
-                self.errors[key] = exc.message
+                if self.errors.get(key) != message:
+                    log.warning("pod %s: %s", pod.uid, message)
+                self.errors[key] = message
                 self.metrics.observe_operation(
                     mv.plugin if mv else _safe_plugin(volume), OPERATION_MOUNT, False,
                     self.clock.monotonic() - started,
