@@ -166,6 +166,19 @@ async def test_healthz_fails_with_the_pleg_reason(served: Served) -> None:
     assert status == 500 and "threshold is 3m" in body.replace("3m0s", "3m")
 
 
+async def test_healthz_names_a_stalled_sync_loop(served: Served,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    reason = "sync loop has not run for 400s; threshold is 300s"
+    monkeypatch.setattr(served.env.kubelet, "healthy", lambda: (False, reason))
+    status, body, _ = await served.get("/healthz")
+    assert status == 500
+    assert body.splitlines() == ["[+]ping ok", "[+]log ok", f"[-]syncloop failed: {reason}",
+                                 "[+]pleg ok", "healthz check failed"]
+    assert (await served.get("/healthz/syncloop"))[0] == 500
+    assert (await served.get("/healthz/ping"))[:2] == (200, "ok\n")
+    assert (await served.get("/healthz/nope"))[0] == 404
+
+
 async def test_pods_is_a_podlist_with_statuses(served: Served) -> None:
     status, body, headers = await served.get("/pods")
     assert status == 200 and headers["Content-Type"].startswith("application/json")
