@@ -406,3 +406,18 @@ def test_sub_path_resolution_and_escapes(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="does not exist"):
         resolve_sub_path(volume, "absent", create=False)
     assert not (outside / "new").exists()
+
+
+def test_sub_path_walk_refuses_a_symlink_the_check_did_not_see(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A symlink swapped in after the resolution check is caught by the
+    O_NOFOLLOW walk (simulated by a resolution that does not follow links)."""
+    volume = tmp_path / "vol"
+    volume.mkdir()
+    (tmp_path / "outside").mkdir()
+    os.symlink(str(tmp_path / "outside"), volume / "swapped")
+    monkeypatch.setattr(os.path, "realpath", lambda p: os.path.normpath(os.path.abspath(p)))
+    with pytest.raises(ValidationError, match='"swapped" changed into a symlink'):
+        resolve_sub_path(volume, "swapped/deeper")
+    assert not (tmp_path / "outside" / "deeper").exists()
