@@ -418,6 +418,41 @@ async def test_oversized_requests_are_refused(served: Served) -> None:
     assert (await served.get("/healthz"))[0] == 200
 
 
+async def test_slow_requests_time_out_on_the_agents_clock(pki: dict[str, Any]) -> None:
+    import asyncio
+
+    from kubelet_kit.server import ServerLimits
+
+    async with KubeletEnv() as env:
+        env.add_pod(WEB_POD)
+        await env.wait_for(lambda: env.phase("web") == "Running")
+        server = KubeletServer(
+            env.kubelet, address="127.0.0.1", port=0, tls_cert_file=pki["server"][0],
+            tls_private_key_file=pki["server"][1],
+            authenticator=Authenticator(client_ca_file=pki["ca"]),
+            limits=ServerLimits(request_timeout=30, exec_timeout=600))
+        async with server:
+            s = Served(env, server, pki)
+            request = asyncio.ensure_future(
+                s.get("/run/default/web/app?cmd=sleep%20300", method="POST"))
+            for _ in range(100):
+                await env.sleep(1)
+                if request.done():
+                    break
+            status, body, _ = await request
+            assert status == 504 and "longer than 30s" in body
+            # A command outliving exec_timeout is ended by the runtime and reported.
+            server.limits = ServerLimits(request_timeout=600, exec_timeout=10)
+            request = asyncio.ensure_future(
+                s.get("/run/default/web/app?cmd=sleep%20300", method="POST"))
+            for _ in range(100):
+                await env.sleep(1)
+                if request.done():
+                    break
+            status, body, _ = await request
+            assert status == 500 and "timed out after 10s" in body
+
+
 # ------------------------------------------------------------------ configuration
 
 
