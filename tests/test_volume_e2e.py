@@ -89,7 +89,7 @@ async def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 
 
 
 class Agent:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, refresh_period: float = 60.0) -> None:
         self.tmp = tmp
         self.manifests = tmp / "manifests"
         self.configs = tmp / "configs"
@@ -98,7 +98,8 @@ class Agent:
         for d in (self.manifests, self.configs):
             d.mkdir()
         self.volumes = ReconcilingVolumeManager(
-            self.root, config_source=ManifestConfigSource(self.configs)
+            self.root, config_source=ManifestConfigSource(self.configs),
+            refresh_period=refresh_period,
         )
         self.kubelet = Kubelet(
             runtime=HostProcessRuntime(self.root / "runtime"),
@@ -110,15 +111,17 @@ class Agent:
         )
         self.task: asyncio.Task[None] | None = None
 
-    def app_log(self) -> str:
-        logs = list(self.logs.glob(f"default_vols-{NODE}_*/app/0.log"))
+    def app_log(self, pod: str = "vols") -> str:
+        logs = list(self.logs.glob(f"default_{pod}-{NODE}_*/app/0.log"))
         return join_output(read_log(logs[0])).decode() if logs else ""
 
 
 @pytest.fixture
-async def agent(tmp_path: Path, require_real: RequireReal) -> AsyncIterator[Agent]:
+async def agent(
+    tmp_path: Path, require_real: RequireReal, request: pytest.FixtureRequest
+) -> AsyncIterator[Agent]:
     require_real(mounter.can_mount(), "root (CAP_SYS_ADMIN) for tmpfs and mount namespaces")
-    a = Agent(tmp_path)
+    a = Agent(tmp_path, refresh_period=getattr(request, "param", 60.0))
     try:
         yield a
     finally:
@@ -166,3 +169,38 @@ async def test_pod_reads_config_secret_and_sidecar_file_and_all_is_gone_after_de
     await wait_until(lambda: not pod_dir.exists(), "the pod's volume directories to go")
     assert mounter.mount_points_under(agent.tmp) == []
     assert agent.volumes.actual.volumes == {}
+
+
+WATCHER = """\
+apiVersion: v1
+kind: Pod
+metadata: {{name: watcher}}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes:
+    - name: config
+      configMap: {{name: app-config}}
+  containers:
+    - name: app
+      image: busybox
+      command: [sh, -c, "while true; do echo \\"seen=$(cat {cfg}/greeting)\\"; sleep 0.1; done"]
+      volumeMounts:
+        - {{name: config, mountPath: "{cfg}"}}
+"""
+
+
+@pytest.mark.parametrize("agent", [0.5], indirect=True)
+async def test_a_running_container_sees_config_updates_whole(agent: Agent) -> None:
+    (agent.configs / "app.yaml").write_text(CONFIG)
+    cfg = agent.tmp / "ctr" / "cfg"
+    (agent.manifests / "watcher.yaml").write_text(WATCHER.format(cfg=cfg))
+    agent.task = asyncio.create_task(agent.kubelet.run())
+    await wait_until(lambda: "seen=hello from the configMap" in agent.app_log("watcher"),
+                     "the first value")
+    (agent.configs / "app.yaml").write_text(CONFIG.replace("hello from the configMap",
+                                                           "updated value"))
+    await wait_until(lambda: "seen=updated value" in agent.app_log("watcher"),
+                     "the updated value in the running container")
+    # Every read saw one whole value: the old or the new, never a mix or nothing.
+    seen = {line for line in agent.app_log("watcher").splitlines() if line.startswith("seen=")}
+    assert seen == {"seen=hello from the configMap", "seen=updated value"}
