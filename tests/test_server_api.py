@@ -237,6 +237,11 @@ async def test_stats_summary_shape(served: Served) -> None:
     assert c["logs"]["usedBytes"] > 0  # the container wrote three lines
     assert pod["ephemeral-storage"]["usedBytes"] >= 4096 + c["logs"]["usedBytes"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", pod["startTime"])
+    status, body, _ = await served.get("/stats/summary?only_cpu_and_memory=true")
+    slim = __import__("json").loads(body)
+    assert set(slim["node"]) == {"nodeName", "startTime", "systemContainers", "cpu", "memory"}
+    assert set(slim["pods"][0]["containers"][0]) == {"name", "startTime", "cpu", "memory"}
+    assert "ephemeral-storage" not in slim["pods"][0]
     status, body, _ = await served.get("/metrics/resource")
     assert status == 200
     assert ('container_cpu_usage_seconds_total{container="app",namespace="default",'
@@ -416,6 +421,22 @@ async def test_oversized_requests_are_refused(served: Served) -> None:
     assert status in (400, 431)
     # The server still answers afterwards.
     assert (await served.get("/healthz"))[0] == 200
+
+
+async def test_debugging_handlers_off_answer_405(pki: dict[str, Any]) -> None:
+    async with KubeletEnv() as env:
+        server = KubeletServer(
+            env.kubelet, address="127.0.0.1", port=0, tls_cert_file=pki["server"][0],
+            tls_private_key_file=pki["server"][1],
+            authenticator=Authenticator(client_ca_file=pki["ca"]),
+            enable_debugging_handlers=False)
+        async with server:
+            s = Served(env, server, pki)
+            status, body, _ = await s.get("/containerLogs/default/web/app")
+            assert (status, body) == (405, "Debug endpoints are disabled.\n")
+            assert (await s.get("/run/default/web/app?cmd=id", method="POST"))[0] == 405
+            assert (await s.get("/runningpods/"))[0] == 405
+            assert (await s.get("/pods"))[0] == 200
 
 
 async def test_slow_requests_time_out_on_the_agents_clock(pki: dict[str, Any]) -> None:

@@ -103,6 +103,23 @@ def _text(status: int, message: str) -> web.Response:
     return web.Response(status=status, text=message + "\n")
 
 
+def _cpu_and_memory(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary cut down as the kubelet's ``only_cpu_and_memory=true`` does."""
+    keep = ("cpu", "memory")
+    node = summary["node"]
+    return {
+        "node": {"nodeName": node["nodeName"], "startTime": node["startTime"],
+                 "systemContainers": node.get("systemContainers", []),
+                 **{k: node[k] for k in keep if k in node}},
+        "pods": [{"podRef": p["podRef"], "startTime": p["startTime"],
+                  **{k: p[k] for k in keep if k in p},
+                  "containers": [{"name": c["name"], "startTime": c["startTime"],
+                                  **{k: c[k] for k in keep if k in c}}
+                                 for c in p.get("containers", [])]}
+                 for p in summary["pods"]],
+    }
+
+
 def _check_name(kind: str, value: str, pattern: re.Pattern[str], limit: int) -> str | None:
     if len(value) > limit or not pattern.match(value):
         return f"invalid {kind} {value[:64]!r} in the path"
@@ -363,6 +380,8 @@ class KubeletServer:
             summary = await self.summary.summary()
         except ContainerRuntimeError as exc:
             return _text(500, f"collecting stats failed: {exc}")
+        if request.query.get("only_cpu_and_memory", "").lower() in ("1", "t", "true"):
+            summary = _cpu_and_memory(summary)
         return web.json_response(summary)
 
     async def _debugging_disabled(self, request: web.Request) -> web.Response:
