@@ -206,7 +206,7 @@ def test_kubelet_kit_run_logs_transitions_and_leaves_pods_running_on_sigterm(
         sys.executable, "-m", "kubelet_kit.cli", "run",
         "--pod-manifest-path", str(manifests), "--root-dir", str(root),
         "--pod-logs-dir", str(tmp_path / "logs"), "--hostname-override", NODE,
-        "--file-check-frequency", "0.3",
+        "--file-check-frequency", "0.3", "--port", "0", "--healthz-port", "0",
     ]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
