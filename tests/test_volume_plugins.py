@@ -421,3 +421,29 @@ def test_sub_path_walk_refuses_a_symlink_the_check_did_not_see(
     with pytest.raises(ValidationError, match='"swapped" changed into a symlink'):
         resolve_sub_path(volume, "swapped/deeper")
     assert not (tmp_path / "outside" / "deeper").exists()
+
+
+def test_fs_group_owns_the_volume_files(
+    tmp_path: Path, source: StaticConfigSource, require_real: RequireReal
+) -> None:
+    require_real(os.geteuid() == 0, "root to change a file's group")
+    pod = make_pod(
+        [{"name": "cfg", "configMap": {"name": "cm", "items": [
+            {"key": "a", "path": "dir/a", "mode": 0o400}]}},
+         {"name": "scratch", "emptyDir": {}},
+         {"name": "host", "hostPath": {"path": str(tmp_path / "host"),
+                                       "type": "DirectoryOrCreate"}}],
+        securityContext={"fsGroup": 4321},
+    )
+    env = PluginEnv(config_source=source)
+    cfg = set_up(pod, pod.spec.volumes[0], tmp_path, env)
+    target = cfg / "dir" / "a"
+    st = target.stat()
+    assert (st.st_gid, stat.S_IMODE(st.st_mode)) == (4321, 0o440)  # group may read
+    d = (cfg / "dir").stat()
+    assert d.st_gid == 4321 and d.st_mode & stat.S_ISGID
+    scratch = set_up(pod, pod.spec.volumes[1], tmp_path, env)
+    s = scratch.stat()
+    assert s.st_gid == 4321 and s.st_mode & stat.S_ISGID and stat.S_IMODE(s.st_mode) & 0o070
+    host = set_up(pod, pod.spec.volumes[2], tmp_path, env)
+    assert host.stat().st_gid != 4321  # hostPath is the host's: untouched

@@ -166,9 +166,15 @@ class AtomicWriter:
             return None
         return self.target_dir / name
 
-    def write(self, payload: Mapping[str, FileProjection]) -> bool:
+    def write(
+        self,
+        payload: Mapping[str, FileProjection],
+        set_perms: Callable[[Path], None] | None = None,
+    ) -> bool:
         """Make ``payload`` the visible content of the target directory.
 
+        ``set_perms`` is called with the new payload directory once it is written
+        and before it becomes visible (the kubelet applies a pod's fsGroup there).
         Blocks on file I/O. Idempotent: an unchanged payload writes nothing.
 
         Returns:
@@ -202,6 +208,8 @@ class AtomicWriter:
                     os.fchmod(fd, projection.mode)
                 finally:
                     os.close(fd)
+            if set_perms is not None:
+                set_perms(new_dir)
             self._link_user_visible(clean)
             tmp_link = self.target_dir / NEW_DATA_DIR_NAME
             if tmp_link.is_symlink():

@@ -78,6 +78,7 @@ __all__ = [
     "projected_payload",
     "secret_payload",
     "set_up",
+    "set_volume_ownership",
     "tear_down",
     "uses_tmpfs",
     "volume_path",
@@ -488,6 +489,30 @@ def empty_dir_memory_size(
     return min(sizes) if sizes else None
 
 
+def set_volume_ownership(path: Path, fs_group: int, read_only: bool) -> None:
+    """Give a volume's files to the pod's ``fsGroup``, as the kubelet does: every
+    file and directory gets group ``fs_group`` and group read (and write, unless
+    ``read_only``) permission; directories also get group search and the setgid
+    bit, so files created later belong to the group too. Symlinks are left alone.
+    Blocks on file I/O.
+
+    Raises:
+        OSError: a change was refused.
+    """
+    mask = 0o440 if read_only else 0o660
+    for dirpath, dirnames, filenames in os.walk(path):
+        entries = [(dirpath, True)]
+        entries += [(os.path.join(dirpath, n), False) for n in filenames]
+        entries += [(os.path.join(dirpath, n), True) for n in dirnames]
+        for entry, _ in entries:
+            st = os.lstat(entry)
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            os.chown(entry, -1, fs_group, follow_symlinks=False)
+            extra = mask | (stat.S_ISGID | 0o110 if stat.S_ISDIR(st.st_mode) else 0)
+            os.chmod(entry, stat.S_IMODE(st.st_mode) | extra)
+
+
 def _make_dir(path: Path, mode: int) -> None:
     # The pod's directories are the agent's own: 0750, as the kubelet makes them.
     path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
@@ -525,13 +550,16 @@ def set_up(pod: Pod, volume: Volume, root_dir: Path, env: PluginEnv) -> Path:
 
     Blocks on file I/O, mounts and the config source. Idempotent: a second call
     refreshes projected content (unchanged content is not rewritten) and
-    mounts nothing twice.
+    mounts nothing twice. With a pod ``fsGroup``, the volume's files are given
+    to that group (:func:`set_volume_ownership`; not for hostPath).
 
     Raises:
         PodSyncError: ``FailedMount`` with a message naming the volume and cause.
     """
     plugin = plugin_name(volume)
     path = volume_path(root_dir, pod, volume)
+    # hostPath volumes belong to the host: the kubelet applies no fsGroup to them.
+    fs_group = pod.spec.security_context.fs_group
     if plugin == HOST_PATH:
         assert volume.host_path is not None
         try:
@@ -550,6 +578,8 @@ def set_up(pod: Pod, volume: Volume, root_dir: Path, env: PluginEnv) -> Path:
             _make_dir(path, 0o777)
             if uses_tmpfs(volume):
                 _ensure_tmpfs(pod, volume, path, env, 0o777)
+            if fs_group is not None:
+                set_volume_ownership(path, fs_group, read_only=False)
             return path
         # Compute the payload before touching the directory: a missing source
         # leaves nothing half made.
@@ -558,7 +588,11 @@ def set_up(pod: Pod, volume: Volume, root_dir: Path, env: PluginEnv) -> Path:
         if uses_tmpfs(volume):
             _ensure_tmpfs(pod, volume, path, env, 0o755)
         writer = AtomicWriter(path, now=env.now) if env.now else AtomicWriter(path)
-        writer.write(payload)
+        if fs_group is None:
+            writer.write(payload)
+        else:
+            group = fs_group  # API data volumes are read-only to the pod
+            writer.write(payload, lambda d: set_volume_ownership(d, group, read_only=True))
     except PayloadError as exc:
         raise _fail(f'volume "{volume.name}": {exc}') from None
     except PodSyncError as exc:
