@@ -1,0 +1,161 @@
+"""Mirror pods: the API server's read-only copies of this node's static pods (the
+kubelet's ``pkg/kubelet/pod/mirror_client.go``).
+
+For each static pod (from a file or URL source) a pod of the same name and
+namespace is created on the API server, annotated ``kubernetes.io/config.mirror``
+with the static pod's ``kubernetes.io/config.hash`` and owned by the Node. A
+mirror whose hash no longer matches is deleted and made again; a mirror whose
+static pod is gone is deleted. Deletes use a zero grace period and the mirror's
+uid as a precondition.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from kubelet_kit.api import Pod
+from kubelet_kit.clock import Clock
+from kubelet_kit.config.interfaces import (
+    CONFIG_HASH_ANNOTATION,
+    CONFIG_MIRROR_ANNOTATION,
+    CONFIG_SEEN_ANNOTATION,
+    CONFIG_SOURCE_ANNOTATION,
+)
+
+if TYPE_CHECKING:
+    from kubelet_kit.kubelet import Kubelet
+
+__all__ = ["MirrorPods", "mirror_pod_object"]
+
+log = logging.getLogger(__name__)
+
+_TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
+
+
+def mirror_pod_object(pod: Pod, *, node_name: str, node_uid: str) -> dict[str, Any]:
+    """The mirror pod the kubelet creates for static pod ``pod``."""
+    annotations = {k: v for k, v in pod.metadata.annotations.items()
+                   if k != CONFIG_SEEN_ANNOTATION}
+    annotations[CONFIG_MIRROR_ANNOTATION] = annotations.get(CONFIG_HASH_ANNOTATION, pod.uid)
+    spec = pod.spec.to_dict()
+    spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": pod.name, "namespace": pod.namespace,
+            "labels": dict(pod.metadata.labels), "annotations": annotations,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node_name,
+                                 "uid": node_uid, "controller": True}],
+        },
+        "spec": spec,
+    }
+
+
+class MirrorPods:
+    """Keeps a mirror pod on the API server for each static pod.
+
+    Args:
+        api_client: A ``kubernetes_asyncio`` ApiClient.
+        kubelet: The agent (its ``pods()``).
+        node_uid: Returns the Node's uid once registered (mirrors wait for it).
+        clock: Sync schedule.
+        period: Seconds between syncs.
+    """
+
+    def __init__(self, api_client: Any, kubelet: Kubelet, node_uid: Callable[[], str | None],
+                 *, clock: Clock | None = None, period: float = 10.0) -> None:
+        self.core: Any = k8s.CoreV1Api(api_client)
+        self.kubelet = kubelet
+        self._node_uid = node_uid
+        self.clock = clock or kubelet.clock
+        self.period = period
+        self._mirrors: dict[tuple[str, str], str] = {}
+
+    def mirror_of(self, pod: Pod) -> str | None:
+        """The uid of ``pod``'s mirror on the server, if it has one."""
+        return self._mirrors.get((pod.namespace, pod.name))
+
+    async def _delete(self, obj: dict[str, Any]) -> None:
+        md = obj["metadata"]
+        try:
+            resp = await self.core.delete_namespaced_pod(
+                md["name"], md["namespace"], _preload_content=False,
+                body={"gracePeriodSeconds": 0, "preconditions": {"uid": md["uid"]}})
+            resp.release()
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+
+    async def sync(self) -> None:
+        """Create, replace and delete mirror pods once.
+
+        Raises:
+            ApiException, aiohttp.ClientError, OSError: The server refused or is
+                unreachable (the run loop logs and retries).
+        """
+        node_uid = self._node_uid()
+        if not node_uid:
+            return
+        node_name = self.kubelet.node_name
+        resp = await self.core.list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={node_name}", _preload_content=False)
+        try:
+            listing = await resp.json()
+        finally:
+            resp.release()
+        on_server = {(o["metadata"]["namespace"], o["metadata"]["name"]): o
+                     for o in listing.get("items") or ()}
+        static = {(p.namespace, p.name): p for p in self.kubelet.pods()
+                  if p.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION) not in (None, "api")}
+        mirrors: dict[tuple[str, str], str] = {}
+        for key, obj in on_server.items():
+            annotations = obj["metadata"].get("annotations") or {}
+            if CONFIG_MIRROR_ANNOTATION not in annotations:
+                continue
+            pod = static.get(key)
+            want = pod.metadata.annotations.get(CONFIG_HASH_ANNOTATION, pod.uid) if pod else None
+            if want is None or annotations[CONFIG_MIRROR_ANNOTATION] != want:
+                log.info("mirror pod %s/%s: stale or orphaned, deleting", *key)
+                await self._delete(obj)
+                continue
+            mirrors[key] = obj["metadata"]["uid"]
+        for key, pod in static.items():
+            if key in mirrors:
+                continue
+            if key in on_server and CONFIG_MIRROR_ANNOTATION not in (
+                    on_server[key]["metadata"].get("annotations") or {}):
+                log.warning("static pod %s/%s: a regular pod of that name exists on the API "
+                            "server; no mirror pod", *key)
+                continue
+            body = mirror_pod_object(pod, node_name=node_name, node_uid=node_uid)
+            try:
+                resp = await self.core.create_namespaced_pod(
+                    pod.namespace, body, _preload_content=False)
+                try:
+                    created = await resp.json()
+                finally:
+                    resp.release()
+            except ApiException as exc:
+                if exc.status == 409:
+                    continue  # made meanwhile (or still terminating): next sync
+                raise
+            mirrors[key] = created["metadata"]["uid"]
+        self._mirrors = mirrors
+
+    async def run(self) -> None:
+        """Sync every period until cancelled."""
+        while True:
+            try:
+                await self.sync()
+            except ApiException as exc:
+                log.warning("mirror pods: %s %s", exc.status, exc.reason)
+            except _TRANSPORT_ERRORS as exc:
+                log.warning("mirror pods: API server unreachable: %s",
+                            exc or type(exc).__name__)
+            await self.clock.sleep(self.period)

@@ -1,0 +1,219 @@
+"""Pod status to the API server (the kubelet's ``status_manager.go`` sync side).
+
+Each status the agent's StatusManager records is patched to the pod's
+``status`` subresource, with the kubelet's rules for what a node may write
+(:func:`node_status_patch`), and re-sent every ``resync_period`` seconds until
+the server took it: losing the API server for a while loses nothing. A static
+pod's status goes to its mirror pod. A pod being deleted gracefully is deleted for
+good, with a zero grace period and its uid as a precondition, once its containers
+have stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import aiohttp
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from kubelet_kit.api import Pod, PodStatus
+from kubelet_kit.clock import Clock
+from kubelet_kit.config.interfaces import CONFIG_SOURCE_ANNOTATION
+
+if TYPE_CHECKING:
+    from kubelet_kit.kubelet import Kubelet
+
+__all__ = ["KUBELET_POD_CONDITIONS", "PodStatusSync", "node_status_patch"]
+
+log = logging.getLogger(__name__)
+
+#: Pod condition types the kubelet owns (``kubetypes.PodConditionsByKubelet``) plus
+#: DisruptionTarget, which it adds when it evicts. Other types belong to other
+#: writers (readiness gates, the scheduler's own) and are never written here.
+KUBELET_POD_CONDITIONS: Final = frozenset({
+    "PodScheduled", "Ready", "Initialized", "ContainersReady", "PodReadyToStartContainers",
+    "DisruptionTarget",
+})
+_TERMINAL: Final = ("Succeeded", "Failed")
+_TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
+
+
+def node_status_patch(
+    uid: str, api_status: Mapping[str, Any], new_status: Mapping[str, Any], *,
+    containers_stopped: bool,
+) -> dict[str, Any]:
+    """The strategic merge patch a node sends for a pod's status (``mergePodStatus``).
+
+    * Only the kubelet's condition types are written; the others on the server
+      stay as they are (conditions merge by type).
+    * A terminal phase is written only once the pod's containers have stopped;
+      until then the server's phase, reason and message are kept. Once terminal,
+      Ready and ContainersReady are written False with reason PodCompleted.
+    * ``metadata.uid`` makes the patch fail with 409 if the name now belongs to
+      another pod.
+
+    Args:
+        uid: The pod's uid on the server.
+        api_status: The status the server holds (camelCase dict).
+        new_status: The agent's status (camelCase dict).
+        containers_stopped: Whether no container of the pod may still run.
+
+    Returns:
+        ``{"metadata": {"uid": uid}, "status": {...}}``.
+    """
+    status = {k: v for k, v in new_status.items() if k != "conditions"}
+    conditions = [dict(c) for c in new_status.get("conditions") or ()
+                  if c.get("type") in KUBELET_POD_CONDITIONS]
+    if status.get("phase") in _TERMINAL:
+        if containers_stopped:
+            for cond in conditions:
+                if cond.get("type") in ("Ready", "ContainersReady") and cond.get(
+                        "status") != "False":
+                    cond.update(status="False", reason="PodCompleted")
+        else:
+            for key in ("phase", "reason", "message"):
+                if api_status.get(key):
+                    status[key] = api_status[key]
+                else:
+                    status.pop(key, None)
+    status["conditions"] = conditions
+    return {"metadata": {"uid": uid}, "status": status}
+
+
+class PodStatusSync:
+    """Sends the agent's pod statuses to the API server.
+
+    Args:
+        api_client: A ``kubernetes_asyncio`` ApiClient.
+        kubelet: The agent (its ``subscribe()``, ``pods()`` and ``active_pods()``).
+        clock: Resync schedule.
+        resync_period: Seconds between retries of statuses not yet accepted (the
+            kubelet's status manager syncs every 10 s).
+        mirror_of: Returns the mirror pod's uid for a static pod, or None.
+
+    Attributes:
+        sent: Pod uid -> the last status the server accepted (as sent).
+        final_deletes: Uids deleted for good (zero grace, uid precondition).
+    """
+
+    def __init__(
+        self,
+        api_client: Any,
+        kubelet: Kubelet,
+        *,
+        clock: Clock | None = None,
+        resync_period: float = 10.0,
+        mirror_of: Callable[[Pod], str | None] | None = None,
+    ) -> None:
+        self.core: Any = k8s.CoreV1Api(api_client)
+        self.kubelet = kubelet
+        self.clock = clock or kubelet.clock
+        self.resync_period = resync_period
+        self._mirror_of = mirror_of or (lambda pod: None)
+        self._pending: dict[str, tuple[Pod, PodStatus]] = {}
+        self._wake = asyncio.Event()
+        self.sent: dict[str, Mapping[str, Any]] = {}
+        self.final_deletes: set[str] = set()
+
+    def _target(self, pod: Pod) -> str | None:
+        """The uid on the server that carries ``pod``'s status, or None."""
+        source = pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION)
+        if source == "api":
+            return pod.uid
+        return self._mirror_of(pod)
+
+    def _current(self, uid: str) -> Pod | None:
+        return next((p for p in self.kubelet.pods() if p.uid == uid), None)
+
+    def _stopped(self, uid: str) -> bool:
+        return all(p.uid != uid for p in self.kubelet.active_pods())
+
+    async def sync_one(self, pod: Pod, status: PodStatus) -> bool:
+        """Patch one pod's status now.
+
+        Returns:
+            True when done with it (accepted, or the pod is gone from the server);
+            False to try again later.
+        """
+        pod = self._current(pod.uid) or pod
+        target = self._target(pod)
+        if target is None:
+            return True  # not an API server pod, and no mirror (yet)
+        body = node_status_patch(target, pod.status.to_dict() if target == pod.uid else {},
+                                 status.to_dict(), containers_stopped=self._stopped(pod.uid))
+        try:
+            resp = await self.core.patch_namespaced_pod_status(
+                pod.name, pod.namespace, body, _preload_content=False)
+            resp.release()
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                # Gone, or the name belongs to another pod now: nothing to report to.
+                log.info("pod %s/%s: status not written: %s %s", pod.namespace,
+                         pod.name, exc.status, exc.reason)
+                return True
+            log.warning("pod %s/%s: status update failed: %s %s", pod.namespace, pod.name,
+                        exc.status, exc.reason)
+            return False
+        self.sent[pod.uid] = body["status"]
+        return True
+
+    async def delete_finished(self) -> None:
+        """Delete for good (grace 0, uid precondition) every API pod being deleted
+        whose containers stopped and whose latest status was sent."""
+        for pod in self.kubelet.pods():
+            if (pod.metadata.deletion_timestamp is None or pod.uid in self.final_deletes
+                    or pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION) != "api"
+                    or pod.uid in self._pending or not self._stopped(pod.uid)):
+                continue
+            options = {"gracePeriodSeconds": 0, "preconditions": {"uid": pod.uid}}
+            try:
+                resp = await self.core.delete_namespaced_pod(
+                    pod.name, pod.namespace, body=options, _preload_content=False)
+                resp.release()
+            except ApiException as exc:
+                if exc.status not in (404, 409):
+                    log.warning("pod %s/%s: final delete failed: %s %s", pod.namespace,
+                                pod.name, exc.status, exc.reason)
+                    continue
+            log.info("pod %s/%s: deleted from the API server", pod.namespace, pod.name)
+            self.final_deletes.add(pod.uid)
+
+    async def flush(self) -> None:
+        """Send every pending status; keep those that could not be sent."""
+        for uid, (pod, status) in list(self._pending.items()):
+            try:
+                done = await self.sync_one(pod, status)
+            except _TRANSPORT_ERRORS as exc:
+                log.warning("pod statuses: API server unreachable: %s",
+                            exc or type(exc).__name__)
+                return
+            if done and self._pending.get(uid) == (pod, status):
+                del self._pending[uid]
+        with contextlib.suppress(*_TRANSPORT_ERRORS):
+            await self.delete_finished()
+
+    async def _collect(self) -> None:
+        async for pod, status in self.kubelet.subscribe():
+            self._pending[pod.uid] = (pod, status)
+            self._wake.set()
+
+    async def _tick(self) -> None:
+        while True:
+            await self.clock.sleep(self.resync_period)
+            self._wake.set()
+
+    async def run(self) -> None:
+        """Send statuses as they change, and retry every period. Runs until
+        cancelled."""
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._collect(), name="pod-status-collect")
+            tg.create_task(self._tick(), name="pod-status-resync")
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                await self.flush()

@@ -1,0 +1,235 @@
+"""The API server pod source (the kubelet's ``pkg/kubelet/config/apiserver.go``).
+
+Lists and watches the pods bound to this node (field selector
+``spec.nodeName=<node>``) through the ``kubernetes_asyncio`` client, as a
+reflector does: list once, then watch from the list's resourceVersion with
+bookmarks, follow every event's resourceVersion, re-list when the server answers
+410 Gone (the version was compacted away), and back off on other errors while
+the pods last seen stay as they are.
+
+Mirror pods (the API server's copies of this node's static pods, annotated
+``kubernetes.io/config.mirror``) are left out of the snapshots: the static pod
+itself runs from its file or URL source, never its mirror.
+
+Needs the optional extra ``kubelet-kit[cluster]``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import watch as k8s_watch
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from kubelet_kit.api import Pod
+from kubelet_kit.api.loading import load_pod
+from kubelet_kit.clock import Clock, RealClock
+from kubelet_kit.config.interfaces import CONFIG_MIRROR_ANNOTATION, SourceSnapshot
+from kubelet_kit.errors import ValidationError
+
+__all__ = ["APIServerSource", "Backoff", "pods_snapshot"]
+
+log = logging.getLogger(__name__)
+
+
+class Backoff:
+    """Doubling delays between failed attempts (client-go's reflector: 800 ms
+    doubling to 30 s). Deterministic: no jitter, so tests can count the steps.
+
+    Args:
+        initial: First delay in seconds.
+        cap: Longest delay.
+    """
+
+    def __init__(self, initial: float = 0.8, cap: float = 30.0) -> None:
+        self.initial = initial
+        self.cap = cap
+        self._next = initial
+
+    def next(self) -> float:
+        """The delay to wait now; the one after it is twice as long (up to the cap)."""
+        delay = self._next
+        self._next = min(self._next * 2, self.cap)
+        return delay
+
+    def reset(self) -> None:
+        """Start again from the initial delay (after a success)."""
+        self._next = self.initial
+
+
+def _created(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    md = obj.get("metadata") or {}
+    return (str(md.get("creationTimestamp") or ""), str(md.get("namespace") or ""),
+            str(md.get("name") or ""))
+
+
+def pods_snapshot(
+    objects: Mapping[str, Mapping[str, Any]], *, node_name: str,
+    cache: dict[tuple[str, str], Pod] | None = None,
+) -> SourceSnapshot:
+    """Turn the API objects of this node's pods into a snapshot.
+
+    Mirror pods are skipped; a pod the loader rejects becomes a problem line naming
+    ``namespace/name`` and the field path, and the other pods are kept.
+
+    Args:
+        objects: Pod objects as the API server sent them (camelCase), by uid.
+        node_name: This node's name.
+        cache: Pods already loaded, by (uid, resourceVersion); filled as pods load,
+            so an event reloads only the pod it changed.
+
+    Returns:
+        The pods in creation order, and the problems.
+    """
+    pods: list[Pod] = []
+    problems: list[str] = []
+    for obj in sorted(objects.values(), key=_created):
+        md = obj.get("metadata") or {}
+        if CONFIG_MIRROR_ANNOTATION in (md.get("annotations") or {}):
+            continue
+        key = (str(md.get("uid") or ""), str(md.get("resourceVersion") or ""))
+        pod = cache.get(key) if cache is not None else None
+        if pod is None:
+            where = f"api: {md.get('namespace', '')}/{md.get('name', '')}"
+            try:
+                pod = load_pod(obj, source="api", node_name=node_name)
+            except ValidationError as exc:
+                problems.extend(f"{where}: {e}" for e in exc.errors)
+                continue
+            if cache is not None:
+                cache[key] = pod
+        pods.append(pod)
+    if cache is not None:
+        live = {(str((o.get("metadata") or {}).get("uid") or ""),
+                 str((o.get("metadata") or {}).get("resourceVersion") or ""))
+                for o in objects.values()}
+        for stale in [k for k in cache if k not in live]:
+            del cache[stale]
+    return SourceSnapshot(tuple(pods), tuple(problems))
+
+
+class APIServerSource:
+    """Pods the scheduler bound to this node, from the API server.
+
+    Args:
+        api_client: A ``kubernetes_asyncio.client.ApiClient`` (see
+            :func:`kubelet_kit.cluster.connect`). Not closed by the source.
+        node_name: This node's name (``spec.nodeName`` of its pods).
+        clock: Time source for the back-off between failed attempts.
+        watch_timeout: Seconds the server keeps one watch open before the source
+            watches again from the last resourceVersion (client-go picks 5-10 min).
+        backoff: Delays after failed lists or watches.
+        request_timeout: Seconds one list may take (real time: the client's own).
+
+    Attributes:
+        lists: How many times the source listed (1 plus each re-list).
+        resource_version: The last resourceVersion seen (list, event or bookmark).
+    """
+
+    name = "api"
+
+    def __init__(
+        self,
+        api_client: Any,
+        node_name: str,
+        *,
+        clock: Clock | None = None,
+        watch_timeout: float = 300.0,
+        backoff: Backoff | None = None,
+        request_timeout: float = 60.0,
+    ) -> None:
+        self.api_client = api_client
+        self.node_name = node_name
+        self._clock = clock or RealClock()
+        self.watch_timeout = watch_timeout
+        self.backoff = backoff or Backoff()
+        self.request_timeout = request_timeout
+        self.lists = 0
+        self.resource_version: str | None = None
+        self._objects: dict[str, Mapping[str, Any]] = {}
+        self._cache: dict[tuple[str, str], Pod] = {}
+
+    @property
+    def field_selector(self) -> str:
+        """The selector the source lists and watches with."""
+        return f"spec.nodeName={self.node_name}"
+
+    def _snapshot(self) -> SourceSnapshot:
+        return pods_snapshot(self._objects, node_name=self.node_name, cache=self._cache)
+
+    async def _list(self, core: Any) -> None:
+        resp = await core.list_pod_for_all_namespaces(
+            field_selector=self.field_selector, _preload_content=False,
+            _request_timeout=self.request_timeout,
+        )
+        try:
+            data = await resp.json()
+        finally:
+            resp.release()
+        self.lists += 1
+        self._objects = {
+            str(item["metadata"]["uid"]): item for item in data.get("items") or ()
+        }
+        self.resource_version = str(data["metadata"]["resourceVersion"])
+
+    def _apply(self, event: Mapping[str, Any]) -> bool:
+        """Apply one watch event; True when the pods changed."""
+        kind = event["type"]
+        obj = event["raw_object"]
+        md = obj.get("metadata") or {}
+        if md.get("resourceVersion"):
+            self.resource_version = str(md["resourceVersion"])
+        if kind == "BOOKMARK":
+            return False  # only moves the resourceVersion on
+        uid = str(md.get("uid") or "")
+        if kind in ("ADDED", "MODIFIED"):
+            self._objects[uid] = obj
+            return True
+        if kind == "DELETED":
+            return self._objects.pop(uid, None) is not None
+        log.warning("pod watch: unknown event type %r ignored", kind)
+        return False
+
+    async def snapshots(self) -> AsyncIterator[SourceSnapshot]:
+        """List, then watch, yielding the full set of this node's pods after the
+        list and after each change. Runs until cancelled; errors are logged and
+        retried with back-off, the last pods staying as they are."""
+        core = k8s.CoreV1Api(self.api_client)
+        while True:
+            try:
+                if self.resource_version is None:
+                    await self._list(core)
+                    yield self._snapshot()
+                watcher = k8s_watch.Watch()
+                async with watcher:
+                    stream = watcher.stream(
+                        core.list_pod_for_all_namespaces,
+                        field_selector=self.field_selector,
+                        resource_version=self.resource_version,
+                        allow_watch_bookmarks=True,
+                        timeout_seconds=max(1, int(self.watch_timeout)),
+                    )
+                    async for event in stream:
+                        self.backoff.reset()
+                        if self._apply(event):
+                            yield self._snapshot()
+                # The server closed the watch (its timeout): watch again from
+                # where it ended.
+            except ApiException as exc:
+                if exc.status == 410:
+                    # Compacted away: only a fresh list can tell what changed.
+                    log.info("pod watch: resourceVersion %s is too old (410 Gone); "
+                             "listing again", self.resource_version)
+                    self.resource_version = None
+                    continue
+                log.warning("pod list/watch on the API server failed: %s %s",
+                            exc.status, exc.reason)
+                await self._clock.sleep(self.backoff.next())
+            except (aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError) as exc:
+                log.warning("pod list/watch on the API server failed: %s",
+                            exc or type(exc).__name__)
+                await self._clock.sleep(self.backoff.next())
