@@ -5,12 +5,39 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+import attrs
+
+from kubelet_kit.container import Device, KeyValue, Mount
+
 if TYPE_CHECKING:
     from kubelet_kit.api import Container, Pod, Quantity
     from kubelet_kit.api.admission import AdmitResult
     from kubelet_kit.container import LinuxContainerResources
 
-__all__ = ["ContainerManager"]
+__all__ = ["ContainerManager", "ContainerRunOptions"]
+
+
+# --- device plugins: what a ContainerManager adds to a container (devicemanager) ---
+@attrs.frozen
+class ContainerRunOptions:
+    """What the node's device plugins add to one container's config.
+
+    The composer appends ``envs``, ``mounts`` and ``devices`` to what it built
+    itself and passes ``annotations`` as extra container annotations (the
+    kubelet's own annotation keys win).
+
+    Attributes:
+        envs: Environment variables (they override the pod's own of the same name).
+        mounts: Host paths to mount (libraries, tools).
+        devices: Host device nodes to expose.
+        annotations: Container annotations for the runtime.
+    """
+
+    envs: tuple[KeyValue, ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    devices: tuple[Device, ...] = ()
+    annotations: Mapping[str, str] = attrs.field(factory=dict)
+# --- end device plugins ---
 
 
 @runtime_checkable
@@ -20,6 +47,15 @@ class ContainerManager(Protocol):
     The composer calls :meth:`ensure_pod_cgroup` before a pod's sandbox is made,
     passes :meth:`container_resources` to the runtime for each container, and asks
     :meth:`admit_pod` before accepting a pod.
+
+    Device plugins (extended resources such as ``example.com/widget``) plug in
+    here: a manager holding a device manager reports the devices in
+    :meth:`node_capacity` (all devices) and :meth:`node_allocatable` (healthy
+    ones), refuses in :meth:`admit_pod` a pod asking for more devices than are
+    free (``UnexpectedAdmissionError``), and the composer awaits
+    :meth:`container_run_options` before building each container's config,
+    adding its envs, mounts, devices and annotations. A pod's devices are freed
+    by :meth:`remove_pod_cgroup` and :meth:`remove_orphaned_pod_cgroups`.
     """
 
     async def start(self) -> None:
@@ -54,3 +90,19 @@ class ContainerManager(Protocol):
     async def remove_orphaned_pod_cgroups(self, active_pod_uids: Iterable[str]) -> list[str]:
         """Housekeeping: remove the cgroups of pods not in ``active_pod_uids`` (killing
         what still runs in them); returns their uids. Idempotent."""
+
+    # --- device plugins ---
+    async def container_run_options(self, pod: Pod, container: Container) -> ContainerRunOptions:
+        """What device plugins add to ``container`` before it is created: allocates
+        its devices on first use (asking the plugins), calls PreStartContainer
+        where a plugin wants it, and returns the plugins' envs, mounts, devices
+        and annotations (empty without device plugins).
+
+        Awaits plugin RPCs; idempotent for a container that already holds its
+        devices (the stored answer is reused, so a restart sees the same devices).
+
+        Raises:
+            PodSyncError: ``CreateContainerConfigError`` when the devices cannot be
+                allocated or a plugin call fails (naming the resource).
+        """
+    # --- end device plugins ---
