@@ -1,0 +1,355 @@
+"""The Kubelet composer on a real containerd, through CRIRuntime.
+
+Pods come from a ProgrammaticSource and run, on the host network, in the
+session's private containerd; pod logs go
+under the test's temporary directory. Real clock, bounded waits. Every test
+removes the sandboxes of the pods it made, even when it fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubelet_kit.api import Pod, PodStatus, load_pod
+from kubelet_kit.api.status import ContainerStatus as PodContainerStatus
+from kubelet_kit.config import ProgrammaticSource
+from kubelet_kit.container import (
+    ContainerFilter,
+    ContainerInfo,
+    ContainerState,
+    PodSandbox,
+    PodSandboxFilter,
+    PodSandboxState,
+)
+from kubelet_kit.container import labels as kl
+from kubelet_kit.cri import CRIRuntime
+from kubelet_kit.errors import RuntimeUnavailableError
+from kubelet_kit.kubelet import Kubelet
+
+from .containerd import BUSYBOX_IMAGE, REGISTRY_HOST, Containerd
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+NODE = "cri-node"
+# The CRI log format: <RFC3339Nano> <stream> <P|F> <text>
+LOG_LINE = re.compile(r"^(\S+) (stdout|stderr) ([PF]) (.*)$")
+# A long-running container that stops at once, and with exit 0, on SIGTERM (a
+# plain `sleep` as PID 1 would ignore it and wait out the grace period).
+SERVE = "trap 'exit 0' TERM; echo up; while true; do sleep 1; done"
+
+
+def manifest(name: str, containers: list[dict[str, Any]], *, restart: str = "Never") -> Pod:
+    return load_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "restartPolicy": restart,
+                # containerd 1.6 refuses a pod network without an eth0 (the
+                # harness's CNI is loopback only), so the pods use the host's.
+                "hostNetwork": True,
+                "terminationGracePeriodSeconds": 5,
+                "containers": containers,
+            },
+        },
+        source="test",
+        node_name=NODE,
+    )
+
+
+def container(name: str, script: str = SERVE, **more: Any) -> dict[str, Any]:
+    return {"name": name, "image": BUSYBOX_IMAGE, "command": ["sh", "-c", script], **more}
+
+
+class Agent:
+    """A Kubelet over a CRIRuntime of the session's containerd, run in a task."""
+
+    def __init__(self, containerd: Containerd, tmp: Path, source: ProgrammaticSource) -> None:
+        self.cri = CRIRuntime(containerd.endpoint, timeout=30, backoff_initial=0.05)
+        self.logs = tmp / "pod-logs"
+        self.kubelet = Kubelet(
+            runtime=self.cri,
+            sources=[source],
+            node_name=NODE,
+            root_dir=tmp / "state",
+            pod_logs_dir=self.logs,
+            housekeeping_period=1.0,
+        )
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Agent:
+        self.task = asyncio.create_task(self.kubelet.run(), name="kubelet")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.kubelet.stop()
+        if self.task is not None:
+            await asyncio.wait_for(self.task, 30)
+        await self.cri.close()
+
+    def check(self) -> None:
+        """Raise what the agent died of, if it died."""
+        if self.task is not None and self.task.done():
+            self.task.result()
+            raise AssertionError("the agent stopped by itself")
+
+    def status(self, pod: Pod) -> PodStatus:
+        return self.kubelet.pod_status(pod.uid) or PodStatus()
+
+    async def eventually(
+        self, probe: Callable[[], object], what: str, within: float = 30.0
+    ) -> Any:
+        """Poll ``probe`` (plain or async) until it returns something other than
+        None or False, and return that."""
+        deadline = time.monotonic() + within
+        while True:
+            self.check()
+            got = probe()
+            if isinstance(got, Awaitable):
+                got = await got
+            if got is not None and got is not False:
+                return got
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what}: not within {within}s")
+            await asyncio.sleep(0.1)
+
+
+def by_name(status: PodStatus) -> dict[str, PodContainerStatus]:
+    return {cs.name: cs for cs in status.container_statuses}
+
+
+def all_running(status: PodStatus, count: int) -> bool:
+    states = [cs.state.running is not None for cs in status.container_statuses]
+    return status.phase == "Running" and len(states) == count and all(states)
+
+
+async def sandboxes(rt: CRIRuntime, uid: str) -> list[PodSandbox]:
+    return await rt.list_pod_sandboxes(PodSandboxFilter(label_selector={kl.POD_UID: uid}))
+
+
+async def containers(rt: CRIRuntime, uid: str) -> list[ContainerInfo]:
+    return await rt.list_containers(ContainerFilter(label_selector={kl.POD_UID: uid}))
+
+
+async def snapshot(rt: CRIRuntime, uid: str) -> tuple[list[str], dict[str, str]]:
+    """The pod's sandbox ids and its container ids by name, as containerd has them."""
+    boxes = sorted(s.id for s in await sandboxes(rt, uid))
+    ctrs = {c.metadata.name: c.id for c in await containers(rt, uid)}
+    return boxes, ctrs
+
+
+@pytest.fixture
+def source() -> ProgrammaticSource:
+    return ProgrammaticSource()
+
+
+@pytest.fixture
+async def cleanup(
+    containerd: Containerd, source: ProgrammaticSource
+) -> AsyncIterator[None]:
+    """Remove the sandboxes of the test's pods from containerd afterwards."""
+    yield
+    if containerd.proc is None or containerd.proc.poll() is not None:
+        await asyncio.to_thread(containerd.start)
+    async with CRIRuntime(containerd.endpoint, timeout=30) as rt:
+        for pod in source.pods():
+            for sandbox in await sandboxes(rt, pod.uid):
+                with contextlib.suppress(Exception):
+                    await rt.stop_pod_sandbox(sandbox.id)
+                with contextlib.suppress(Exception):
+                    await rt.remove_pod_sandbox(sandbox.id)
+
+
+async def test_two_containers_run_exit_log_exec_and_are_deleted(
+    containerd: Containerd, source: ProgrammaticSource, tmp_path: Path, cleanup: None
+) -> None:
+    pod = manifest("web", [
+        container("app", env=[{"name": "GREETING", "value": "hello from the pod"}]),
+        container("job", "echo hello; exit 3"),
+    ])
+    source.add(pod)
+    async with Agent(containerd, tmp_path, source) as agent:
+
+        def settled() -> PodStatus | None:
+            status = agent.status(pod)
+            cs = by_name(status)
+            if status.phase != "Running" or set(cs) != {"app", "job"}:
+                return None
+            if cs["app"].state.running is None or cs["job"].state.terminated is None:
+                return None
+            return status
+
+        status = await agent.eventually(settled, "app running and job terminated")
+        job = by_name(status)["job"]
+        assert job.state.terminated is not None
+        assert (job.state.terminated.exit_code, job.state.terminated.reason) == (3, "Error")
+        assert job.restart_count == 0  # restartPolicy Never
+        app = by_name(status)["app"]
+        assert app.ready and app.image == BUSYBOX_IMAGE
+
+        # One sandbox, the two containers, and the ids the status reports.
+        boxes, ids = await snapshot(agent.cri, pod.uid)
+        assert len(boxes) == 1 and set(ids) == {"app", "job"}
+        assert app.container_id.endswith(ids["app"]) and job.container_id.endswith(ids["job"])
+        [sandbox] = await sandboxes(agent.cri, pod.uid)
+        assert sandbox.state is PodSandboxState.READY
+        assert (sandbox.metadata.name, sandbox.metadata.namespace) == ("web", "default")
+
+        # The job's CRI log, where the kubelet puts it.
+        log_file = agent.logs / f"default_web_{pod.uid}" / "job" / "0.log"
+
+        def log_lines() -> list[tuple[str, str, str]] | None:
+            lines = log_file.read_text().splitlines() if log_file.exists() else []
+            parsed = [(m[2], m[3], m[4]) for m in map(LOG_LINE.match, lines) if m]
+            return parsed or None
+
+        assert await agent.eventually(log_lines, "the job's log") == [("stdout", "F", "hello")]
+
+        # Exec into the running container sees its environment.
+        result = await agent.cri.exec_sync(ids["app"], ["sh", "-c", 'echo "$GREETING"'],
+                                           timeout=10)
+        assert (result.exit_code, result.stdout) == (0, b"hello from the pod\n")
+
+        # A graceful delete stops the pod and removes it from containerd.
+        source.delete(pod.uid, grace_period_seconds=3)
+
+        async def gone() -> bool:
+            return await snapshot(agent.cri, pod.uid) == ([], {})
+
+        await agent.eventually(gone, "sandbox and containers removed from containerd")
+        assert agent.kubelet.workers.is_finished(pod.uid)
+        final = by_name(agent.status(pod))
+        assert final["app"].state.terminated is not None
+        assert final["app"].state.terminated.exit_code == 0  # stopped by its SIGTERM trap
+        reasons = [e.reason for e in agent.kubelet.events.events(pod.uid)]
+        assert "Killing" in reasons
+
+
+async def test_an_unknown_image_backs_off_with_the_kubelets_reasons(
+    containerd: Containerd, source: ProgrammaticSource, tmp_path: Path, cleanup: None
+) -> None:
+    image = f"{REGISTRY_HOST}/nothing-here:1"
+    pod = manifest("badimage", [
+        {"name": "app", "image": image, "command": ["sh", "-c", SERVE]},
+        container("helper"),
+    ])
+    source.add(pod)
+    async with Agent(containerd, tmp_path, source) as agent:
+
+        def waiting(reason: str) -> Callable[[], PodContainerStatus | None]:
+            def probe() -> PodContainerStatus | None:
+                cs = by_name(agent.status(pod)).get("app")
+                if cs is None or cs.state.waiting is None:
+                    return None
+                return cs if cs.state.waiting.reason == reason else None
+            return probe
+
+        pulled = await agent.eventually(waiting("ErrImagePull"), "ErrImagePull")
+        assert pulled.state.waiting is not None
+        assert image in pulled.state.waiting.message
+        # The helper's start is a PLEG event; the sync it causes falls inside the
+        # image's 10 s back-off.
+        backoff = await agent.eventually(waiting("ImagePullBackOff"), "ImagePullBackOff")
+        assert backoff.state.waiting is not None
+        assert backoff.state.waiting.message == f'Back-off pulling image "{image}"'
+        status = agent.status(pod)
+        assert status.phase == "Pending"
+        assert by_name(status)["helper"].state.running is not None
+
+        events = [(e.reason, e.message) for e in agent.kubelet.events.events(pod.uid)
+                  if e.container == "app"]
+        assert ("Pulling", f'Pulling image "{image}"') in events
+        assert any(r == "Failed" and m.startswith(f'Failed to pull image "{image}": ')
+                   for r, m in events)
+        assert ("BackOff", f'Back-off pulling image "{image}"') in events
+        # The app was never created in containerd.
+        _, ids = await snapshot(agent.cri, pod.uid)
+        assert set(ids) == {"helper"}
+
+
+async def test_containerd_restart_loses_and_duplicates_nothing(
+    containerd: Containerd, source: ProgrammaticSource, tmp_path: Path, cleanup: None
+) -> None:
+    pod = manifest("steady", [container("app"), container("side")], restart="Always")
+    source.add(pod)
+    async with Agent(containerd, tmp_path, source) as agent:
+        await agent.eventually(lambda: all_running(agent.status(pod), 2), "pod Running")
+        before = await snapshot(agent.cri, pod.uid)
+        assert len(before[0]) == 1 and set(before[1]) == {"app", "side"}
+
+        await asyncio.to_thread(containerd.kill)
+
+        async def unreachable() -> bool:
+            # The agent's own loops (PLEG relist every second) hit the dead socket.
+            try:
+                await agent.cri.version()
+            except RuntimeUnavailableError:
+                return not agent.cri.ready
+            return False
+
+        await agent.eventually(unreachable, "the agent sees containerd gone", within=15)
+        await asyncio.sleep(2)  # a few relists and housekeeping rounds fail meanwhile
+        agent.check()
+
+        await asyncio.to_thread(containerd.start)
+        # A change from the source makes the agent sync the pod against the
+        # restarted runtime at once, beside the PLEG's relists.
+        source.update(_annotated(pod, "after-restart"))
+
+        async def answering() -> bool:
+            try:
+                await agent.cri.version()
+            except RuntimeUnavailableError:
+                return False
+            return True
+
+        await agent.eventually(answering, "containerd answers again", within=30)
+        await asyncio.sleep(3)  # relists, the resync and housekeeping on the new runtime
+
+        status = agent.status(pod)
+        assert all_running(status, 2), status
+        assert [cs.restart_count for cs in status.container_statuses] == [0, 0]
+        assert await snapshot(agent.cri, pod.uid) == before
+        assert all(c.state is ContainerState.RUNNING for c in await containers(agent.cri, pod.uid))
+        healthy, message = agent.kubelet.healthy()
+        assert healthy, message
+
+
+async def test_a_restarted_agent_adopts_its_pods(
+    containerd: Containerd, source: ProgrammaticSource, tmp_path: Path, cleanup: None
+) -> None:
+    pod = manifest("adopted", [container("app"), container("side")], restart="Always")
+    source.add(pod)
+    async with Agent(containerd, tmp_path, source) as first:
+        await first.eventually(lambda: all_running(first.status(pod), 2), "pod Running")
+        before = await snapshot(first.cri, pod.uid)
+        started = {cs.name: cs.state.running.started_at for cs in first.status(pod)
+                   .container_statuses if cs.state.running is not None}
+    # The first agent is gone; its pod keeps running in containerd.
+    async with Agent(containerd, tmp_path, source) as second:
+        await second.eventually(lambda: all_running(second.status(pod), 2), "pod Running")
+        await asyncio.sleep(3)  # relists, housekeeping and syncs of the second agent
+        status = second.status(pod)
+        assert all_running(status, 2), status
+        assert await snapshot(second.cri, pod.uid) == before
+        assert {cs.name: cs.state.running.started_at for cs in status.container_statuses
+                if cs.state.running is not None} == started
+        assert [cs.restart_count for cs in status.container_statuses] == [0, 0]
+        reasons = {e.reason for e in second.kubelet.events.events(pod.uid)}
+        assert not reasons & {"Created", "Started", "SandboxChanged", "Killing"}, reasons
+
+
+def _annotated(pod: Pod, note: str) -> Pod:
+    import attrs
+
+    meta = attrs.evolve(pod.metadata, annotations={**pod.metadata.annotations, "note": note})
+    return attrs.evolve(pod, metadata=meta)
