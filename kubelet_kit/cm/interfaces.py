@@ -22,12 +22,13 @@ __all__ = ["ContainerManager", "ContainerRunOptions"]
 class ContainerRunOptions:
     """What the node's device plugins add to one container's config.
 
-    The composer appends ``envs``, ``mounts`` and ``devices`` to what it built
-    itself and passes ``annotations`` as extra container annotations (the
+    The composer puts ``envs`` and ``mounts`` before the container's own (as the
+    kubelet does, so a variable the pod sets itself wins), passes ``devices``
+    to the runtime and ``annotations`` as extra container annotations (the
     kubelet's own annotation keys win).
 
     Attributes:
-        envs: Environment variables (they override the pod's own of the same name).
+        envs: Environment variables.
         mounts: Host paths to mount (libraries, tools).
         devices: Host device nodes to expose.
         annotations: Container annotations for the runtime.

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from kubelet_kit.api import Container, Pod, Quantity, pod_requests, qos_class
 from kubelet_kit.api.admission import AdmitResult
@@ -52,6 +52,7 @@ from kubelet_kit.cm.helpers import (
     qos_memory_limits,
     resource_config_for_pod,
 )
+from kubelet_kit.cm.interfaces import ContainerRunOptions
 from kubelet_kit.cm.naming import (
     CgroupDriverName,
     CgroupName,
@@ -63,6 +64,9 @@ from kubelet_kit.cm.naming import (
 )
 from kubelet_kit.container import LinuxContainerResources
 from kubelet_kit.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from kubelet_kit.cm.devicemanager import DeviceManager
 
 __all__ = ["CgroupContainerManager", "default_cgroup_driver", "detect_capacity"]
 
@@ -132,6 +136,9 @@ class CgroupContainerManager:
         qos_reserved_memory_percent: ``qosReserved`` memory percentage (0: off).
         cpu_period: CFS period in microseconds.
         clock: Handed to the default driver.
+        device_manager: Device plugins' extended resources: merged into capacity
+            and allocatable, checked at admission (before the other resources, as
+            upstream), allocated through :meth:`container_run_options`.
 
     Raises:
         ConfigurationError: A reservation that is not a quantity, an unknown
@@ -150,7 +157,9 @@ class CgroupContainerManager:
         qos_reserved_memory_percent: int = 0,
         cpu_period: int = QUOTA_PERIOD,
         clock: Clock | None = None,
+        device_manager: DeviceManager | None = None,
     ) -> None:
+        self.device_manager = device_manager
         self.config = config if config is not None else KubeletConfiguration()
         c = self.config
         unknown = sorted(set(c.enforce_node_allocatable) - _ENFORCE_VALUES)
@@ -226,6 +235,8 @@ class CgroupContainerManager:
             ConfigurationError: Reservations above capacity, a hierarchy without the
                 needed controllers (naming them), or a bad CPU manager checkpoint.
         """
+        if self.device_manager is not None:
+            await self.device_manager.start()
         validate_reservations(self.capacity, node_allocatable_reservation(
             self.capacity, system_reserved=self.system_reserved,
             kube_reserved=self.kube_reserved,
@@ -250,8 +261,11 @@ class CgroupContainerManager:
         self._started = True
 
     async def stop(self) -> None:
-        """Nothing to release: cgroups outlive the agent, as the kubelet's do."""
+        """Nothing to release: cgroups outlive the agent, as the kubelet's do. Stops
+        the device manager, if any."""
         self._started = False
+        if self.device_manager is not None:
+            await self.device_manager.stop()
 
     def _kubepods_config(self) -> ResourceConfig:
         values = self.capacity
@@ -293,14 +307,20 @@ class CgroupContainerManager:
     # ------------------------------------------------------------------ resources
 
     def node_capacity(self) -> Mapping[str, Quantity]:
-        """The node's capacity (cpu, memory, ephemeral-storage, pods...)."""
+        """The node's capacity (cpu, memory, ephemeral-storage, pods, devices...)."""
+        if self.device_manager is not None:
+            return {**self.capacity, **self.device_manager.capacity_quantities()}
         return dict(self.capacity)
 
     def node_allocatable(self) -> Mapping[str, Quantity]:
-        """Capacity less system/kube reservations and the hard eviction thresholds."""
-        return node_allocatable(self.capacity, system_reserved=self.system_reserved,
-                                kube_reserved=self.kube_reserved,
-                                eviction_hard=self.config.eviction_hard)
+        """Capacity less system/kube reservations and the hard eviction thresholds
+        (and the healthy devices of device plugins)."""
+        out = node_allocatable(self.capacity, system_reserved=self.system_reserved,
+                               kube_reserved=self.kube_reserved,
+                               eviction_hard=self.config.eviction_hard)
+        if self.device_manager is not None:
+            return {**out, **self.device_manager.allocatable_quantities()}
+        return out
 
     def admit_pod(self, pod: Pod, active_pods: Sequence[Pod]) -> AdmitResult:
         """Whether ``pod`` fits beside ``active_pods`` in node allocatable.
@@ -309,6 +329,19 @@ class CgroupContainerManager:
         requested: <n>, used: <n>, capacity: <n>" (CPU in milli-CPU, the rest in
         units), then asks the CPU manager for exclusive CPUs. Never blocks.
         """
+        if self.device_manager is not None:
+            # Devices first, as upstream's resource allocator runs before its
+            # predicates; a later refusal gives the reservation back.
+            devices = self.device_manager.admit(pod)
+            if not devices.admit:
+                return devices
+            result = self._admit_resources(pod, active_pods)
+            if not result.admit:
+                self.device_manager.forget_reservation(pod.uid)
+            return result
+        return self._admit_resources(pod, active_pods)
+
+    def _admit_resources(self, pod: Pod, active_pods: Sequence[Pod]) -> AdmitResult:
         allocatable = self.node_allocatable()
         others = [p for p in active_pods if p.uid != pod.uid]
         if "pods" in allocatable:
@@ -384,8 +417,11 @@ class CgroupContainerManager:
         return path
 
     async def remove_pod_cgroup(self, pod: Pod) -> None:
-        """Kill what is left in the pod's cgroup and remove it; free its CPUs. Idempotent."""
+        """Kill what is left in the pod's cgroup and remove it; free its CPUs and
+        devices. Idempotent."""
         self.cpu_manager.remove_pod(pod.uid)
+        if self.device_manager is not None:
+            await self.device_manager.remove_pod(pod.uid)
         if not self.config.cgroups_per_qos:
             return
         await self.driver.remove(self.pod_cgroup_path(pod))
@@ -401,9 +437,11 @@ class CgroupContainerManager:
         Returns:
             The uids whose cgroups were removed.
         """
+        active = set(active_pod_uids)
+        if self.device_manager is not None:
+            await self.device_manager.retain_pods(active)
         if not self.config.cgroups_per_qos:
             return []
-        active = set(active_pod_uids)
         removed: list[str] = []
         for qos in ("Guaranteed", "Burstable", "BestEffort"):
             tier = qos_cgroup_name(self.root, qos)
@@ -427,6 +465,13 @@ class CgroupContainerManager:
             last = parse_systemd(child)[-1]
             return last[3:] if last.startswith("pod") else None
         return child[3:] if child.startswith("pod") else None
+
+    async def container_run_options(self, pod: Pod, container: Container) -> ContainerRunOptions:
+        """The device manager's envs, mounts, devices and annotations for
+        ``container`` (empty without one); see the ContainerManager protocol."""
+        if self.device_manager is None:
+            return ContainerRunOptions()
+        return await self.device_manager.container_run_options(pod, container)
 
     async def pod_cgroup_stats(self, pod: Pod) -> CgroupStats:
         """Usage of the pod's cgroup (memory working set, OOM kills, CPU, pids, PSI).

@@ -7,9 +7,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kubelet_kit.api.admission import AdmitResult
+from kubelet_kit.cm.interfaces import ContainerRunOptions
 
 if TYPE_CHECKING:
     from kubelet_kit.api import Container, Pod, Quantity
+    from kubelet_kit.cm.devicemanager import DeviceManager
     from kubelet_kit.container import LinuxContainerResources
 
 __all__ = ["StubContainerManager"]
@@ -32,12 +34,15 @@ class StubContainerManager:
 
     Args:
         max_pods: The kubelet's maxPods (default 110).
+        device_manager: Device plugins' extended resources (none by default).
     """
 
-    def __init__(self, *, max_pods: int = 110) -> None:
+    def __init__(self, *, max_pods: int = 110,
+                 device_manager: DeviceManager | None = None) -> None:
         from kubelet_kit.api import Quantity
 
         self.max_pods = max_pods
+        self.device_manager = device_manager
         self._capacity: dict[str, Quantity] = {
             "cpu": Quantity.parse(str(os.cpu_count() or 1)),
             "memory": Quantity.parse(str(_memory_bytes())),
@@ -45,17 +50,25 @@ class StubContainerManager:
         }
 
     async def start(self) -> None:
-        """Nothing to create."""
+        """No cgroups to create; starts the device manager, if any."""
+        if self.device_manager is not None:
+            await self.device_manager.start()
 
     async def stop(self) -> None:
-        """Nothing to release."""
+        """Stops the device manager, if any."""
+        if self.device_manager is not None:
+            await self.device_manager.stop()
 
     def node_capacity(self) -> Mapping[str, Quantity]:
-        """CPUs and memory of the machine, and ``pods``."""
+        """CPUs and memory of the machine, ``pods``, and device plugins' resources."""
+        if self.device_manager is not None:
+            return {**self._capacity, **self.device_manager.capacity_quantities()}
         return dict(self._capacity)
 
     def node_allocatable(self) -> Mapping[str, Quantity]:
-        """Same as capacity: nothing is reserved."""
+        """Same as capacity (nothing is reserved), healthy devices only."""
+        if self.device_manager is not None:
+            return {**self._capacity, **self.device_manager.allocatable_quantities()}
         return dict(self._capacity)
 
     def admit_pod(self, pod: Pod, active_pods: Sequence[Pod]) -> AdmitResult:
@@ -64,6 +77,8 @@ class StubContainerManager:
             return AdmitResult.refuse(
                 "OutOfpods", f"Node didn't have enough resource: pods, limit: {self.max_pods}"
             )
+        if self.device_manager is not None:
+            return self.device_manager.admit(pod)
         return AdmitResult.ok()
 
     async def ensure_pod_cgroup(self, pod: Pod) -> str:
@@ -71,7 +86,9 @@ class StubContainerManager:
         return ""
 
     async def remove_pod_cgroup(self, pod: Pod) -> None:
-        """Nothing to remove."""
+        """No cgroup; frees the pod's devices."""
+        if self.device_manager is not None:
+            await self.device_manager.remove_pod(pod.uid)
 
     def container_resources(
         self, pod: Pod, container: Container
@@ -80,5 +97,13 @@ class StubContainerManager:
         return None
 
     async def remove_orphaned_pod_cgroups(self, active_pod_uids: Iterable[str]) -> list[str]:
-        """No cgroups: nothing removed."""
+        """No cgroups: nothing removed; frees devices of pods not active."""
+        if self.device_manager is not None:
+            await self.device_manager.retain_pods(active_pod_uids)
         return []
+
+    async def container_run_options(self, pod: Pod, container: Container) -> ContainerRunOptions:
+        """The device manager's envs, mounts and devices; empty without one."""
+        if self.device_manager is None:
+            return ContainerRunOptions()
+        return await self.device_manager.container_run_options(pod, container)

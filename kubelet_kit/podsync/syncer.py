@@ -906,6 +906,9 @@ class _Starter:
                 allocatable=s.container_manager.node_allocatable(),
             )
             mounts = s.volume_manager.container_mounts(pod, container)
+            # Device plugins' envs and mounts go first, as the kubelet orders them
+            # (so a variable the pod sets itself still wins).
+            devices = await s.container_manager.container_run_options(pod, container)
         except PodSyncError as exc:
             return self._fail(container, exc.reason, exc.message)
         except KubeletKitError as exc:
@@ -927,10 +930,12 @@ class _Starter:
             pod,
             container,
             restart_count=restart_count,
-            env=env,
-            mounts=mounts,
+            env=[*devices.envs, *env],
+            mounts=[*devices.mounts, *mounts],
+            devices=devices.devices,
             resources=s.container_manager.container_resources(pod, container),
             image=image_ref,
+            extra_annotations=devices.annotations,
         )
         try:
             container_id = await s.runtime.create_container(

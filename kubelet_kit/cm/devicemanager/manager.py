@@ -403,6 +403,11 @@ class DeviceManager:
             self._reserved[pod.uid] = needs
         return AdmitResult.ok()
 
+    def forget_reservation(self, pod_uid: str) -> None:
+        """Drop what :meth:`admit` reserved for a pod that another check refused
+        (devices it already holds stay). Never blocks."""
+        self._reserved.pop(pod_uid, None)
+
     # ------------------------------------------------------------------ allocation
 
     async def container_run_options(self, pod: Pod, container: Container) -> ContainerRunOptions:
