@@ -113,6 +113,11 @@ def field_matches(obj: dict[str, Any], selector: str) -> bool:
     return True
 
 
+def parse_bool(text: str | None) -> bool:
+    """A query flag as the API server reads it (Go's strconv.ParseBool)."""
+    return text in ("1", "t", "T", "TRUE", "true", "True")
+
+
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": message, "reason": reason, "code": code}
@@ -239,6 +244,11 @@ class StandInAPIServer:
         for queue in list(self._watchers):
             queue.put_nowait(("BOOKMARK", {}, None))
 
+    def close_watches(self) -> None:
+        """End every open watch (as a server ending its watches at their timeout)."""
+        for queue in list(self._watchers):
+            queue.put_nowait(("CLOSE", {}, None))
+
     def count(self, method: str, path_prefix: str, *, query: str = "") -> int:
         """How many requests matched ``method`` and the path prefix (and query)."""
         return sum(1 for m, p in self.requests
@@ -287,7 +297,7 @@ class StandInAPIServer:
         if request.can_read_body:
             body = json.loads(await request.read() or b"null")
         if request.method == "GET" and not name:
-            if request.query.get("watch") in ("true", "1"):
+            if parse_bool(request.query.get("watch")):
                 return await self._watch(request, resource, namespace)
             return self._list(request, resource, namespace)
         if request.method == "GET":
@@ -322,7 +332,7 @@ class StandInAPIServer:
     async def _watch(self, request: web.Request, resource: str,
                      namespace: str) -> web.StreamResponse:
         selector = request.query.get("fieldSelector", "")
-        bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
+        bookmarks = parse_bool(request.query.get("allowWatchBookmarks"))
         timeout = float(request.query.get("timeoutSeconds", "1800"))
         since = request.query.get("resourceVersion", "")
         response = web.StreamResponse()
