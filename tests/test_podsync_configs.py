@@ -37,7 +37,6 @@ from kubelet_kit.container import labels as kl
 from kubelet_kit.container.interfaces import DNSConfig, KeyValue, Mount
 from kubelet_kit.errors import PodSyncError
 from kubelet_kit.podsync.configs import (
-    ConfigSource,
     _fnv1a_32,
     container_config,
     container_hash,
@@ -458,11 +457,20 @@ def test_resource_limits_default_to_node_allocatable() -> None:
         resolve_env(pod, c, allocatable=ALLOCATABLE)
 
 
-def _source(store: Mapping[tuple[str, str], Mapping[str, str]]) -> ConfigSource:
-    def lookup(kind: str, namespace: str, name: str) -> Mapping[str, str] | None:
+class _source:
+    def __init__(self, store: Mapping[tuple[str, str], Mapping[str, str]]) -> None:
+        self.store = store
+
+    def _get(self, kind: str, namespace: str, name: str) -> Mapping[str, bytes] | None:
         assert namespace == "downward-api"
-        return store.get((kind, name))
-    return lookup
+        data = self.store.get((kind, name))
+        return None if data is None else {k: v.encode() for k, v in data.items()}
+
+    def get_config_map(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
+        return self._get("ConfigMap", namespace, name)
+
+    def get_secret(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
+        return self._get("Secret", namespace, name)
 
 
 def test_config_map_and_secret_sources() -> None:

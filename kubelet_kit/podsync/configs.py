@@ -58,10 +58,10 @@ from kubelet_kit.container.interfaces import (
 )
 from kubelet_kit.errors import KubeletKitError, PodSyncError
 from kubelet_kit.podsync.expand import expand, expand_all, mapping_for
+from kubelet_kit.volume.sources import ConfigSource
 
 __all__ = [
     "CREATE_CONTAINER_CONFIG_ERROR",
-    "ConfigSource",
     "ContainerLabelInfo",
     "container_annotations",
     "container_config",
@@ -85,8 +85,6 @@ CREATE_CONTAINER_CONFIG_ERROR: Final = "CreateContainerConfigError"
 #: Looks up a ConfigMap or Secret: ``(kind, namespace, name)`` -> its data, or
 #: None when it does not exist. ``kind`` is ``"ConfigMap"`` or ``"Secret"``;
 #: Secret values are given decoded (text), not base64.
-ConfigSource = Callable[[Literal["ConfigMap", "Secret"], str, str], Mapping[str, str] | None]
-
 _HOSTNAME_MAX = 63
 _POD_DEFAULT_NDOTS = "ndots:5"
 
@@ -633,7 +631,15 @@ def resolve_env(
 
     def lookup(kind: Literal["ConfigMap", "Secret"], name: str) -> Mapping[str, str] | None:
         if (kind, name) not in cache:
-            cache[(kind, name)] = config_source(kind, ns, name) if config_source else None
+            data = None
+            if config_source is not None:
+                get = (config_source.get_config_map if kind == "ConfigMap"
+                       else config_source.get_secret)
+                data = get(ns, name)
+            cache[(kind, name)] = (
+                None if data is None
+                else {k: v.decode("utf-8", "replace") for k, v in data.items()}
+            )
         return cache[(kind, name)]
 
     def not_found(kind: str, name: str) -> PodSyncError:

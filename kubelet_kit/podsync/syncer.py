@@ -84,6 +84,7 @@ from kubelet_kit.podworkers import SyncResult, UpdateType
 from kubelet_kit.prober.interfaces import ProbeKind, ProbeResult, ProbeUpdate
 from kubelet_kit.prober.stub import StubProbeManager
 from kubelet_kit.status import FAILED, TERMINAL_PHASES, StatusManager, generate_pod_status
+from kubelet_kit.volume.sources import ConfigSource
 from kubelet_kit.volume.stub import StubVolumeManager
 
 if TYPE_CHECKING:
@@ -313,7 +314,7 @@ class RuntimePodSyncer:
         image_puller: ImagePuller | None = None,
         hook_runner: HandlerRunner | None = None,
         events: EventRecorder | None = None,
-        config_source: configs.ConfigSource | None = None,
+        config_source: ConfigSource | None = None,
         resolv_conf: DNSConfig | None = None,
         cluster_dns: Sequence[str] = (),
         cluster_domain: str = "",
@@ -416,6 +417,7 @@ class RuntimePodSyncer:
             state.expiries.append(deadline)
 
         error: KubeletKitError | None = None
+        acted = True
         try:
             cgroup_parent = await self.container_manager.ensure_pod_cgroup(pod)
             self.volume_manager.add_pod(pod)
@@ -432,11 +434,18 @@ class RuntimePodSyncer:
                 container_hash=configs.container_hash,
                 **self._probe_sets(pod, runtime_status),
             )
-            await self._apply(pod, runtime_status, actions, cgroup_parent, state)
+            acted = _has_work(actions)
+            if acted:
+                await self._apply(pod, runtime_status, actions, cgroup_parent, state)
         except (PodSyncError, ContainerRuntimeError) as exc:
             error = exc
 
-        runtime_status = await self._inspect(pod)
+        if acted:
+            # Read again what the actions changed. A sync with nothing to do (most
+            # of them: the periodic resync, the PLEG's event for a container this
+            # very agent just started) reports the read it began with, as the
+            # kubelet reports the pod status its sync started from.
+            runtime_status = await self._inspect(pod)
         status = await self._generate(pod, runtime_status, previous)
         self.status_manager.set_pod_status(pod, status)
         if error is not None:
@@ -817,6 +826,17 @@ class RuntimePodSyncer:
         for result in results:
             if isinstance(result, BaseException):
                 raise result
+
+
+def _has_work(actions: PodActions) -> bool:
+    """Whether applying ``actions`` would ask anything of the runtime."""
+    return bool(
+        actions.kill_pod
+        or actions.create_sandbox
+        or actions.init_containers_to_start
+        or actions.containers_to_start
+        or actions.containers_to_kill
+    )
 
 
 class _Starter:
