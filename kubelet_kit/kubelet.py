@@ -43,6 +43,7 @@ from kubelet_kit.podworkers import PodWorkers, UpdateType, WorkerPhase
 from kubelet_kit.prober import ProbeManager, ProbeResult, ReferenceProbeManager
 from kubelet_kit.status import StatusManager
 from kubelet_kit.volume import StubVolumeManager, VolumeManager
+from kubelet_kit.volume.sources import ConfigSource
 
 if TYPE_CHECKING:
     from kubelet_kit.api.kubeletconfig import KubeletConfiguration
@@ -79,7 +80,8 @@ class Kubelet:
         clock: Source of all time; default the real clock.
         sources: Pod sources (static-pod directory, URL, programmatic, ...).
         container_manager: Node resources, cgroups and admission; default a stub.
-        volume_manager: Volumes; default a stub that mounts nothing.
+        volume_manager: Volumes; default a stub that mounts nothing (``from_config``
+            builds the reconciling VolumeManager).
         probe_manager: Probes; default the reference ProbeManager (exec, HTTP, TCP
             and gRPC probes on the runtime and the clock).
         eviction_manager: Pressure and eviction; default a stub that never evicts.
@@ -92,6 +94,8 @@ class Kubelet:
         on_pod_problem: Called with each rejected manifest (file and field path).
         registry: The Prometheus registry for the agent's metrics; components the
             Kubelet builds itself register there (default: a new registry).
+        config_source: Where ConfigMaps and Secrets referenced by env vars come from
+            (the same object the VolumeManager reads volumes from).
     """
 
     def __init__(
@@ -113,6 +117,7 @@ class Kubelet:
         housekeeping_period: float = HOUSEKEEPING_PERIOD,
         on_pod_problem: Callable[[str], None] | None = None,
         registry: CollectorRegistry | None = None,
+        config_source: ConfigSource | None = None,
     ) -> None:
         self.clock: Clock = clock or RealClock()
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -129,6 +134,7 @@ class Kubelet:
         self._probe_manager = probe_manager
         self.eviction_manager: EvictionManager = eviction_manager or StubEvictionManager()
         self.status_manager = status_manager or StatusManager(self.clock)
+        self.config_source = config_source
         self.sync_frequency = sync_frequency
         self.housekeeping_period = housekeeping_period
         self.pod_config = PodConfig(*self.sources, clock=self.clock, on_problem=on_pod_problem)
@@ -154,7 +160,8 @@ class Kubelet:
         httpCheckFrequency and staticPodURLHeader), syncFrequency, podLogsDir,
         maxPods, and the eviction fields (evictionHard, evictionSoft, ...: a
         ThresholdEvictionManager watching this machine's memory, filesystems and
-        pids). Keyword ``overrides`` go to the constructor (e.g. ``clock``,
+        pids); volumes are mounted by the reconciling VolumeManager under the
+        state directory. Keyword ``overrides`` go to the constructor (e.g. ``clock``,
         ``node_name``, ``root_dir``, extra ``sources``, any manager).
         """
         clock = overrides.get("clock") or RealClock()
@@ -178,6 +185,16 @@ class Kubelet:
         overrides.setdefault("pod_logs_dir", config.pod_logs_dir)
         overrides.setdefault("container_manager", StubContainerManager(max_pods=config.max_pods))
         kubelet = cls(runtime=runtime, sources=sources, **overrides)
+        if "volume_manager" not in overrides:
+            from kubelet_kit.volume.reconciler import ReconcilingVolumeManager
+
+            kubelet.volume_manager = ReconcilingVolumeManager(
+                kubelet.root_dir,
+                config_source=kubelet.config_source,
+                clock=clock,
+                registry=kubelet.registry,
+                node_allocatable=kubelet.container_manager.node_allocatable(),
+            )
         if "eviction_manager" not in overrides:
             from kubelet_kit.eviction.host_stats import HostStatsProvider
             from kubelet_kit.eviction.manager import ThresholdEvictionManager
@@ -235,6 +252,7 @@ class Kubelet:
                 node_name=self.node_name,
                 pod_cache=self.pleg.cache,
                 events=self.events,
+                config_source=self.config_source,
             )
             # kubelet_pod_worker_duration_seconds, in the agent's registry.
             from kubelet_kit.metrics import KubeletMetrics, TimedPodSyncer
@@ -375,9 +393,13 @@ class Kubelet:
                     self._add_pod(pod)
                     continue
                 self._pods[uid] = pod
-                if uid not in self._rejected:
+                if uid in self._rejected:
+                    continue
+                if (pod.metadata.deletion_timestamp is None
+                        and self.workers.phase(uid) is WorkerPhase.SYNCING):
+                    # A pod on its way out keeps what it has; nothing new is mounted.
                     self.volume_manager.add_pod(pod)
-                    self.workers.update_pod(pod, UpdateType.UPDATE)
+                self.workers.update_pod(pod, UpdateType.UPDATE)
         elif update.op is PodOperation.REMOVE:
             for pod in pods:
                 uid = pod.metadata.uid
