@@ -20,6 +20,7 @@ import aiohttp
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from kubelet_kit.config.apiserver import api_json
 from kubelet_kit.errors import ConfigurationError
 
 __all__ = ["APIConfigSource"]
@@ -59,12 +60,8 @@ class APIConfigSource:
         call = (self.core.read_namespaced_config_map if kind == "ConfigMap"
                 else self.core.read_namespaced_secret)
         try:
-            resp = await call(name, namespace, _preload_content=False,
-                              _request_timeout=self.timeout)
-            try:
-                obj = await resp.json()
-            finally:
-                resp.release()
+            obj = await api_json(call(name, namespace, _preload_content=False,
+                              _request_timeout=self.timeout))
         except ApiException as exc:
             if exc.status == 404:
                 self._store(key, None)

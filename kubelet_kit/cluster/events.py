@@ -26,6 +26,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubelet_kit.clock import Clock
+from kubelet_kit.config.apiserver import api_json
 
 __all__ = ["EventSink", "SpamFilter", "event_object"]
 
@@ -181,9 +182,8 @@ class EventSink:
             name, count = seen
             patch = {"count": count + 1, "lastTimestamp": _time(event.time)}
             try:
-                resp = await self.core.patch_namespaced_event(
-                    name, event.namespace, patch, _preload_content=False)
-                resp.release()
+                await api_json(self.core.patch_namespaced_event(
+                    name, event.namespace, patch, _preload_content=False))
                 self._sent[key] = (name, count + 1)
                 return
             except ApiException as exc:
@@ -192,9 +192,8 @@ class EventSink:
         name = f"{event.pod_name}.{int(event.time * 1e9):x}"
         body = event_object(event, node_name=self.node_name, name=name)
         try:
-            resp = await self.core.create_namespaced_event(
-                event.namespace, body, _preload_content=False)
-            resp.release()
+            await api_json(self.core.create_namespaced_event(
+                event.namespace, body, _preload_content=False))
         except ApiException as exc:
             if exc.status != 409:
                 raise

@@ -18,6 +18,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubelet_kit.clock import Clock, RealClock
+from kubelet_kit.config.apiserver import api_json
 
 __all__ = ["LEASE_NAMESPACE", "LeaseController", "micro_time"]
 
@@ -92,12 +93,8 @@ class LeaseController:
                 "metadata": md, "spec": spec}
 
     async def _read(self) -> dict[str, Any] | None:
-        resp = await self.api.read_namespaced_lease(
-            self.node_name, LEASE_NAMESPACE, _preload_content=False)
-        try:
-            return dict(await resp.json())
-        finally:
-            resp.release()
+        return dict(await api_json(self.api.read_namespaced_lease(
+            self.node_name, LEASE_NAMESPACE, _preload_content=False)))
 
     async def _ensure(self) -> None:
         """Read the Lease, creating it if missing."""
@@ -107,12 +104,8 @@ class LeaseController:
         except ApiException as exc:
             if exc.status != 404:
                 raise
-        resp = await self.api.create_namespaced_lease(
-            LEASE_NAMESPACE, self._body(None), _preload_content=False)
-        try:
-            self._latest = dict(await resp.json())
-        finally:
-            resp.release()
+        self._latest = dict(await api_json(self.api.create_namespaced_lease(
+            LEASE_NAMESPACE, self._body(None), _preload_content=False)))
         self._accepted()
 
     def _accepted(self) -> None:
@@ -133,13 +126,9 @@ class LeaseController:
                     await self._ensure()
                     if self.renewals > renewals:
                         return True  # just created, with a fresh renewTime
-                resp = await self.api.replace_namespaced_lease(
+                self._latest = dict(await api_json(self.api.replace_namespaced_lease(
                     self.node_name, LEASE_NAMESPACE, self._body(self._latest),
-                    _preload_content=False)
-                try:
-                    self._latest = dict(await resp.json())
-                finally:
-                    resp.release()
+                    _preload_content=False)))
                 self._accepted()
                 return True
             except ApiException as exc:

@@ -21,6 +21,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubelet_kit.api import Pod
 from kubelet_kit.clock import Clock
+from kubelet_kit.config.apiserver import api_json
 from kubelet_kit.config.interfaces import (
     CONFIG_HASH_ANNOTATION,
     CONFIG_MIRROR_ANNOTATION,
@@ -84,10 +85,9 @@ class MirrorPods:
     async def _delete(self, obj: dict[str, Any]) -> None:
         md = obj["metadata"]
         try:
-            resp = await self.core.delete_namespaced_pod(
+            await api_json(self.core.delete_namespaced_pod(
                 md["name"], md["namespace"], _preload_content=False,
-                body={"gracePeriodSeconds": 0, "preconditions": {"uid": md["uid"]}})
-            resp.release()
+                body={"gracePeriodSeconds": 0, "preconditions": {"uid": md["uid"]}}))
         except ApiException as exc:
             if exc.status not in (404, 409):
                 raise
@@ -103,12 +103,8 @@ class MirrorPods:
         if not node_uid:
             return
         node_name = self.kubelet.node_name
-        resp = await self.core.list_pod_for_all_namespaces(
-            field_selector=f"spec.nodeName={node_name}", _preload_content=False)
-        try:
-            listing = await resp.json()
-        finally:
-            resp.release()
+        listing = await api_json(self.core.list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={node_name}", _preload_content=False))
         on_server = {(o["metadata"]["namespace"], o["metadata"]["name"]): o
                      for o in listing.get("items") or ()}
         static = {(p.namespace, p.name): p for p in self.kubelet.pods()
@@ -135,12 +131,8 @@ class MirrorPods:
                 continue
             body = mirror_pod_object(pod, node_name=node_name, node_uid=node_uid)
             try:
-                resp = await self.core.create_namespaced_pod(
-                    pod.namespace, body, _preload_content=False)
-                try:
-                    created = await resp.json()
-                finally:
-                    resp.release()
+                created = await api_json(self.core.create_namespaced_pod(
+                    pod.namespace, body, _preload_content=False))
             except ApiException as exc:
                 if exc.status == 409:
                     continue  # made meanwhile (or still terminating): next sync

@@ -22,6 +22,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubelet_kit.clock import Clock, RealClock
+from kubelet_kit.config.apiserver import api_json
 
 __all__ = ["NODE_STATUS_UPDATE_RETRY", "NodeController", "default_labels", "status_changed"]
 
@@ -95,7 +96,8 @@ class NodeController:
         self.node_name = node_name
         self._status = status
         self.clock = clock or RealClock()
-        self.labels = {**default_labels(node_name), **dict(labels or {})}
+        self.default_labels = default_labels(node_name)
+        self.labels = {**self.default_labels, **dict(labels or {})}
         self.taints = [dict(t) for t in taints]
         self.update_frequency = node_status_update_frequency
         self.report_frequency = node_status_report_frequency
@@ -115,11 +117,7 @@ class NodeController:
         return self.node is not None
 
     async def _json(self, call: Awaitable[Any]) -> dict[str, Any]:
-        resp = await call
-        try:
-            return dict(await resp.json())
-        finally:
-            resp.release()
+        return dict(await api_json(call))
 
     def _new_node(self, status: Mapping[str, Any]) -> dict[str, Any]:
         return {
@@ -134,7 +132,8 @@ class NodeController:
         }
 
     async def register(self) -> bool:
-        """Create the Node, or adopt an existing one (updating its default labels).
+        """Create the Node, or adopt an existing one (updating its default labels,
+        not the extra ones, as the kubelet does).
 
         Returns:
             True once registered. Never raises for API or transport errors (logged);
@@ -154,10 +153,12 @@ class NodeController:
                 existing = await self._json(self.core.read_node(
                     self.node_name, _preload_content=False))
                 labels = dict(existing["metadata"].get("labels") or {})
-                if all(labels.get(k) == v for k, v in self.labels.items()):
+                # As the kubelet: only the default labels are reconciled; extra
+                # labels apply at registration alone.
+                if all(labels.get(k) == v for k, v in self.default_labels.items()):
                     self.node = existing
                     break
-                labels.update(self.labels)
+                labels.update(self.default_labels)
                 existing["metadata"]["labels"] = labels
                 try:
                     self.node = await self._json(self.core.replace_node(
@@ -215,7 +216,7 @@ class NodeController:
                 log.warning("node %s: status update failed: API server unreachable: %s",
                             self.node_name, exc or type(exc).__name__)
                 return False
-            self._last_sent = status
+            self._last_sent = copy.deepcopy(dict(status))
             self._last_report = now
             self.reports += 1
             return True

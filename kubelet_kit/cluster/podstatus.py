@@ -23,6 +23,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubelet_kit.api import Pod, PodStatus
 from kubelet_kit.clock import Clock
+from kubelet_kit.config.apiserver import api_json
 from kubelet_kit.config.interfaces import CONFIG_SOURCE_ANNOTATION
 
 if TYPE_CHECKING:
@@ -147,9 +148,8 @@ class PodStatusSync:
         body = node_status_patch(target, pod.status.to_dict() if target == pod.uid else {},
                                  status.to_dict(), containers_stopped=self._stopped(pod.uid))
         try:
-            resp = await self.core.patch_namespaced_pod_status(
-                pod.name, pod.namespace, body, _preload_content=False)
-            resp.release()
+            await api_json(self.core.patch_namespaced_pod_status(
+                pod.name, pod.namespace, body, _preload_content=False))
         except ApiException as exc:
             if exc.status in (404, 409):
                 # Gone, or the name belongs to another pod now: nothing to report to.
@@ -172,9 +172,8 @@ class PodStatusSync:
                 continue
             options = {"gracePeriodSeconds": 0, "preconditions": {"uid": pod.uid}}
             try:
-                resp = await self.core.delete_namespaced_pod(
-                    pod.name, pod.namespace, body=options, _preload_content=False)
-                resp.release()
+                await api_json(self.core.delete_namespaced_pod(
+                    pod.name, pod.namespace, body=options, _preload_content=False))
             except ApiException as exc:
                 if exc.status not in (404, 409):
                     log.warning("pod %s/%s: final delete failed: %s %s", pod.namespace,

@@ -17,7 +17,7 @@ Needs the optional extra ``kubelet-kit[cluster]``.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any
 
 import aiohttp
@@ -31,9 +31,32 @@ from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.config.interfaces import CONFIG_MIRROR_ANNOTATION, SourceSnapshot
 from kubelet_kit.errors import ValidationError
 
-__all__ = ["APIServerSource", "Backoff", "pods_snapshot"]
+__all__ = ["APIServerSource", "Backoff", "api_json", "pods_snapshot"]
 
 log = logging.getLogger(__name__)
+
+
+async def api_json(call: Awaitable[Any]) -> Any:
+    """Await a ``kubernetes_asyncio`` call made with ``_preload_content=False`` and
+    return its JSON body (the raw camelCase object, not a generated model).
+
+    With ``_preload_content=False`` the client hands back the HTTP response
+    whatever its status, so the status is checked here.
+
+    Raises:
+        ApiException: The server answered with a status outside 2xx (``status``
+            and ``reason`` set; ``body`` holds the Status text).
+    """
+    resp = await call
+    try:
+        if not 200 <= resp.status <= 299:
+            body = await resp.text()
+            exc = ApiException(status=resp.status, reason=resp.reason)
+            exc.body = body
+            raise exc
+        return await resp.json()
+    finally:
+        resp.release()
 
 
 class Backoff:
@@ -162,14 +185,10 @@ class APIServerSource:
         return pods_snapshot(self._objects, node_name=self.node_name, cache=self._cache)
 
     async def _list(self, core: Any) -> None:
-        resp = await core.list_pod_for_all_namespaces(
+        data = await api_json(core.list_pod_for_all_namespaces(
             field_selector=self.field_selector, _preload_content=False,
             _request_timeout=self.request_timeout,
-        )
-        try:
-            data = await resp.json()
-        finally:
-            resp.release()
+        ))
         self.lists += 1
         self._objects = {
             str(item["metadata"]["uid"]): item for item in data.get("items") or ()
