@@ -33,14 +33,17 @@ __all__ = ["KUBELET_POD_CONDITIONS", "PodStatusSync", "node_status_patch"]
 
 log = logging.getLogger(__name__)
 
-#: Pod condition types the kubelet owns (``kubetypes.PodConditionsByKubelet``) plus
-#: DisruptionTarget, which it adds when it evicts. Other types belong to other
-#: writers (readiness gates, the scheduler's own) and are never written here.
+#: Pod condition types the kubelet owns (``kubetypes.PodConditionsByKubelet``, with
+#: PodReadyToStartContainers, on by default). Other types belong to other writers
+#: (readiness gates, controllers) and are never written here.
 KUBELET_POD_CONDITIONS: Final = frozenset({
-    "PodScheduled", "Ready", "Initialized", "ContainersReady", "PodReadyToStartContainers",
-    "DisruptionTarget",
+    "PodScheduled", "Ready", "Initialized", "ContainersReady", "PodResizeInProgress",
+    "PodResizePending", "PodReadyToStartContainers",
 })
+#: Shared with controllers: written only on the pod's move to a terminal phase.
+SHARED_POD_CONDITIONS: Final = frozenset({"DisruptionTarget"})
 _TERMINAL: Final = ("Succeeded", "Failed")
+_TERMINAL_READY_REASON: Final = {"Succeeded": "PodCompleted", "Failed": "PodFailed"}
 _TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
 
 
@@ -48,13 +51,17 @@ def node_status_patch(
     uid: str, api_status: Mapping[str, Any], new_status: Mapping[str, Any], *,
     containers_stopped: bool,
 ) -> dict[str, Any]:
-    """The strategic merge patch a node sends for a pod's status (``mergePodStatus``).
+    """The strategic merge patch a node sends for a pod's status (the kubelet's
+    ``mergePodStatus``).
 
     * Only the kubelet's condition types are written; the others on the server
-      stay as they are (conditions merge by type).
-    * A terminal phase is written only once the pod's containers have stopped;
-      until then the server's phase, reason and message are kept. Once terminal,
-      Ready and ContainersReady are written False with reason PodCompleted.
+      stay as they are (conditions merge by type). DisruptionTarget is written
+      only with the move to a terminal phase, once the containers have stopped.
+    * A move to a terminal phase waits until no container may still run: until
+      then the server's phase, reason and message are kept.
+    * With a terminal phase, Ready and ContainersReady are written False (reason
+      PodCompleted or PodFailed) if either was True.
+    * ``resourceClaimStatuses`` are not the node's: never written.
     * ``metadata.uid`` makes the patch fail with 409 if the name now belongs to
       another pod.
 
@@ -67,21 +74,30 @@ def node_status_patch(
     Returns:
         ``{"metadata": {"uid": uid}, "status": {...}}``.
     """
-    status = {k: v for k, v in new_status.items() if k != "conditions"}
-    conditions = [dict(c) for c in new_status.get("conditions") or ()
-                  if c.get("type") in KUBELET_POD_CONDITIONS]
-    if status.get("phase") in _TERMINAL:
-        if containers_stopped:
-            for cond in conditions:
-                if cond.get("type") in ("Ready", "ContainersReady") and cond.get(
-                        "status") != "False":
-                    cond.update(status="False", reason="PodCompleted")
-        else:
-            for key in ("phase", "reason", "message"):
-                if api_status.get(key):
-                    status[key] = api_status[key]
-                else:
-                    status.pop(key, None)
+    status = {k: v for k, v in new_status.items()
+              if k not in ("conditions", "resourceClaimStatuses")}
+    to_terminal = (api_status.get("phase") not in _TERMINAL
+                   and new_status.get("phase") in _TERMINAL)
+    conditions: list[dict[str, Any]] = []
+    for cond in new_status.get("conditions") or ():
+        kind = cond.get("type")
+        if kind in KUBELET_POD_CONDITIONS or (
+                kind in SHARED_POD_CONDITIONS and to_terminal and containers_stopped):
+            conditions.append(dict(cond))
+    if to_terminal and not containers_stopped:
+        for key in ("phase", "reason", "message"):
+            if api_status.get(key):
+                status[key] = api_status[key]
+            else:
+                status.pop(key, None)
+    phase = status.get("phase")
+    if phase in _TERMINAL and any(
+            c.get("type") in ("Ready", "ContainersReady") and c.get("status") == "True"
+            for c in conditions):
+        for cond in conditions:
+            if cond.get("type") in ("Ready", "ContainersReady"):
+                cond.update(status="False", reason=_TERMINAL_READY_REASON[phase])
+                cond.pop("message", None)
     status["conditions"] = conditions
     return {"metadata": {"uid": uid}, "status": status}
 

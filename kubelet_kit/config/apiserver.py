@@ -118,6 +118,8 @@ def pods_snapshot(
         pod = cache.get(key) if cache is not None else None
         if pod is None:
             where = f"api: {md.get('namespace', '')}/{md.get('name', '')}"
+            # List items come without kind and apiVersion; the loader wants them.
+            obj = {"apiVersion": "v1", "kind": "Pod", **obj}
             try:
                 pod = load_pod(obj, source="api", node_name=node_name)
             except ValidationError as exc:

@@ -324,6 +324,9 @@ class StandInAPIServer:
                      and field_matches(o, selector)]
         except ValueError as exc:
             return _error(400, "BadRequest", str(exc))
+        # As the real server: items of a list carry no kind or apiVersion.
+        items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")}
+                 for o in items]
         kind, _ = _KINDS[resource]
         return web.json_response({"kind": f"{kind}List", "apiVersion": "v1",
                                   "metadata": {"resourceVersion": str(self.rv)},
