@@ -1,9 +1,9 @@
 """End to end on this machine: the agent, HostProcessRuntime and real v1 pod cgroups.
 
 Real time and real processes (bounded waits). The pod cgroup is made with the pod's
-limits before the sandbox and removed after the pod is gone. Whether the workload
-itself runs inside it is up to the runtime honouring ``cgroup_parent``; that part is
-marked as an expected failure until HostProcessRuntime does.
+limits before the sandbox and removed after the pod is gone, and the workload
+itself runs inside it, as HostProcessRuntime puts each container's process into
+the sandbox's ``cgroup_parent``.
 """
 
 from __future__ import annotations
@@ -153,8 +153,6 @@ async def test_pod_cgroup_made_with_limits_and_removed_after_deletion(node: Node
         assert not os.path.exists(mount + path)
 
 
-@pytest.mark.xfail(strict=True, reason="HostProcessRuntime does not place its processes in "
-                                       "the sandbox's cgroup_parent yet")
 async def test_the_workload_lands_in_its_pod_cgroup(node: Node) -> None:
     path = await _run_pod(node)
     pids = _pids_with(node.token)

@@ -55,6 +55,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -287,20 +288,27 @@ def apply_mounts(mounts: list[dict[str, Any]]) -> None:
 
 
 def exec_in(state_dir: Path, pid: int, argv: list[str]) -> int:
-    """Enter the mount namespace of ``pid`` and exec ``argv`` as the container's
-    process would run (environment, working directory, user). Returns only on
-    failure, with a shell's exit code."""
+    """Join the container's cgroups, enter the mount namespace of ``pid`` (when the
+    container has one), and exec ``argv`` as the container's process would run
+    (environment, working directory, user). Returns only on failure, with a
+    shell's exit code."""
     spec = json.loads((state_dir / SPEC_FILE).read_text(encoding="utf-8"))
-    libc = _libc()
     try:
-        fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            _check(libc.setns(fd, _CLONE_NEWNS), "setns")
-        finally:
-            os.close(fd)
+        join_cgroups(spec.get("cgroup_procs") or ())
     except OSError as exc:
-        sys.stderr.write(f"enter the container's mount namespace: {exc.strerror}\n")
+        sys.stderr.write(f"join the container's cgroups: {exc.strerror}\n")
         return 126
+    if spec.get("apply_mounts") and spec.get("mounts"):
+        libc = _libc()
+        try:
+            fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                _check(libc.setns(fd, _CLONE_NEWNS), "setns")
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            sys.stderr.write(f"enter the container's mount namespace: {exc.strerror}\n")
+            return 126
     try:
         os.chdir(spec.get("cwd") or "/")
         if spec.get("extra_groups") is not None:
@@ -314,6 +322,26 @@ def exec_in(state_dir: Path, pid: int, argv: list[str]) -> int:
         sys.stderr.write(f"{argv[0]}: {exc.strerror}\n")
         return 127 if isinstance(exc, FileNotFoundError) else 126
     return 126  # not reached: exec replaced the process
+
+
+def join_cgroups(procs_files: Sequence[str]) -> None:
+    """Move the calling process into the cgroups whose ``cgroup.procs`` files are
+    given (writing ``0`` means "me"), as runc puts a container's init into its
+    cgroup before exec. A cgroup removed meanwhile is skipped."""
+    for procs in procs_files:
+        try:
+            with open(procs, "w", encoding="ascii") as f:
+                f.write("0")
+        except FileNotFoundError:
+            continue
+
+
+def _joiner(procs_files: Sequence[str]) -> Callable[[], None] | None:
+    """A ``preexec_fn`` joining the container's cgroups in the child, or None."""
+    if not procs_files:
+        return None
+    files = list(procs_files)
+    return lambda: join_cgroups(files)
 
 
 def _start(
@@ -350,6 +378,7 @@ def _start(
             stdout=out_w,
             stderr=err_w,
             process_group=0,
+            preexec_fn=_joiner(spec.get("cgroup_procs") or ()),
             user=spec.get("user"),
             group=spec.get("group"),
             extra_groups=spec.get("extra_groups"),

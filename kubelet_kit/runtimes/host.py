@@ -30,8 +30,12 @@ Containers
     from the agent. The working directory defaults to ``/`` and is created if
     missing, as runc does; it must be absolute. ``run_as_user``,
     ``run_as_group`` and ``supplemental_groups`` are applied (an agent that is
-    not root can only use its own ids). Devices and resources are recorded and
-    reported but not applied: no cgroup limits, no OOMKilled reason.
+    not root can only use its own ids). Devices and per-container resources are
+    recorded and reported but not applied, and there is no OOMKilled reason. The
+    pod's limits still hold: when the sandbox names a ``cgroup_parent`` (the pod
+    cgroup a ContainerManager made), each container's process, and each command
+    exec'd into it, joins that cgroup in every hierarchy where it exists before
+    it runs.
 
     Mounts are applied when the runtime may mount (``apply_mounts``, by default
     when the agent holds CAP_SYS_ADMIN, i.e. runs as root): a container with
@@ -61,7 +65,7 @@ Containers
     reported EXITED with code 255 and reason ``Unknown``, as containerd does
     when it finds a running container's task gone.
 
-    The shims stay in the agent's cgroup: under systemd, run the agent with
+    The shims themselves stay in the agent's cgroup: under systemd, run the agent with
     ``KillMode=process`` if containers are to survive a restart of the agent.
 
     ``remove_container`` keeps the log file: the kubelet owns the pod's log
@@ -422,6 +426,39 @@ def _container_record_to_json(rec: _ContainerRecord) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ runtime
+
+
+def cgroup_procs_files(cgroup_parent: str, mounts_file: str = "/proc/self/mounts") -> list[str]:
+    """The ``cgroup.procs`` files that put a process into ``cgroup_parent``.
+
+    ``cgroup_parent`` is what the ContainerManager gave the sandbox: a cgroupfs path
+    (``/kubepods/burstable/pod<uid>``) or a systemd slice name
+    (``kubepods-burstable-pod<uid>.slice``, expanded as systemd does). Every mounted
+    hierarchy (each cgroup v1 controller, and cgroup v2) where that cgroup exists
+    contributes its file; hierarchies where the manager made nothing are left out,
+    so a process lands exactly where the manager prepared limits for it.
+    """
+    if not cgroup_parent:
+        return []
+    from kubelet_kit.cm.naming import expand_slice
+
+    path = expand_slice(cgroup_parent) if cgroup_parent.endswith(".slice") else cgroup_parent
+    try:
+        with open(mounts_file, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    hierarchies: list[str] = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 3 and fields[2] in ("cgroup", "cgroup2") and fields[1] not in hierarchies:
+            hierarchies.append(fields[1])
+    files = []
+    for mount in hierarchies:
+        procs = os.path.join(mount + path, "cgroup.procs")
+        if os.path.exists(procs):
+            files.append(procs)
+    return files
 
 
 class HostProcessRuntime:
@@ -801,6 +838,9 @@ class HostProcessRuntime:
             spec["user"] = sc.run_as_user
             spec["group"] = sc.run_as_group
             spec["extra_groups"] = list(sc.supplemental_groups) or None
+        procs = cgroup_procs_files(sandbox.cgroup_parent)
+        if procs:
+            spec["cgroup_procs"] = procs
         return spec
 
     async def create_container(
@@ -1088,9 +1128,10 @@ class HostProcessRuntime:
         spec = _read_json(cdir / SPEC_FILE) or {}
         pid = self._observe(container_id).pid
         try:
-            if spec.get("apply_mounts") and spec.get("mounts") and pid > 0:
-                # The command must see the container's mounts: the shim's exec
-                # helper enters its mount namespace, then becomes the command.
+            in_namespace = bool(spec.get("apply_mounts") and spec.get("mounts"))
+            if (in_namespace or spec.get("cgroup_procs")) and pid > 0:
+                # The command must see the container's mounts and count against its
+                # cgroups: the shim's exec helper joins them, then becomes the command.
                 proc = await asyncio.create_subprocess_exec(
                     self._python,
                     "-m",
