@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -34,7 +35,7 @@ from kubelet_kit.cri import CRIRuntime
 from kubelet_kit.errors import RuntimeUnavailableError
 from kubelet_kit.kubelet import Kubelet
 
-from .containerd import BUSYBOX_IMAGE, REGISTRY_HOST, Containerd
+from .containerd import BUSYBOX_IMAGE, Containerd
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -101,6 +102,12 @@ class Agent:
         if self.task is not None and self.task.done():
             self.task.result()
             raise AssertionError("the agent stopped by itself")
+
+    def sync_count(self, operation: str) -> float:
+        """How many pod syncs of ``operation`` the agent finished (or failed)."""
+        return self.kubelet.registry.get_sample_value(
+            "kubelet_pod_worker_duration_seconds_count", {"operation": operation}
+        ) or 0.0
 
     def status(self, pod: Pod) -> PodStatus:
         return self.kubelet.pod_status(pod.uid) or PodStatus()
@@ -237,7 +244,9 @@ async def test_two_containers_run_exit_log_exec_and_are_deleted(
 async def test_an_unknown_image_backs_off_with_the_kubelets_reasons(
     containerd: Containerd, source: ProgrammaticSource, tmp_path: Path, cleanup: None
 ) -> None:
-    image = f"{REGISTRY_HOST}/nothing-here:1"
+    # Named by the test registry's loopback address, so containerd asks that
+    # registry (plain HTTP for a loopback host) and no name is ever resolved.
+    image = f"{containerd.registry.url.removeprefix('http://')}/nothing-here:1"
     pod = manifest("badimage", [
         {"name": "app", "image": image, "command": ["sh", "-c", SERVE]},
         container("helper"),
@@ -255,7 +264,10 @@ async def test_an_unknown_image_backs_off_with_the_kubelets_reasons(
 
         pulled = await agent.eventually(waiting("ErrImagePull"), "ErrImagePull")
         assert pulled.state.waiting is not None
-        assert image in pulled.state.waiting.message
+        # The runtime's own error is the message, as the kubelet reports it.
+        assert f'failed to pull and unpack image "{image}"' in pulled.state.waiting.message
+        assert pulled.state.waiting.message.endswith("not found")
+        assert any(" /v2/nothing-here/manifests/1" in r for r in containerd.registry.requests)
         # The helper's start is a PLEG event; the sync it causes falls inside the
         # image's 10 s back-off.
         backoff = await agent.eventually(waiting("ImagePullBackOff"), "ImagePullBackOff")
@@ -277,7 +289,8 @@ async def test_an_unknown_image_backs_off_with_the_kubelets_reasons(
 
 
 async def test_containerd_restart_loses_and_duplicates_nothing(
-    containerd: Containerd, source: ProgrammaticSource, tmp_path: Path, cleanup: None
+    containerd: Containerd, source: ProgrammaticSource, tmp_path: Path, cleanup: None,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     pod = manifest("steady", [container("app"), container("side")], restart="Always")
     source.add(pod)
@@ -297,13 +310,13 @@ async def test_containerd_restart_loses_and_duplicates_nothing(
             return False
 
         await agent.eventually(unreachable, "the agent sees containerd gone", within=15)
-        await asyncio.sleep(2)  # a few relists and housekeeping rounds fail meanwhile
+        # A change now makes the pod's worker sync against the dead runtime: it
+        # must fail and retry, not take "nothing listed" for "nothing there".
+        source.update(_annotated(pod, "during-outage"))
+        await asyncio.sleep(2)  # that sync, relists and housekeeping fail meanwhile
         agent.check()
 
         await asyncio.to_thread(containerd.start)
-        # A change from the source makes the agent sync the pod against the
-        # restarted runtime at once, beside the PLEG's relists.
-        source.update(_annotated(pod, "after-restart"))
 
         async def answering() -> bool:
             try:
@@ -313,7 +326,16 @@ async def test_containerd_restart_loses_and_duplicates_nothing(
             return True
 
         await agent.eventually(answering, "containerd answers again", within=30)
-        await asyncio.sleep(3)  # relists, the resync and housekeeping on the new runtime
+        caplog.clear()
+        # A change from the source makes the agent sync the pod against the
+        # restarted runtime at once, beside the PLEG's relists.
+        updates = agent.sync_count("update")
+        source.update(_annotated(pod, "after-restart"))
+        await agent.eventually(lambda: agent.sync_count("update") > updates,
+                               "a sync after the restart")
+        await asyncio.sleep(2)  # relists and housekeeping on the restarted runtime
+        failures = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+        assert failures == []
 
         status = agent.status(pod)
         assert all_running(status, 2), status
