@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from prometheus_client import CollectorRegistry
 
 from kubelet_kit.api import PodStatus, load_pod
 from kubelet_kit.config import ProgrammaticSource
-from kubelet_kit.container import ContainerFilter, ContainerState, PodSandboxState
+from kubelet_kit.container import ContainerFilter
 from kubelet_kit.container import labels as kl
 from kubelet_kit.cri import CRIRuntime, CRIServer
 from kubelet_kit.kubelet import Kubelet
@@ -90,6 +91,9 @@ class Node:
     def died_events(self) -> float:
         return self.metric("kubelet_pleg_events_total", type="ContainerDied")
 
+    def removed_events(self) -> float:
+        return self.metric("kubelet_pleg_events_total", type="ContainerRemoved")
+
     async def container_id(self, pod_uid: str, name: str) -> str:
         found = await self.fake.list_containers(
             ContainerFilter(label_selector={kl.POD_UID: pod_uid, kl.CONTAINER_NAME: name})
@@ -121,6 +125,12 @@ async def node(sock_dir: Path, *, events: bool) -> AsyncIterator[Node]:
         )
         task = asyncio.create_task(kubelet.run(), name="kubelet")
         try:
+            # Before any pod: the PLEG has subscribed to the stream, or (no events)
+            # has been refused and fallen back to relisting.
+            if events:
+                await until(lambda: fake.event_subscribers == 1, "the PLEG's subscription")
+            else:
+                await until(lambda: pleg.fallen_back, "the PLEG's fallback")
             yield Node(clock, fake, cri, pleg, kubelet, source, registry)
         finally:
             kubelet.stop()
@@ -145,6 +155,20 @@ async def status_where(
             f"{what}: not reached; last status {n.kubelet.pod_status(uid)}"
         ) from None
     raise AssertionError(f"{what}: the status stream ended")
+
+
+async def until(predicate: Callable[[], bool | Awaitable[bool]], what: str) -> None:
+    """Wait for a runtime-side condition. The agent's clock stands still; only the
+    gRPC round trips (real I/O) are waited for, in short polls."""
+    try:
+        async with asyncio.timeout(IO_GUARD):
+            while True:
+                got = predicate()
+                if await got if inspect.isawaitable(got) else got:
+                    return
+                await asyncio.sleep(0.01)
+    except TimeoutError:
+        raise AssertionError(f"{what}: not reached") from None
 
 
 def running(status: PodStatus) -> bool:
@@ -191,12 +215,19 @@ async def test_a_container_exit_arrives_through_the_event_stream(sock_dir: Path)
         assert app_status.state.running is not None
         assert status.phase == "Running"
 
-        # A graceful delete through the source stops the rest, still without time.
+        # A graceful delete through the source stops the pod and removes it from
+        # the runtime, still without clock time; the removals stream back too.
         n.source.delete(pod.uid)
-        await status_where(n, pod.uid, all_terminated, "every container terminated")
-        assert await n.fake.list_containers(ContainerFilter(state=ContainerState.RUNNING)) == []
-        [sandbox] = await n.fake.list_pod_sandboxes()
-        assert sandbox.state is PodSandboxState.NOTREADY
+        final = await status_where(n, pod.uid, all_terminated, "every container terminated")
+        assert final.phase == "Failed"  # restartPolicy Never and the job failed
+
+        async def removed() -> bool:
+            return await n.fake.list_pod_sandboxes() == [] and await n.fake.list_containers() == []
+
+        await until(removed, "sandbox and containers removed")
+        await until(lambda: n.removed_events() >= 3, "ContainerRemoved for both and the sandbox")
+        assert n.relists == relists
+        assert n.clock.monotonic() == now
 
 
 async def test_without_an_event_stream_the_pleg_relists_and_the_pod_still_works(
@@ -207,7 +238,7 @@ async def test_without_an_event_stream_the_pleg_relists_and_the_pod_still_works(
         n.source.add(pod)
         await status_where(n, pod.uid, running, "pod Running")
         # The first GetContainerEvents answered UNIMPLEMENTED through the server.
-        assert n.pleg.fallen_back is True
+        assert n.pleg.fallen_back
         assert n.pleg.generic.relist_period == 1.0
         assert n.metric("kubelet_evented_pleg_connection_error_count") >= 1
         assert n.metric("kubelet_evented_pleg_connection_success_count") == 0
