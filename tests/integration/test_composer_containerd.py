@@ -206,7 +206,10 @@ async def test_two_containers_run_exit_log_exec_and_are_deleted(
         # One sandbox, the two containers, and the ids the status reports.
         boxes, ids = await snapshot(agent.cri, pod.uid)
         assert len(boxes) == 1 and set(ids) == {"app", "job"}
-        assert app.container_id.endswith(ids["app"]) and job.container_id.endswith(ids["job"])
+        # The kubelet's "<runtime>://<id>" form.
+        assert (app.container_id, job.container_id) == (
+            f"containerd://{ids['app']}", f"containerd://{ids['job']}"
+        )
         [sandbox] = await sandboxes(agent.cri, pod.uid)
         assert sandbox.state is PodSandboxState.READY
         assert (sandbox.metadata.name, sandbox.metadata.namespace) == ("web", "default")
