@@ -155,6 +155,7 @@ class EventSink:
         self._last: _Event | None = None
         self._queue: list[_Event] = []
         self._sent: dict[tuple[str, str, str, str, str], tuple[str, int]] = {}
+        self._stamp = 0
         self.written = 0
         self.dropped = 0
 
@@ -189,7 +190,10 @@ class EventSink:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
-        name = f"{event.pod_name}.{int(event.time * 1e9):x}"
+        # client-go names an Event <object>.<hex nanoseconds>; events recorded at the
+        # same instant (a fake clock, a coarse one) still need names of their own.
+        self._stamp = max(int(event.time * 1e9), self._stamp + 1)
+        name = f"{event.pod_name}.{self._stamp:x}"
         body = event_object(event, node_name=self.node_name, name=name)
         try:
             await api_json(self.core.create_namespaced_event(

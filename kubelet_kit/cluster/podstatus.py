@@ -131,18 +131,22 @@ class PodStatusSync:
         self.kubelet = kubelet
         self.clock = clock or kubelet.clock
         self.resync_period = resync_period
-        self._mirror_of = mirror_of or (lambda pod: None)
+        self._mirror_of = mirror_of
         self._pending: dict[str, tuple[Pod, PodStatus]] = {}
         self._wake = asyncio.Event()
         self.sent: dict[str, Mapping[str, Any]] = {}
         self.final_deletes: set[str] = set()
 
-    def _target(self, pod: Pod) -> str | None:
-        """The uid on the server that carries ``pod``'s status, or None."""
+    def _target(self, pod: Pod) -> str | bool:
+        """The uid on the server that carries ``pod``'s status; True when the pod
+        has no place there (nothing to send); False when its mirror pod is not
+        made yet (send later)."""
         source = pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION)
         if source == "api":
             return pod.uid
-        return self._mirror_of(pod)
+        if self._mirror_of is None:
+            return True
+        return self._mirror_of(pod) or False
 
     def _current(self, uid: str) -> Pod | None:
         return next((p for p in self.kubelet.pods() if p.uid == uid), None)
@@ -159,8 +163,8 @@ class PodStatusSync:
         """
         pod = self._current(pod.uid) or pod
         target = self._target(pod)
-        if target is None:
-            return True  # not an API server pod, and no mirror (yet)
+        if isinstance(target, bool):
+            return target
         body = node_status_patch(target, pod.status.to_dict() if target == pod.uid else {},
                                  status.to_dict(), containers_stopped=self._stopped(pod.uid))
         try:

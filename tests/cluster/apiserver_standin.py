@@ -144,6 +144,7 @@ class StandInAPIServer:
         self.oldest_rv = 0  # watches from below this get 410 Gone
         self.rv = 100
         self.requests: list[tuple[str, str]] = []
+        self.bodies: list[tuple[str, str, Any]] = []  # (method, path, JSON body)
         self.port = 0
         self._runner: web.AppRunner | None = None
         self._watchers: set[asyncio.Queue[Any]] = set()
@@ -296,6 +297,7 @@ class StandInAPIServer:
         body: Any = None
         if request.can_read_body:
             body = json.loads(await request.read() or b"null")
+            self.bodies.append((request.method, request.path, copy.deepcopy(body)))
         if request.method == "GET" and not name:
             if parse_bool(request.query.get("watch")):
                 return await self._watch(request, resource, namespace)
