@@ -485,14 +485,25 @@ def pod_conditions(
         (CONTAINERS_READY, cready),
         (POD_SCHEDULED, ("True", "", "")),
     ]
-    conditions = [
-        *kept,
-        *(
-            PodCondition(type=ctype, status=st, reason=reason, message=message)
-            for ctype, (st, reason, message) in generated
-        ),
-    ]
-    return merge_transition_times(conditions, previous.conditions if previous else (), now)
+    # The transition times are merged as merge_transition_times does, but while
+    # each condition is made: statuses are generated on every sync, and making
+    # each condition twice (then evolving it) was a good part of their cost.
+    by_type = {c.type: c for c in before}
+    conditions = merge_transition_times(kept, before, now)
+    for ctype, (st, reason, message) in generated:
+        old = by_type.get(ctype)
+        when: _dt.datetime | None
+        if old is not None and old.status == st and old.last_transition_time is not None:
+            when = old.last_transition_time
+        else:
+            when = now
+        conditions += (
+            PodCondition(
+                type=ctype, status=st, reason=reason, message=message,
+                last_transition_time=when,
+            ),
+        )
+    return conditions
 
 
 def merge_transition_times(
@@ -510,7 +521,8 @@ def merge_transition_times(
     for c in conditions:
         old = before.get(c.type)
         if old is not None and old.status == c.status and old.last_transition_time is not None:
-            c = attrs.evolve(c, last_transition_time=old.last_transition_time)
+            if c.last_transition_time is not old.last_transition_time:
+                c = attrs.evolve(c, last_transition_time=old.last_transition_time)
         elif c.last_transition_time is None and now is not None:
             c = attrs.evolve(c, last_transition_time=now)
         merged.append(c)
@@ -613,8 +625,10 @@ def generate_pod_status(
     )
     if fold_probes is not None:
         status = fold_probes(pod, status)
-    status = attrs.evolve(
-        status, init_container_statuses=_succeeded_init_ready(pod, status.init_container_statuses)
-    )
+    if status.init_container_statuses:
+        status = attrs.evolve(
+            status,
+            init_container_statuses=_succeeded_init_ready(pod, status.init_container_statuses),
+        )
     conditions = pod_conditions(pod, status, runtime_status, previous=old, now=now)
     return attrs.evolve(status, conditions=conditions)

@@ -182,6 +182,12 @@ class StatusManager:
             )
         start_time = base.start_time or status.start_time or now
         conditions = merge_transition_times(status.conditions, base.conditions, now)
+        if start_time is status.start_time and all(
+            a is b for a, b in zip(conditions, status.conditions, strict=True)
+        ):
+            # The usual case: the status was generated from this very base, so
+            # it already carries its start and transition times.
+            return status
         return attrs.evolve(status, start_time=start_time, conditions=conditions)
 
     def set_pod_status(self, pod: Pod, status: PodStatus) -> bool:
