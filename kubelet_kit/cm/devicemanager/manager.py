@@ -516,6 +516,7 @@ class DeviceManager:
         active = set(active_pod_uids)
         gone = sorted((set(self._pod_devices) | set(self._reserved)) - active)
         for uid in gone:
+            log.info("device manager: pod %s is not active, its devices are freed", uid)
             await self.remove_pod(uid)
         return gone
 
