@@ -1,10 +1,12 @@
 """ConfigMaps and Secrets for volumes and env from the API server (a
 :class:`~kubelet_kit.volume.ConfigSource`).
 
-The volume manager calls a ConfigSource from worker threads; this one runs each
-read on the agent's event loop (where the asyncio client lives) and waits for it.
-The last value read of each object is kept, so a volume refresh while the API
-server is away keeps the data it had instead of failing.
+A ConfigSource is called synchronously: from the volume manager's worker threads,
+and (for env vars) from the pod syncer on the agent's own event loop. So the
+reads run on a private event loop in a thread of their own, with their own client
+built from the same configuration, and the caller waits for them; waiting on the
+agent's loop itself could never finish. The last value read of each object is
+kept, so a refresh while the API server is away keeps the data it had.
 """
 
 from __future__ import annotations
@@ -34,29 +36,55 @@ class APIConfigSource:
     """Reads ConfigMaps and Secrets through the API server.
 
     Args:
-        api_client: A ``kubernetes_asyncio`` ApiClient.
-        loop: The event loop the client belongs to (default: the running one at
-            construction).
+        api_client: A ``kubernetes_asyncio`` ApiClient; its configuration (server,
+            credentials) is used for a private client.
         timeout: Seconds a read may take (real time).
     """
 
-    def __init__(self, api_client: Any, *, loop: asyncio.AbstractEventLoop | None = None,
-                 timeout: float = 30.0) -> None:
-        self.core: Any = k8s.CoreV1Api(api_client)
-        self.loop = loop or asyncio.get_running_loop()
+    def __init__(self, api_client: Any, *, timeout: float = 30.0) -> None:
+        self.configuration = api_client.configuration
         self.timeout = timeout
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, str, str], dict[str, bytes] | None] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.core: Any = None
 
-    async def read(self, kind: Literal["ConfigMap", "Secret"], namespace: str,
-                   name: str) -> dict[str, bytes] | None:
-        """Read one object now (on the loop); None when it does not exist.
+    def _private_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="api-config-source",
+                                          daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def close(self) -> None:
+        """Close the private client and stop its thread. Idempotent; blocks briefly."""
+        with self._lock:
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is None or thread is None:
+            return
+        if self.core is not None:
+            client = self.core.api_client
+            asyncio.run_coroutine_threadsafe(client.close(), loop).result(self.timeout)
+            self.core = None
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(self.timeout)
+        loop.close()
+
+    async def _read(self, kind: Literal["ConfigMap", "Secret"], namespace: str,
+                    name: str) -> dict[str, bytes] | None:
+        """Read one object now (on the private loop); None when it does not exist.
 
         Raises:
             ConfigurationError: The server is unreachable and the object was never
                 read, or it holds data that is not valid (naming the object).
         """
         key = (kind, namespace, name)
+        if self.core is None:
+            self.core = k8s.CoreV1Api(k8s.ApiClient(self.configuration))
         call = (self.core.read_namespaced_config_map if kind == "ConfigMap"
                 else self.core.read_namespaced_secret)
         try:
@@ -101,12 +129,13 @@ class APIConfigSource:
 
     def _blocking(self, kind: Literal["ConfigMap", "Secret"], namespace: str,
                   name: str) -> dict[str, bytes] | None:
-        future = asyncio.run_coroutine_threadsafe(self.read(kind, namespace, name), self.loop)
+        future = asyncio.run_coroutine_threadsafe(self._read(kind, namespace, name),
+                                                  self._private_loop())
         return future.result(self.timeout + 5)
 
     def get_config_map(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
-        """See :meth:`ConfigSource.get_config_map`. Blocks (call from a worker
-        thread, never from the loop itself); raises ConfigurationError."""
+        """See :meth:`ConfigSource.get_config_map`. Blocks for one request (from
+        any thread, the agent's loop included); raises ConfigurationError."""
         return self._blocking("ConfigMap", namespace, name)
 
     def get_secret(self, namespace: str, name: str) -> Mapping[str, bytes] | None:

@@ -239,3 +239,5 @@ async def test_configmaps_and_secrets_come_from_the_api_server(
     assert await asyncio.to_thread(source.get_secret, "default", "tok") == {"token": b"secret"}
     with pytest.raises(ConfigurationError, match="ConfigMap default/other"):
         await asyncio.to_thread(source.get_config_map, "default", "other")
+    await asyncio.to_thread(source.close)
+    await asyncio.to_thread(source.close)  # idempotent
