@@ -13,7 +13,9 @@ the part containerd's shim plays for a real container, for one host process:
    HostToContainer propagation, so host mounts still reach the container), and
    bind-mounts each ``host_path`` onto its ``container_path`` (parents first),
    creating a missing target directory or file as runc does, and remounting it
-   read-only when asked. The container process inherits that namespace; the
+   read-only when asked. (Before that, when the spec names a ``netns``, the
+   shim joins that network namespace: the sandbox's, made by CNI networking.)
+   The container process inherits that namespace; the
    host's mount table is never changed (but a created target is created in the
    host's file system, which the container shares). It then creates the working
    directory if missing (as runc does), opens the CRI log file and starts the
@@ -32,7 +34,8 @@ the part containerd's shim plays for a real container, for one host process:
 
 Run as ``python -m kubelet_kit.runtimes._shim --exec STATE_DIR PID -- CMD...``
 it is the runtime's exec helper for a container with its own mount namespace:
-it enters the namespace of process PID (``setns``), changes to the container's
+it enters the sandbox's network namespace (when the spec names one) and the
+mount namespace of process PID (``setns``), changes to the container's
 working directory, takes its user and groups, and replaces itself with CMD in
 the container's environment (exit 127 or 126 with a shell-like message when CMD
 cannot be executed).
@@ -212,6 +215,7 @@ def _kill_group(pgid: int) -> None:
 # --------------------------------------------------------------- mount namespace
 
 _CLONE_NEWNS = 0x00020000
+_CLONE_NEWNET = 0x40000000
 _MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
@@ -287,6 +291,19 @@ def apply_mounts(mounts: list[dict[str, Any]]) -> None:
             ) from None
 
 
+def enter_netns(path: str) -> None:
+    """Join the network namespace bind-mounted at ``path`` (the sandbox's).
+
+    Raises:
+        OSError: the namespace could not be opened or entered.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        _check(_libc().setns(fd, _CLONE_NEWNET), f'setns "{path}"')
+    finally:
+        os.close(fd)
+
+
 def exec_in(state_dir: Path, pid: int, argv: list[str]) -> int:
     """Join the container's cgroups, enter the mount namespace of ``pid`` (when the
     container has one), and exec ``argv`` as the container's process would run
@@ -298,6 +315,12 @@ def exec_in(state_dir: Path, pid: int, argv: list[str]) -> int:
     except OSError as exc:
         sys.stderr.write(f"join the container's cgroups: {exc.strerror}\n")
         return 126
+    if spec.get("netns"):
+        try:
+            enter_netns(spec["netns"])
+        except OSError as exc:
+            sys.stderr.write(f"enter the sandbox's network namespace: {exc.strerror}\n")
+            return 126
     if spec.get("apply_mounts") and spec.get("mounts"):
         libc = _libc()
         try:
@@ -355,6 +378,15 @@ def _start(
     Raises:
         _StartFailure: any step failed; the message names the step and the path.
     """
+    if spec.get("netns"):
+        # The sandbox's network namespace is joined first, while its path is
+        # certainly visible: the process inherits it, as containers share a pod's.
+        try:
+            enter_netns(spec["netns"])
+        except OSError as exc:
+            raise _StartFailure(
+                f'enter network namespace "{spec["netns"]}": {exc.strerror or exc}'
+            ) from None
     if spec.get("apply_mounts") and spec.get("mounts"):
         apply_mounts(spec["mounts"])
     try:

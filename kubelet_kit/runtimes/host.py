@@ -20,6 +20,21 @@ Sandboxes
     A sandbox is READY until stopped; stopping it stops its containers, removing
     it removes them (stopping first).
 
+    CNI networking (``network=CNINetwork(conf_dir, bin_dirs)``, used only when
+    the agent runs as root): a sandbox whose config does not ask for the host's
+    network gets a named network namespace of its own and is added to the CNI
+    network (ADD of the first configuration list in ``conf_dir``); its ``ip``
+    and ``additional_ips`` are the addresses the plugins put on ``eth0``, and
+    its namespace options say it does not share the host's network. Each
+    container's process, and each command exec'd into it, joins that namespace
+    before it runs (PID, IPC and the file system stay the host's). Stopping the
+    sandbox runs CNI DEL and removes the namespace (so does removing it, if the
+    stop did not); a failure there is an error and is retried by the next stop
+    or remove. At start-up (the first list or run of sandboxes) the runtime
+    releases what an earlier agent left behind: stopped sandboxes still holding
+    a namespace, ready ones whose namespace is gone (after a reboot; they are
+    marked NOTREADY), and namespaces of its own without a sandbox.
+
 Containers
     The process is ``command + args`` (``args`` alone when there is no command,
     as with an image that has no entrypoint; there is no image to supply one, so
@@ -125,6 +140,7 @@ import attrs
 import kubelet_kit
 from kubelet_kit._version import __version__
 from kubelet_kit.clock import Clock, RealClock, wait_for
+from kubelet_kit.cni.types import CNIError
 from kubelet_kit.container.interfaces import (
     ContainerConfig,
     ContainerEvent,
@@ -160,6 +176,7 @@ from kubelet_kit.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
+from kubelet_kit.network import CNINetwork, PodRef, is_netns
 from kubelet_kit.runtimes._shim import (
     EXIT_FILE,
     SPEC_FILE,
@@ -418,6 +435,14 @@ class _SandboxRecord:
     created_at: float
     state: PodSandboxState
     ip: str
+    #: The sandbox's network namespace while it has one (CNI networking).
+    netns: str = ""
+    additional_ips: tuple[str, ...] = ()
+
+
+def _pod_ref(config: PodSandboxConfig) -> PodRef:
+    md = config.metadata
+    return PodRef(md.name, md.namespace, md.uid)
 
 
 def _container_record_to_json(rec: _ContainerRecord) -> dict[str, Any]:
@@ -484,6 +509,9 @@ class HostProcessRuntime:
             consumer; past that, new events are dropped for it (a PLEG relists).
         apply_mounts: Apply containers' mounts in a mount namespace (see the
             module doc); default: when this process holds CAP_SYS_ADMIN.
+        network: CNI networking for sandboxes that do not ask for the host's
+            network (see the module doc); used only when the agent runs as
+            root. Without it every sandbox shares the host's network.
     """
 
     def __init__(
@@ -498,6 +526,7 @@ class HostProcessRuntime:
         kill_timeout: float = 10.0,
         event_buffer: int = 1000,
         apply_mounts: bool | None = None,
+        network: CNINetwork | None = None,
     ) -> None:
         self._root = Path(root_dir).absolute()
         self._apply_mounts = _has_cap_sys_admin() if apply_mounts is None else apply_mounts
@@ -513,6 +542,9 @@ class HostProcessRuntime:
         # Running containers whose end is being watched for subscribers: id -> pidfd.
         self._watched: dict[str, int] = {}
         self._stop_reported: set[str] = set()
+        # Namespaces need root; without it every sandbox shares the host's network.
+        self._network = network if network is not None and os.geteuid() == 0 else None
+        self._networks_recovered = False
         for sub in ("sandboxes", "containers"):
             (self._root / sub).mkdir(parents=True, exist_ok=True)
 
@@ -680,19 +712,39 @@ class HostProcessRuntime:
                     "" if writable else "StateDirNotWritable",
                     "" if writable else f"{self._root} is not writable",
                 ),
-                RuntimeCondition("NetworkReady", True),
+                await self._network_condition(),
             )
+        )
+
+    async def _network_condition(self) -> RuntimeCondition:
+        if self._network is None:
+            return RuntimeCondition("NetworkReady", True)
+        problem = await self._network.ready()
+        if not problem:
+            return RuntimeCondition("NetworkReady", True)
+        # containerd's reason and message for a CNI that is not set up.
+        return RuntimeCondition(
+            "NetworkReady",
+            False,
+            "NetworkPluginNotReady",
+            f"Network plugin returns error: cni plugin not initialized: {problem}",
         )
 
     # ----------------------------------------------------------- sandboxes
 
     async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
-        """Record a READY sandbox; returns its id. Not idempotent.
+        """Record a READY sandbox; returns its id. Not idempotent. With CNI
+        networking and a config that does not ask for the host's network, the
+        sandbox gets a network namespace and the address the CNI plugins gave it
+        (failures leave nothing behind).
 
         Raises:
             AlreadyExistsError: a sandbox with the same name, namespace, uid and
                 attempt exists (containerd reserves that name too).
+            ContainerRuntimeError: the network could not be set up (the message
+                names the plugin and its error).
         """
+        await self._recover_networks()
         md = config.metadata
         for sid in self._sandbox_ids():
             with contextlib.suppress(NotFoundError):
@@ -703,13 +755,31 @@ class HostProcessRuntime:
                         f'is reserved for "{sid}"'
                     )
         sandbox_id = uuid.uuid4().hex + uuid.uuid4().hex
-        ip = self._host_ip if self._host_ip is not None else _host_primary_ip()
-        # The host's namespaces are shared whatever the config asked for.
+        own_network = self._network is not None and not config.namespace_options.host_network
+        # The host's PID and IPC namespaces are shared whatever the config asked
+        # for; the network too unless CNI networking gives the sandbox its own.
         config = attrs.evolve(
             config,
-            namespace_options=NamespaceOptions(host_network=True, host_pid=True, host_ipc=True),
+            namespace_options=NamespaceOptions(
+                host_network=not own_network, host_pid=True, host_ipc=True
+            ),
         )
-        rec = _SandboxRecord(sandbox_id, config, self._clock.now(), PodSandboxState.READY, ip)
+        netns = ""
+        extra_ips: tuple[str, ...] = ()
+        if own_network:
+            assert self._network is not None
+            try:
+                net = await self._network.setup(sandbox_id, _pod_ref(config))
+            except (CNIError, OSError) as exc:
+                raise ContainerRuntimeError(
+                    f'failed to setup network for sandbox "{sandbox_id}": {exc}'
+                ) from exc
+            ip, netns, extra_ips = net.ip, net.netns, net.additional_ips
+        else:
+            ip = self._host_ip if self._host_ip is not None else _host_primary_ip()
+        rec = _SandboxRecord(
+            sandbox_id, config, self._clock.now(), PodSandboxState.READY, ip, netns, extra_ips
+        )
         self._sandbox_dir(sandbox_id).mkdir(parents=True)
         self._save_sandbox(rec)
         self._emit_sandbox(sandbox_id, ContainerEventType.CREATED)
@@ -725,8 +795,56 @@ class HostProcessRuntime:
             if c.pod_sandbox_id == pod_sandbox_id:
                 await self.stop_container(c.id, 0)
         if rec.state is not PodSandboxState.NOTREADY:
-            self._save_sandbox(attrs.evolve(rec, state=PodSandboxState.NOTREADY))
+            rec = attrs.evolve(rec, state=PodSandboxState.NOTREADY)
+            self._save_sandbox(rec)
             self._emit_sandbox(pod_sandbox_id, ContainerEventType.STOPPED)
+        await self._teardown_network(rec)
+
+    async def _teardown_network(self, rec: _SandboxRecord) -> None:
+        """CNI DEL and namespace removal, once; the record forgets the namespace
+        only after both succeeded, so a failure is retried by the next stop,
+        remove or start-up."""
+        if not rec.netns or self._network is None:
+            return
+        try:
+            await self._network.teardown(rec.id, _pod_ref(rec.config))
+        except (CNIError, OSError) as exc:
+            raise ContainerRuntimeError(
+                f'failed to destroy network for sandbox "{rec.id}": {exc}'
+            ) from exc
+        with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+            self._save_sandbox(attrs.evolve(rec, netns=""))
+
+    async def _recover_networks(self) -> None:
+        """Once per runtime: release the networks of sandboxes left behind by an
+        agent that stopped mid-way. A stopped sandbox still holding a namespace,
+        a ready one whose namespace is gone (a reboot: it is marked NOTREADY, its
+        containers being gone too), and a namespace of ours with no sandbox at
+        all are each given a CNI DEL and their namespace removed. Failures are
+        retried at the next start-up (or stop/remove of that sandbox)."""
+        if self._networks_recovered or self._network is None:
+            return
+        self._networks_recovered = True
+        known = set()
+        for sid in self._sandbox_ids():
+            try:
+                rec = self._load_sandbox(sid)
+            except NotFoundError:
+                continue
+            known.add(sid)
+            if not rec.netns:
+                continue
+            if rec.state is PodSandboxState.READY and is_netns(rec.netns):
+                continue
+            if rec.state is PodSandboxState.READY:
+                rec = attrs.evolve(rec, state=PodSandboxState.NOTREADY)
+                self._save_sandbox(rec)
+            with contextlib.suppress(ContainerRuntimeError):
+                await self._teardown_network(rec)
+        for sid in self._network.leftover_sandbox_ids():
+            if sid not in known:
+                with contextlib.suppress(CNIError, OSError):
+                    await self._network.teardown(sid)
 
     async def remove_pod_sandbox(self, pod_sandbox_id: str) -> None:
         """Stop and remove the sandbox and its containers. Idempotent: an unknown
@@ -742,6 +860,8 @@ class HostProcessRuntime:
         for c in self._container_records():
             if c.pod_sandbox_id == pod_sandbox_id:
                 await self.remove_container(c.id)
+        with contextlib.suppress(NotFoundError):
+            await self._teardown_network(self._load_sandbox(pod_sandbox_id))
         shutil.rmtree(self._sandbox_dir(pod_sandbox_id), ignore_errors=True)
         if status is not None:
             self._emit(pod_sandbox_id, ContainerEventType.DELETED, status, ())
@@ -759,6 +879,7 @@ class HostProcessRuntime:
             state=rec.state,
             created_at=rec.created_at,
             ip=rec.ip,
+            additional_ips=rec.additional_ips,
             namespace_options=c.namespace_options,
             labels=c.labels,
             annotations=c.annotations,
@@ -766,7 +887,10 @@ class HostProcessRuntime:
         )
 
     async def list_pod_sandboxes(self, filter: PodSandboxFilter | None = None) -> list[PodSandbox]:
-        """Every sandbox matching ``filter``, oldest first. Raises nothing."""
+        """Every sandbox matching ``filter``, oldest first. Raises nothing. (The
+        first call of a runtime with CNI networking first releases the networks
+        of sandboxes left behind.)"""
+        await self._recover_networks()
         result = []
         for sid in self._sandbox_ids():
             try:
@@ -790,7 +914,7 @@ class HostProcessRuntime:
     # ---------------------------------------------------------- containers
 
     def _build_spec(
-        self, name: str, config: ContainerConfig, sandbox: PodSandboxConfig
+        self, name: str, config: ContainerConfig, sandbox: PodSandboxConfig, netns: str = ""
     ) -> dict[str, Any]:
         argv = [*config.command, *config.args]
         if not argv:
@@ -841,6 +965,8 @@ class HostProcessRuntime:
         procs = cgroup_procs_files(sandbox.cgroup_parent)
         if procs:
             spec["cgroup_procs"] = procs
+        if netns:
+            spec["netns"] = netns
         return spec
 
     async def create_container(
@@ -867,7 +993,7 @@ class HostProcessRuntime:
                     f'container name "{name}" (attempt {config.metadata.attempt}) in sandbox '
                     f'"{pod_sandbox_id}" is reserved for "{other.id}"'
                 )
-        spec = self._build_spec(name, config, sandbox.config)
+        spec = self._build_spec(name, config, sandbox.config, sandbox.netns)
         # As containerd: the log path is relative to the log directory of the
         # sandbox config in this request. Without a directory only an absolute
         # path names a file; otherwise the output is discarded.
@@ -1129,6 +1255,7 @@ class HostProcessRuntime:
         pid = self._observe(container_id).pid
         try:
             in_namespace = bool(spec.get("apply_mounts") and spec.get("mounts"))
+            in_namespace = in_namespace or bool(spec.get("netns"))
             if (in_namespace or spec.get("cgroup_procs")) and pid > 0:
                 # The command must see the container's mounts and count against its
                 # cgroups: the shim's exec helper joins them, then becomes the command.
