@@ -36,6 +36,7 @@ from kubelet_kit.container import (
     PodSandboxMetadata,
     PodSandboxState,
 )
+from kubelet_kit.errors import ContainerRuntimeError
 from kubelet_kit.kubelet import Kubelet
 from kubelet_kit.network import CNINetwork, PodRef, is_netns
 from kubelet_kit.runtimes.host import HostProcessRuntime
@@ -225,7 +226,8 @@ async def test_a_failed_add_leaves_nothing_behind(net: Net) -> None:
     conf["plugins"][0]["ipam"]["ranges"] = [[{"subnet": "10.250.0.0/33"}]]
     (net.conf_dir / "10-test.conflist").write_text(json.dumps(conf))
     runtime = HostProcessRuntime(net.tmp / "state", network=net.network())
-    with pytest.raises(Exception, match='failed to setup network for sandbox .*type=.bridge'):
+    pattern = r"failed to setup network for sandbox .*type='bridge'"
+    with pytest.raises(ContainerRuntimeError, match=pattern):
         await runtime.run_pod_sandbox(sandbox_config(net.tmp, "broken"))
     assert await runtime.list_pod_sandboxes() == []
     assert net.namespaces() == []
@@ -303,8 +305,10 @@ async def test_a_pod_is_probed_ready_on_its_own_address_and_deleted_cleanly(net:
         assert net.leases() == {pod_ip}
         assert len(net.namespaces()) == 1
         # The server listens only in the pod's namespace: the host has no such socket.
-        listening = _run("ss", "-ltnH", "sport = :8080").stdout
-        assert "0.0.0.0:8080" not in listening
+        netns = str(net.netns_dir / net.namespaces()[0])
+        inside = _run("nsenter", f"--net={netns}", "ss", "-ltnH", "sport = :8080").stdout
+        assert "0.0.0.0:8080" in inside
+        assert "0.0.0.0:8080" not in _run("ss", "-ltnH", "sport = :8080").stdout
 
         (manifests / "web.yaml").unlink()
         await wait_until(
