@@ -402,3 +402,44 @@ async def test_corrupt_checkpoint_is_ignored(plugins_dir: Path) -> None:
     async with DeviceManager(plugins_dir=plugins_dir, clock=FakeClock()) as dm:
         assert dm.pod_devices("u") == {}
         assert dm.resources() == []
+
+
+async def test_metrics_with_the_kubelets_names(setup: Setup, plugins_dir: Path) -> None:
+    dm, _ = await setup()
+    refused = FakePlugin(plugins_dir, "other.sock")
+    await refused.start()
+    try:
+        with pytest.raises(grpc.aio.AioRpcError):
+            await refused.register(dm.socket_path, resource="other")
+    finally:
+        await refused.stop()
+    pod = widget_pod("a", 1)
+    await dm.container_run_options(pod, pod.spec.containers[0])
+    await dm.container_run_options(pod, pod.spec.containers[0])  # reused: not counted
+    reg = dm.metrics.registry
+    assert reg.get_sample_value("kubelet_device_plugin_registration_total",
+                                {"resource_name": RESOURCE}) == 1
+    assert reg.get_sample_value("kubelet_device_plugin_registration_total",
+                                {"resource_name": "other"}) == 1
+    assert reg.get_sample_value("kubelet_device_plugin_alloc_duration_seconds_count",
+                                {"resource_name": RESOURCE}) == 1
+
+
+def test_every_rpc_is_served_or_called() -> None:
+    """The SDK serves every DevicePlugin RPC, the manager serves Registration, and
+    the manager calls every DevicePlugin RPC but GetDevicePluginOptions (it takes
+    the options from the RegisterRequest, as the kubelet does)."""
+    import inspect
+
+    from kubelet_kit.cm.devicemanager import manager
+    from kubelet_kit.deviceplugin import plugin
+
+    services = pb.DESCRIPTOR.services_by_name
+    for method in services["DevicePlugin"].methods:
+        assert callable(getattr(plugin._Servicer, method.name, None)), method.name
+    for method in services["Registration"].methods:
+        assert callable(getattr(manager._Registration, method.name, None)), method.name
+    source = inspect.getsource(manager)
+    not_called = {"GetDevicePluginOptions"}
+    for method in services["DevicePlugin"].methods:
+        assert (f"stub.{method.name}(" in source) != (method.name in not_called), method.name

@@ -31,6 +31,7 @@ from kubelet_kit.cm.devicemanager.logic import (
     pod_device_needs,
 )
 from kubelet_kit.cm.devicemanager.manager import DeviceManager, PluginInfo
+from kubelet_kit.cm.devicemanager.metrics import DeviceManagerMetrics
 
 __all__ = [
     "CHECKPOINT_NAME",
@@ -44,6 +45,7 @@ __all__ = [
     "VERSION",
     "CheckpointData",
     "DeviceManager",
+    "DeviceManagerMetrics",
     "PluginInfo",
     "PodDevicesEntry",
     "choose_devices",

@@ -64,6 +64,7 @@ from kubelet_kit.cm.devicemanager.logic import (
     pod_device_needs,
     shortage_message,
 )
+from kubelet_kit.cm.devicemanager.metrics import DeviceManagerMetrics
 from kubelet_kit.cm.interfaces import ContainerRunOptions
 from kubelet_kit.container import Device, KeyValue, Mount
 from kubelet_kit.errors import ConfigurationError, PodSyncError
@@ -131,7 +132,7 @@ class _Assignment:
 
 
 class DeviceManager:
-    """The kubelet's device manager (see the module docstring).
+    r"""The kubelet's device manager (see the module docstring).
 
     A ContainerManager holds one and forwards to it; used alone, a test or an
     agent calls :meth:`start`, :meth:`admit`, :meth:`container_run_options` and
@@ -142,6 +143,8 @@ class DeviceManager:
             ``/var/lib/kubelet/device-plugins/``).
         clock: Time for the grace period of a plugin that went away.
         endpoint_stop_grace_period: Seconds a departed plugin's resource stays.
+        metrics: Where the kubelet's device plugin metrics are counted (default:
+            a registry of its own, :attr:`metrics`\ ``.registry``).
     """
 
     def __init__(
@@ -150,7 +153,9 @@ class DeviceManager:
         plugins_dir: str | os.PathLike[str] = DEVICE_PLUGIN_PATH,
         clock: Clock | None = None,
         endpoint_stop_grace_period: float = ENDPOINT_STOP_GRACE_PERIOD,
+        metrics: DeviceManagerMetrics | None = None,
     ) -> None:
+        self.metrics = metrics if metrics is not None else DeviceManagerMetrics()
         self.plugins_dir = Path(plugins_dir)
         self.clock: Clock = clock or RealClock()
         self.endpoint_stop_grace_period = endpoint_stop_grace_period
@@ -244,6 +249,7 @@ class DeviceManager:
     async def register(self, request: Any) -> str | None:
         """Handle a RegisterRequest: returns the refusal message, or None once the
         plugin is connected and its stream followed. Used by the Registration service."""
+        self.metrics.registrations.labels(request.resource_name).inc()
         if request.version not in SUPPORTED_VERSIONS:
             return (f"requested API version {request.version!r} is not supported by kubelet. "
                     f"Supported versions are {list(SUPPORTED_VERSIONS)!r}")
@@ -427,7 +433,10 @@ class DeviceManager:
                 by_res = self._pod_devices.setdefault(pod.uid, {}).setdefault(container.name, {})
                 found = by_res.get(resource)
                 if found is None:
+                    started = self.clock.monotonic()
                     found = await self._allocate(pod, container, resource, n)
+                    self.metrics.alloc_duration.labels(resource).observe(
+                        self.clock.monotonic() - started)
                     by_res[resource] = found
                     changed = True
                 assignments.append((resource, found))
