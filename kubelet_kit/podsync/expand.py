@@ -46,16 +46,22 @@ def expand(text: str, lookup: Callable[[str], str | None] | Mapping[str, str]) -
     Returns:
         ``text`` with defined references replaced and ``$$`` unescaped.
     """
+    if "$" not in text:
+        return text  # most commands, args and values: nothing to expand
     resolve = mapping_for(lookup) if isinstance(lookup, Mapping) else lookup
     out: list[str] = []
     i = 0
     n = len(text)
     while i < n:
-        ch = text[i]
-        if ch != "$" or i + 1 >= n:
-            out.append(ch)
-            i += 1
-            continue
+        dollar = text.find("$", i)
+        if dollar < 0:
+            out.append(text[i:])
+            break
+        out.append(text[i:dollar])  # plain text up to the next "$", copied at once
+        i = dollar
+        if i + 1 >= n:
+            out.append("$")  # a lone "$" at the end
+            break
         nxt = text[i + 1]
         if nxt == "$":
             out.append("$")  # escaped operator
