@@ -32,7 +32,7 @@ from kubelet_kit.container import (
 )
 from kubelet_kit.container import labels as kl
 from kubelet_kit.cri import CRIRuntime
-from kubelet_kit.errors import RuntimeUnavailableError
+from kubelet_kit.errors import ContainerRuntimeError, RuntimeUnavailableError
 from kubelet_kit.kubelet import Kubelet
 
 from .containerd import BUSYBOX_IMAGE, Containerd
@@ -322,11 +322,13 @@ async def test_containerd_restart_loses_and_duplicates_nothing(
         await asyncio.to_thread(containerd.start)
 
         async def answering() -> bool:
+            # Right after its socket opens, containerd answers "server is not
+            # initialized yet" (UNKNOWN) for a moment: wait for RuntimeReady.
             try:
-                await agent.cri.version()
-            except RuntimeUnavailableError:
+                ready = (await agent.cri.status()).condition("RuntimeReady")
+            except ContainerRuntimeError:
                 return False
-            return True
+            return ready is not None and ready.status
 
         await agent.eventually(answering, "containerd answers again", within=30)
         caplog.clear()
