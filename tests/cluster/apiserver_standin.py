@@ -106,7 +106,8 @@ def field_matches(obj: dict[str, Any], selector: str) -> bool:
                 return False
         else:
             key, value = term.replace("==", "=").split("=", 1)
-            if key not in ("spec.nodeName", "metadata.name", "metadata.namespace"):
+            if key not in ("spec.nodeName", "metadata.name", "metadata.namespace",
+                           "involvedObject.name", "involvedObject.uid"):
                 raise ValueError(f'field label not supported: {key}')
             if _field(obj, key) != value:
                 return False
@@ -424,6 +425,8 @@ class StandInAPIServer:
                           f'{resource} "{md.get("name")}" already exists')
         md.pop("resourceVersion", None)
         md.pop("uid", None)
+        if resource == "pods":
+            body["status"] = {"phase": "Pending"}  # as the real server sets it on create
         return web.json_response(self.put(resource, body), status=201)
 
     def _update(self, resource: str, namespace: str, name: str, body: dict[str, Any],
@@ -504,3 +507,20 @@ class StandInAPIServer:
                 return web.json_response(current)
         self.remove(resource, namespace, name)
         return web.json_response(current)
+
+
+async def _serve(port: int) -> None:
+    server = StandInAPIServer()
+    server.port = port
+    await server.start()
+    print(json.dumps(server.kubeconfig()), flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    # Serve the stand-in on its own, printing a kubeconfig for it (for trying the
+    # real-cluster script without a cluster): python apiserver_standin.py [PORT]
+    import sys
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(int(sys.argv[1]) if len(sys.argv) > 1 else 0))
