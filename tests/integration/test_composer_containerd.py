@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from kubelet_kit.api import Pod, PodStatus, load_pod
 from kubelet_kit.api.status import ContainerStatus as PodContainerStatus
@@ -34,6 +35,7 @@ from kubelet_kit.container import labels as kl
 from kubelet_kit.cri import CRIRuntime
 from kubelet_kit.errors import ContainerRuntimeError, RuntimeUnavailableError
 from kubelet_kit.kubelet import Kubelet
+from kubelet_kit.pleg import EventedPLEG
 
 from .containerd import BUSYBOX_IMAGE, Containerd
 
@@ -74,11 +76,18 @@ def container(name: str, script: str = SERVE, **more: Any) -> dict[str, Any]:
 class Agent:
     """A Kubelet over a CRIRuntime of the session's containerd, run in a task."""
 
-    def __init__(self, containerd: Containerd, tmp: Path, source: ProgrammaticSource) -> None:
+    def __init__(
+        self, containerd: Containerd, tmp: Path, source: ProgrammaticSource, *,
+        evented: bool = False,
+    ) -> None:
         self.cri = CRIRuntime(containerd.endpoint, timeout=30, backoff_initial=0.05)
         self.logs = tmp / "pod-logs"
+        self.registry = CollectorRegistry()
+        self.pleg = EventedPLEG(self.cri, registry=self.registry) if evented else None
         self.kubelet = Kubelet(
             runtime=self.cri,
+            pleg=self.pleg,
+            registry=self.registry,
             sources=[source],
             node_name=NODE,
             root_dir=tmp / "state",
@@ -105,7 +114,7 @@ class Agent:
 
     def sync_count(self, operation: str) -> float:
         """How many pod syncs of ``operation`` the agent finished (or failed)."""
-        return self.kubelet.registry.get_sample_value(
+        return self.registry.get_sample_value(
             "kubelet_pod_worker_duration_seconds_count", {"operation": operation}
         ) or 0.0
 
@@ -380,3 +389,28 @@ def _annotated(pod: Pod, note: str) -> Pod:
 
     meta = attrs.evolve(pod.metadata, annotations={**pod.metadata.annotations, "note": note})
     return attrs.evolve(pod, metadata=meta)
+
+
+async def test_the_evented_pleg_falls_back_to_relisting_on_containerd(
+    containerd: Containerd, source: ProgrammaticSource, tmp_path: Path, cleanup: None
+) -> None:
+    # containerd 1.6 answers GetContainerEvents with UNIMPLEMENTED: the PLEG relists
+    # every second instead, and the agent works as with the generic PLEG.
+    pod = manifest("relisted", [container("app"), container("job", "sleep 1; exit 3")])
+    source.add(pod)
+    async with Agent(containerd, tmp_path, source, evented=True) as agent:
+        pleg = agent.pleg
+        assert pleg is not None
+
+        def job_exited() -> PodContainerStatus | None:
+            cs = by_name(agent.status(pod)).get("job")
+            return cs if cs is not None and cs.state.terminated is not None else None
+
+        job = await agent.eventually(job_exited, "the job's exit, found by a relist")
+        assert job.state.terminated is not None and job.state.terminated.exit_code == 3
+        assert pleg.fallen_back and pleg.generic.relist_period == 1.0
+        assert by_name(agent.status(pod))["app"].state.running is not None
+        errors = agent.registry.get_sample_value("kubelet_evented_pleg_connection_error_count")
+        assert errors is not None and errors >= 1
+        healthy, message = agent.kubelet.healthy()
+        assert healthy, message
