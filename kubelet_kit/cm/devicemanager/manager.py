@@ -25,6 +25,13 @@ What it does, as upstream's ``pkg/kubelet/cm/devicemanager`` does:
 - Devices are freed when a pod is removed (:meth:`DeviceManager.remove_pod`,
   :meth:`DeviceManager.retain_pods`).
 
+One difference from upstream, by design: the kubelet calls ``Allocate`` while
+admitting a pod, but admission in the ContainerManager protocol never blocks, so
+here admission reserves the device count and ``Allocate`` is called just before
+the container is first created; a plugin that fails it leaves the container
+waiting with ``CreateContainerConfigError`` (retried on the next sync) instead
+of failing the pod.
+
 The gRPC calls run in real time (their deadlines are gRPC's); the grace period
 reads the injected clock.
 """
