@@ -84,6 +84,9 @@ class Backoff:
         self._next = self.initial
 
 
+_TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
 def _created(obj: Mapping[str, Any]) -> tuple[str, str, str]:
     md = obj.get("metadata") or {}
     return (str(md.get("creationTimestamp") or ""), str(md.get("namespace") or ""),
@@ -93,17 +96,23 @@ def _created(obj: Mapping[str, Any]) -> tuple[str, str, str]:
 def pods_snapshot(
     objects: Mapping[str, Mapping[str, Any]], *, node_name: str,
     cache: dict[tuple[str, str], Pod] | None = None,
+    seen_active: set[str] | None = None,
 ) -> SourceSnapshot:
     """Turn the API objects of this node's pods into a snapshot.
 
-    Mirror pods are skipped; a pod the loader rejects becomes a problem line naming
-    ``namespace/name`` and the field path, and the other pods are kept.
+    Mirror pods are skipped. With ``seen_active``, a pod already Succeeded or
+    Failed when first seen is skipped too (after an agent restart, a finished pod
+    must not run again: the kubelet's pod workers treat it as finished at once),
+    while a pod seen active before stays until the server drops it. A pod the
+    loader rejects becomes a problem line naming ``namespace/name`` and the field
+    path, and the other pods are kept.
 
     Args:
         objects: Pod objects as the API server sent them (camelCase), by uid.
         node_name: This node's name.
         cache: Pods already loaded, by (uid, resourceVersion); filled as pods load,
             so an event reloads only the pod it changed.
+        seen_active: Uids of pods seen in a non-terminal phase; updated here.
 
     Returns:
         The pods in creation order, and the problems.
@@ -114,6 +123,12 @@ def pods_snapshot(
         md = obj.get("metadata") or {}
         if CONFIG_MIRROR_ANNOTATION in (md.get("annotations") or {}):
             continue
+        if seen_active is not None:
+            uid = str(md.get("uid") or "")
+            if (obj.get("status") or {}).get("phase") not in _TERMINAL_PHASES:
+                seen_active.add(uid)
+            elif uid not in seen_active:
+                continue
         key = (str(md.get("uid") or ""), str(md.get("resourceVersion") or ""))
         pod = cache.get(key) if cache is not None else None
         if pod is None:
@@ -177,6 +192,7 @@ class APIServerSource:
         self.resource_version: str | None = None
         self._objects: dict[str, Mapping[str, Any]] = {}
         self._cache: dict[tuple[str, str], Pod] = {}
+        self._seen_active: set[str] = set()
 
     @property
     def field_selector(self) -> str:
@@ -184,7 +200,8 @@ class APIServerSource:
         return f"spec.nodeName={self.node_name}"
 
     def _snapshot(self) -> SourceSnapshot:
-        return pods_snapshot(self._objects, node_name=self.node_name, cache=self._cache)
+        return pods_snapshot(self._objects, node_name=self.node_name, cache=self._cache,
+                             seen_active=self._seen_active)
 
     async def _list(self, core: Any) -> None:
         data = await api_json(core.list_pod_for_all_namespaces(

@@ -170,3 +170,21 @@ def test_backoff_doubles_to_its_cap_and_resets() -> None:
     assert [backoff.next() for _ in range(8)] == [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0]
     backoff.reset()
     assert backoff.next() == 0.8
+
+
+def test_a_pod_finished_before_it_was_first_seen_is_not_run_again() -> None:
+    done = pod_object("done")
+    done["metadata"].update(uid="u1", resourceVersion="5")
+    done["status"] = {"phase": "Succeeded"}
+    running = pod_object("job")
+    running["metadata"].update(uid="u2", resourceVersion="6")
+    running["status"] = {"phase": "Running"}
+    seen: set[str] = set()
+    snap = pods_snapshot({"u1": done, "u2": running}, node_name="node-1", seen_active=seen)
+    assert [p.name for p in snap.pods] == ["job"]
+    # The job finishes while this agent runs it: it stays until the server drops it.
+    finished = {**running, "status": {"phase": "Succeeded"},
+                "metadata": {**running["metadata"], "resourceVersion": "7"}}
+    snap = pods_snapshot({"u1": done, "u2": finished}, node_name="node-1", seen_active=seen)
+    assert [p.name for p in snap.pods] == ["job"]
+    assert snap.pods[0].status.phase == "Succeeded"
