@@ -181,3 +181,43 @@ async def test_widgets_end_to_end(plugins_dir: Path) -> None:
 
 def _holders(dm: DeviceManager) -> set[str]:
     return {uid for uid in ("uid-one", "uid-two", "uid-three") if dm.pod_devices(uid)}
+
+
+async def test_failed_allocate_waits_and_is_retried(plugins_dir: Path) -> None:
+    clock = FakeClock()
+    runtime = FakeRuntime(clock)
+    env, _, cm = agent(clock, runtime, plugins_dir)
+
+    class Flaky(example.WidgetPlugin):  # type: ignore[misc]
+        failures = 1
+
+        async def allocate(self, device_ids: Any) -> Any:
+            if self.failures:
+                self.failures -= 1
+                raise RuntimeError("widget firmware is loading")
+            return await super().allocate(device_ids)
+
+    plugin = Flaky(1, plugins_dir=plugins_dir, clock=clock)
+    task: asyncio.Task[None] | None = None
+    try:
+        async with env:
+            task = asyncio.create_task(plugin.run())
+            await step_until(clock, lambda: widgets(cm) == (1, 1), "widget registered")
+            env.add_pod(widget_pod("one", 1))
+
+            def waiting_reason() -> str:
+                statuses = env.status("one").container_statuses
+                waiting = statuses[0].state.waiting if statuses else None
+                return waiting.reason if waiting is not None else ""
+
+            await step_until(clock, lambda: waiting_reason() == "CreateContainerConfigError",
+                             "container waits")
+            assert "widget firmware is loading" in (
+                env.status("one").container_statuses[0].state.waiting.message)
+            await step_until(clock, lambda: env.phase("one") == "Running", "retried and running",
+                             real_timeout=30)
+            assert env_of(configs_of(runtime, "uid-one")[0])["WIDGET_IDS"] == "widget-0"
+    finally:
+        plugin.stop()
+        if task is not None:
+            await asyncio.wait_for(task, 10)
