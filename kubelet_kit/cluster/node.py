@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 #: The kubelet's nodeStatusUpdateRetry.
 NODE_STATUS_UPDATE_RETRY: Final = 5
+#: registerWithAPIServer's back-off: 100 ms doubling, at most 7 s.
+REGISTER_INITIAL_DELAY: Final = 0.1
+REGISTER_MAX_DELAY: Final = 7.0
 
 _GOARCH: Final = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "armv7l": "arm",
                   "i686": "386", "ppc64le": "ppc64le", "s390x": "s390x"}
@@ -37,13 +40,17 @@ _TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
 
 
 def default_labels(node_name: str) -> dict[str, str]:
-    """The labels the kubelet sets on its Node (``kubernetes.io/hostname``, ``os``
-    and ``arch``; the ``beta.`` ones are no longer written)."""
+    """The labels the kubelet sets on its Node: ``kubernetes.io/hostname``, and the
+    OS and architecture (Go's names) under both the stable and the ``beta.`` keys."""
     machine = platform.machine()
+    os_name = platform.system().lower()
+    arch = _GOARCH.get(machine, machine)
     return {
         "kubernetes.io/hostname": node_name,
-        "kubernetes.io/os": platform.system().lower(),
-        "kubernetes.io/arch": _GOARCH.get(machine, machine),
+        "kubernetes.io/os": os_name,
+        "kubernetes.io/arch": arch,
+        "beta.kubernetes.io/os": os_name,
+        "beta.kubernetes.io/arch": arch,
     }
 
 
@@ -223,12 +230,16 @@ class NodeController:
         return False
 
     async def run(self) -> None:
-        """Register (retrying each period), then update the status every period,
-        registering again if the Node was deleted. Runs until cancelled."""
+        """Register, retrying after 100 ms doubling to 7 s as the kubelet does; then
+        update the status every period, registering again if the Node was deleted.
+        Runs until cancelled."""
         while True:
-            if self.node is None:
+            step = REGISTER_INITIAL_DELAY
+            while self.node is None:
                 if await self.register():
                     self._last_sent = None
-            else:
-                await self.update_status()
+                    break
+                await self.clock.sleep(step)
+                step = min(step * 2, REGISTER_MAX_DELAY)
             await self.clock.sleep(self.update_frequency)
+            await self.update_status()

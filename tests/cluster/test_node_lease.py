@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from aiohttp import web
+
 from kubelet_kit.cluster import LEASE_NAMESPACE, LeaseController, NodeController, status_changed
 from kubelet_kit.testing import FakeClock
 
@@ -42,6 +44,9 @@ async def test_registers_the_node_with_labels_taints_and_status(
     assert stored["metadata"]["labels"]["kubernetes.io/hostname"] == "node-1"
     assert stored["metadata"]["labels"]["zone"] == "a"
     assert stored["metadata"]["labels"]["kubernetes.io/os"] == "linux"
+    assert stored["metadata"]["labels"]["beta.kubernetes.io/os"] == "linux"
+    assert stored["metadata"]["labels"]["beta.kubernetes.io/arch"] == \
+        stored["metadata"]["labels"]["kubernetes.io/arch"]
     assert stored["spec"]["taints"] == [taint]
     assert stored["status"]["allocatable"]["memory"] == "7Gi"
     assert node.node_uid == stored["metadata"]["uid"]
@@ -188,3 +193,32 @@ async def test_lease_renewal_fails_quietly_while_the_server_is_away(
     await standin.start()
     assert await lease.renew()
     assert lease.renewals == 2
+
+
+async def test_registration_retries_after_100ms_doubling(
+        standin: StandInAPIServer, api_client: Any) -> None:
+    clock = FakeClock()
+    failures = {"n": 3}
+
+    def refuse(request: web.Request) -> web.Response | None:
+        if request.method == "POST" and request.path == "/api/v1/nodes" and failures["n"]:
+            failures["n"] -= 1
+            return web.json_response({"kind": "Status", "code": 503}, status=503)
+        return None
+
+    standin.add_hook(refuse)
+    node = NodeController(api_client, "node-1", Status(), clock=clock)
+    task = asyncio.create_task(node.run())
+    try:
+        delays = []
+        for _ in range(3):
+            await eventually(lambda: clock.next_deadline() is not None, what="retry wait")
+            deadline = clock.next_deadline()
+            assert deadline is not None
+            delays.append(round(deadline - clock.monotonic(), 3))
+            clock.advance(deadline - clock.monotonic())
+        assert delays == [0.1, 0.2, 0.4]
+        await eventually(lambda: node.registered, what="registered after retries")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
