@@ -158,7 +158,8 @@ class Kubelet:
 
         Uses staticPodPath (with fileCheckFrequency), staticPodURL (with
         httpCheckFrequency and staticPodURLHeader), syncFrequency, podLogsDir,
-        maxPods, and the eviction fields (evictionHard, evictionSoft, ...: a
+        maxPods (with device plugins registering under ``<root_dir>/device-plugins``),
+        and the eviction fields (evictionHard, evictionSoft, ...: a
         ThresholdEvictionManager watching this machine's memory, filesystems and
         pids); volumes are mounted by the reconciling VolumeManager under the
         state directory. Keyword ``overrides`` go to the constructor (e.g. ``clock``,
@@ -183,8 +184,18 @@ class Kubelet:
             )
         overrides.setdefault("sync_frequency", config.seconds("sync_frequency"))
         overrides.setdefault("pod_logs_dir", config.pod_logs_dir)
-        overrides.setdefault("container_manager", StubContainerManager(max_pods=config.max_pods))
         kubelet = cls(runtime=runtime, sources=sources, **overrides)
+        if "container_manager" not in overrides:
+            from kubelet_kit.cm.devicemanager import DeviceManager
+
+            # Device plugins register at <root-dir>/device-plugins/kubelet.sock, as
+            # with the kubelet (whose root dir is /var/lib/kubelet).
+            kubelet.container_manager = StubContainerManager(
+                max_pods=config.max_pods,
+                device_manager=DeviceManager(
+                    plugins_dir=kubelet.root_dir / "device-plugins", clock=clock
+                ),
+            )
         if "volume_manager" not in overrides:
             from kubelet_kit.volume.reconciler import ReconcilingVolumeManager
 

@@ -18,7 +18,7 @@ from kubelet_kit.cm.helpers import (
     qos_oom_score_adj,
     resource_config_for_pod,
 )
-from kubelet_kit.cm.interfaces import ContainerManager
+from kubelet_kit.cm.interfaces import ContainerManager, ContainerRunOptions
 from kubelet_kit.cm.manager import CgroupContainerManager
 from kubelet_kit.cm.stub import StubContainerManager
 
@@ -30,6 +30,7 @@ __all__ = [
     "CgroupV1Driver",
     "CgroupV2Driver",
     "ContainerManager",
+    "ContainerRunOptions",
     "PressureStats",
     "ResourceConfig",
     "StubContainerManager",
