@@ -357,6 +357,9 @@ class RuntimePodSyncer:
         self._reasons: dict[str, dict[str, tuple[str, str]]] = {}
         # Latest liveness/startup result per (pod uid, container id, kind).
         self._probes: dict[tuple[str, str, ProbeKind], ProbeResult] = {}
+        # The read that ended each pod's completed termination, used once by the
+        # cleanup that the pod worker runs straight after it.
+        self._stopped_reads: dict[str, PodRuntimeStatus] = {}
 
     # -- inputs from the composer ------------------------------------------------
 
@@ -474,6 +477,7 @@ class RuntimePodSyncer:
         runtime_status = await self._inspect(pod)
         status = await self._generate(pod, runtime_status, previous, terminal=True)
         self.status_manager.set_pod_status(pod, status)
+        self._stopped_reads[pod.uid] = runtime_status
 
     async def sync_terminated_pod(self, pod: Pod) -> None:
         """Release what the stopped pod holds: volumes, containers, sandboxes, the
@@ -485,9 +489,13 @@ class RuntimePodSyncer:
             TimeoutError: volumes were not unmounted in time (retried).
             ContainerRuntimeError: removing a container or sandbox failed.
         """
+        # Everything was stopped and read back by the termination just before;
+        # nothing starts a terminated pod's containers again, so that read says
+        # what to remove. Taken once: a retry after an error reads afresh.
+        stopped = self._stopped_reads.pop(pod.uid, None)
         self.volume_manager.remove_pod(pod)
         await self.volume_manager.wait_for_unmount(pod, self.volume_mount_timeout)
-        runtime_status = await self._inspect(pod)
+        runtime_status = stopped if stopped is not None else await self._inspect(pod)
         for container in runtime_status.container_statuses:
             await self.runtime.remove_container(container.id)
         await self._stop_sandboxes(runtime_status)
@@ -511,6 +519,7 @@ class RuntimePodSyncer:
         self.crash_backoff.forget_prefix(f"{md.name}_{md.namespace}_{md.uid}_")
         self.images.forget_pod(pod)
         self._reasons.pop(md.uid, None)
+        self._stopped_reads.pop(md.uid, None)
         for key in [k for k in self._probes if k[0] == md.uid]:
             del self._probes[key]
 
