@@ -26,7 +26,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubelet_kit.clock import Clock
-from kubelet_kit.config.apiserver import api_json
+from kubelet_kit.config.apiserver import RAW_REQUEST, api_json
 
 __all__ = ["EventSink", "SpamFilter", "event_object"]
 
@@ -184,7 +184,7 @@ class EventSink:
             patch = {"count": count + 1, "lastTimestamp": _time(event.time)}
             try:
                 await api_json(self.core.patch_namespaced_event(
-                    name, event.namespace, patch, _preload_content=False))
+                    name, event.namespace, patch, **RAW_REQUEST))
                 self._sent[key] = (name, count + 1)
                 return
             except ApiException as exc:
@@ -197,7 +197,7 @@ class EventSink:
         body = event_object(event, node_name=self.node_name, name=name)
         try:
             await api_json(self.core.create_namespaced_event(
-                event.namespace, body, _preload_content=False))
+                event.namespace, body, **RAW_REQUEST))
         except ApiException as exc:
             if exc.status != 409:
                 raise
@@ -224,5 +224,8 @@ class EventSink:
     async def run(self) -> None:
         """Write new events every period until cancelled."""
         while True:
-            await self.flush()
+            try:
+                await self.flush()
+            except Exception:
+                log.exception("events: writing failed")
             await self.clock.sleep(self.period)

@@ -18,7 +18,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubelet_kit.clock import Clock, RealClock
-from kubelet_kit.config.apiserver import api_json
+from kubelet_kit.config.apiserver import RAW_REQUEST, api_json
 
 __all__ = ["LEASE_NAMESPACE", "LeaseController", "micro_time"]
 
@@ -94,7 +94,7 @@ class LeaseController:
 
     async def _read(self) -> dict[str, Any] | None:
         return dict(await api_json(self.api.read_namespaced_lease(
-            self.node_name, LEASE_NAMESPACE, _preload_content=False)))
+            self.node_name, LEASE_NAMESPACE, **RAW_REQUEST)))
 
     async def _ensure(self) -> None:
         """Read the Lease, creating it if missing."""
@@ -105,7 +105,7 @@ class LeaseController:
             if exc.status != 404:
                 raise
         self._latest = dict(await api_json(self.api.create_namespaced_lease(
-            LEASE_NAMESPACE, self._body(None), _preload_content=False)))
+            LEASE_NAMESPACE, self._body(None), **RAW_REQUEST)))
         self._accepted()
 
     def _accepted(self) -> None:
@@ -128,7 +128,7 @@ class LeaseController:
                         return True  # just created, with a fresh renewTime
                 self._latest = dict(await api_json(self.api.replace_namespaced_lease(
                     self.node_name, LEASE_NAMESPACE, self._body(self._latest),
-                    _preload_content=False)))
+                    **RAW_REQUEST)))
                 self._accepted()
                 return True
             except ApiException as exc:
@@ -146,5 +146,8 @@ class LeaseController:
     async def run(self) -> None:
         """Renew every :attr:`renew_interval` seconds until cancelled."""
         while True:
-            await self.renew()
+            try:
+                await self.renew()
+            except Exception:
+                log.exception("node lease %s: renewal failed", self.node_name)
             await self.clock.sleep(self.renew_interval)

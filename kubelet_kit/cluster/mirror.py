@@ -21,7 +21,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubelet_kit.api import Pod
 from kubelet_kit.clock import Clock
-from kubelet_kit.config.apiserver import api_json
+from kubelet_kit.config.apiserver import RAW_REQUEST, api_json
 from kubelet_kit.config.interfaces import (
     CONFIG_HASH_ANNOTATION,
     CONFIG_MIRROR_ANNOTATION,
@@ -86,7 +86,7 @@ class MirrorPods:
         md = obj["metadata"]
         try:
             await api_json(self.core.delete_namespaced_pod(
-                md["name"], md["namespace"], _preload_content=False,
+                md["name"], md["namespace"], **RAW_REQUEST,
                 body={"gracePeriodSeconds": 0, "preconditions": {"uid": md["uid"]}}))
         except ApiException as exc:
             if exc.status not in (404, 409):
@@ -104,7 +104,7 @@ class MirrorPods:
             return
         node_name = self.kubelet.node_name
         listing = await api_json(self.core.list_pod_for_all_namespaces(
-            field_selector=f"spec.nodeName={node_name}", _preload_content=False))
+            field_selector=f"spec.nodeName={node_name}", **RAW_REQUEST))
         on_server = {(o["metadata"]["namespace"], o["metadata"]["name"]): o
                      for o in listing.get("items") or ()}
         static = {(p.namespace, p.name): p for p in self.kubelet.pods()
@@ -132,7 +132,7 @@ class MirrorPods:
             body = mirror_pod_object(pod, node_name=node_name, node_uid=node_uid)
             try:
                 created = await api_json(self.core.create_namespaced_pod(
-                    pod.namespace, body, _preload_content=False))
+                    pod.namespace, body, **RAW_REQUEST))
             except ApiException as exc:
                 if exc.status == 409:
                     continue  # made meanwhile (or still terminating): next sync
@@ -150,4 +150,6 @@ class MirrorPods:
             except _TRANSPORT_ERRORS as exc:
                 log.warning("mirror pods: API server unreachable: %s",
                             exc or type(exc).__name__)
+            except Exception:
+                log.exception("mirror pods: sync failed")
             await self.clock.sleep(self.period)

@@ -22,7 +22,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubelet_kit.clock import Clock, RealClock
-from kubelet_kit.config.apiserver import api_json
+from kubelet_kit.config.apiserver import RAW_REQUEST, api_json
 
 __all__ = ["NODE_STATUS_UPDATE_RETRY", "NodeController", "default_labels", "status_changed"]
 
@@ -150,7 +150,7 @@ class NodeController:
             status = await self._status()
             try:
                 self.node = await self._json(self.core.create_node(
-                    self._new_node(status), _preload_content=False))
+                    self._new_node(status), **RAW_REQUEST))
                 log.info("node %s: registered", self.node_name)
                 return True
             except ApiException as exc:
@@ -158,7 +158,7 @@ class NodeController:
                     raise
             for _ in range(NODE_STATUS_UPDATE_RETRY):
                 existing = await self._json(self.core.read_node(
-                    self.node_name, _preload_content=False))
+                    self.node_name, **RAW_REQUEST))
                 labels = dict(existing["metadata"].get("labels") or {})
                 # As the kubelet: only the default labels are reconciled; extra
                 # labels apply at registration alone.
@@ -169,7 +169,7 @@ class NodeController:
                 existing["metadata"]["labels"] = labels
                 try:
                     self.node = await self._json(self.core.replace_node(
-                        self.node_name, existing, _preload_content=False))
+                        self.node_name, existing, **RAW_REQUEST))
                     break
                 except ApiException as exc:
                     if exc.status != 409:
@@ -206,12 +206,12 @@ class NodeController:
             try:
                 if self.node is None or attempt > 0:
                     self.node = await self._json(self.core.read_node(
-                        self.node_name, _preload_content=False))
+                        self.node_name, **RAW_REQUEST))
                 patch = {"metadata": {"resourceVersion":
                                       self.node["metadata"]["resourceVersion"]},
                          "status": dict(status)}
                 self.node = await self._json(self.core.patch_node_status(
-                    self.node_name, patch, _preload_content=False))
+                    self.node_name, patch, **RAW_REQUEST))
             except ApiException as exc:
                 log.warning("node %s: status update attempt %d failed: %s %s",
                             self.node_name, attempt + 1, exc.status, exc.reason)
@@ -236,10 +236,16 @@ class NodeController:
         while True:
             step = REGISTER_INITIAL_DELAY
             while self.node is None:
-                if await self.register():
-                    self._last_sent = None
-                    break
+                try:
+                    if await self.register():
+                        self._last_sent = None
+                        break
+                except Exception:
+                    log.exception("node %s: registration failed", self.node_name)
                 await self.clock.sleep(step)
                 step = min(step * 2, REGISTER_MAX_DELAY)
             await self.clock.sleep(self.update_frequency)
-            await self.update_status()
+            try:
+                await self.update_status()
+            except Exception:
+                log.exception("node %s: status update failed", self.node_name)

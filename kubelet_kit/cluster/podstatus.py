@@ -23,7 +23,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubelet_kit.api import Pod, PodStatus
 from kubelet_kit.clock import Clock
-from kubelet_kit.config.apiserver import api_json
+from kubelet_kit.config.apiserver import RAW_REQUEST, api_json
 from kubelet_kit.config.interfaces import CONFIG_SOURCE_ANNOTATION
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ class PodStatusSync:
                                  status.to_dict(), containers_stopped=self._stopped(pod.uid))
         try:
             await api_json(self.core.patch_namespaced_pod_status(
-                pod.name, pod.namespace, body, _preload_content=False))
+                pod.name, pod.namespace, body, **RAW_REQUEST))
         except ApiException as exc:
             if exc.status in (404, 409):
                 # Gone, or the name belongs to another pod now: nothing to report to.
@@ -193,7 +193,7 @@ class PodStatusSync:
             options = {"gracePeriodSeconds": 0, "preconditions": {"uid": pod.uid}}
             try:
                 await api_json(self.core.delete_namespaced_pod(
-                    pod.name, pod.namespace, body=options, _preload_content=False))
+                    pod.name, pod.namespace, body=options, **RAW_REQUEST))
             except ApiException as exc:
                 if exc.status not in (404, 409):
                     log.warning("pod %s/%s: final delete failed: %s %s", pod.namespace,
@@ -235,4 +235,7 @@ class PodStatusSync:
             while True:
                 await self._wake.wait()
                 self._wake.clear()
-                await self.flush()
+                try:
+                    await self.flush()
+                except Exception:
+                    log.exception("pod statuses: sync failed")

@@ -31,9 +31,16 @@ from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.config.interfaces import CONFIG_MIRROR_ANNOTATION, SourceSnapshot
 from kubelet_kit.errors import ValidationError
 
-__all__ = ["APIServerSource", "Backoff", "api_json", "pods_snapshot"]
+__all__ = ["API_TIMEOUT", "RAW_REQUEST", "APIServerSource", "Backoff", "api_json",
+           "pods_snapshot"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds one API request may take (real time, the client's own timeout): the
+#: kubelet's heartbeat client uses max(nodeStatusUpdateFrequency, lease duration).
+API_TIMEOUT = 40.0
+#: Keyword arguments for a raw call (JSON body, see :func:`api_json`) with that timeout.
+RAW_REQUEST: Mapping[str, Any] = {"_preload_content": False, "_request_timeout": API_TIMEOUT}
 
 
 async def api_json(call: Awaitable[Any]) -> Any:
@@ -250,6 +257,9 @@ class APIServerSource:
                         resource_version=self.resource_version,
                         allow_watch_bookmarks=True,
                         timeout_seconds=max(1, int(self.watch_timeout)),
+                        # Connect within 30 s; a watch silent for longer than its
+                        # server-side timeout is a dead connection.
+                        _request_timeout=(30, self.watch_timeout + 60),
                     )
                     async for event in stream:
                         self.backoff.reset()
@@ -270,4 +280,9 @@ class APIServerSource:
             except (aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError) as exc:
                 log.warning("pod list/watch on the API server failed: %s",
                             exc or type(exc).__name__)
+                await self._clock.sleep(self.backoff.next())
+            except Exception:
+                # Whatever else goes wrong (a malformed answer), the source must not
+                # take the agent down: its pods stay, and it tries again.
+                log.exception("pod list/watch on the API server failed")
                 await self._clock.sleep(self.backoff.next())

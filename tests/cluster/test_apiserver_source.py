@@ -188,3 +188,27 @@ def test_a_pod_finished_before_it_was_first_seen_is_not_run_again() -> None:
     snap = pods_snapshot({"u1": done, "u2": finished}, node_name="node-1", seen_active=seen)
     assert [p.name for p in snap.pods] == ["job"]
     assert snap.pods[0].status.phase == "Succeeded"
+
+
+async def test_a_malformed_watch_answer_backs_off_and_recovers(
+        standin: StandInAPIServer, api_client: Any) -> None:
+    clock = FakeClock()
+    broken = {"n": 1}
+
+    def hook(request: web.Request) -> web.Response | None:
+        if request.query.get("watch") and broken["n"]:
+            broken["n"] -= 1
+            return web.Response(text='{"neither": "type nor object"}\n',
+                                content_type="application/json")
+        return None
+
+    standin.add_hook(hook)
+    standin.put("pods", pod_object("a"))
+    source = APIServerSource(api_client, "node-1", clock=clock)
+    async with Reader(source) as reader:
+        await eventually(lambda: reader.names() == ["a"] and clock.next_deadline() is not None,
+                         what="list, then a back-off after the bad watch")
+        standin.put("pods", pod_object("b"))
+        await eventually(lambda: reader.names() == ["a", "b"], clock=clock,
+                         what="watching again")
+        assert source.lists == 1
