@@ -119,3 +119,21 @@ def test_mirror_pod_object() -> None:
                                       "uid": "node-uid", "controller": True}]
     assert obj["spec"]["nodeName"] == "node-1"
     assert obj["spec"]["containers"][0]["image"] == "etcd"
+
+
+def test_cluster_all_lists_real_names() -> None:
+    import kubelet_kit.cluster as cluster
+
+    assert sorted(cluster.__all__) == sorted(set(cluster.__all__))
+    assert [n for n in cluster.__all__ if not hasattr(cluster, n)] == []
+
+
+def test_the_core_does_not_import_the_client_library() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, kubelet_kit, kubelet_kit.config, kubelet_kit.kubelet, "
+            "kubelet_kit.nodestatus\nprint('kubernetes_asyncio' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
