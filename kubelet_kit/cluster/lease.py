@@ -83,7 +83,7 @@ class LeaseController:
         md = dict(lease.get("metadata") or {})
         md.update(name=self.node_name, namespace=LEASE_NAMESPACE)
         uid = self._node_uid()
-        if uid:
+        if uid and not md.get("ownerReferences"):
             md["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node",
                                       "name": self.node_name, "uid": uid}]
         spec = dict(lease.get("spec") or {})
