@@ -4,15 +4,19 @@
 A ConfigSource is called synchronously: from the volume manager's worker threads,
 and (for env vars) from the pod syncer on the agent's own event loop. So the
 reads run on a private event loop in a thread of their own, with their own client
-built from the same configuration, and the caller waits for them; waiting on the
-agent's loop itself could never finish. The last value read of each object is
-kept, so a refresh while the API server is away keeps the data it had.
+built from the same configuration, and the caller waits for them (waiting for
+the agent's loop from the agent's loop could never finish). A call made on an
+event loop blocks every task there, so it gets the last value read at once when
+there is one (the read refreshes it in the background), and otherwise waits at
+most ``loop_timeout``. The last value read of each object is kept, so a refresh
+while the API server is away keeps the data it had.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import logging
 import threading
 from collections.abc import Mapping
@@ -32,6 +36,14 @@ log = logging.getLogger(__name__)
 _TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
 
 
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class APIConfigSource:
     """Reads ConfigMaps and Secrets through the API server.
 
@@ -39,11 +51,16 @@ class APIConfigSource:
         api_client: A ``kubernetes_asyncio`` ApiClient; its configuration (server,
             credentials) is used for a private client.
         timeout: Seconds a read may take (real time).
+        loop_timeout: Seconds a call made on an event loop waits for an object
+            never read before (later calls there get the last value read at once,
+            refreshed in the background).
     """
 
-    def __init__(self, api_client: Any, *, timeout: float = 30.0) -> None:
+    def __init__(self, api_client: Any, *, timeout: float = 30.0,
+                 loop_timeout: float = 5.0) -> None:
         self.configuration = api_client.configuration
         self.timeout = timeout
+        self.loop_timeout = loop_timeout
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, str, str], dict[str, bytes] | None] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -129,13 +146,30 @@ class APIConfigSource:
 
     def _blocking(self, kind: Literal["ConfigMap", "Secret"], namespace: str,
                   name: str) -> dict[str, bytes] | None:
+        key = (kind, namespace, name)
         future = asyncio.run_coroutine_threadsafe(self._read(kind, namespace, name),
                                                   self._private_loop())
-        return future.result(self.timeout + 5)
+        wait = self.timeout + 5
+        if _on_event_loop():
+            # Called on an event loop (the pod syncer's env lookups): every task of
+            # the agent waits with us. Serve the last value read, if any, and let
+            # the read refresh it in the background; else wait only briefly.
+            with self._lock:
+                if key in self._cache:
+                    cached = self._cache[key]
+                    return dict(cached) if cached is not None else None
+            wait = self.loop_timeout
+        try:
+            return future.result(wait)
+        except concurrent.futures.TimeoutError:
+            raise ConfigurationError(
+                f"{kind} {namespace}/{name}: no answer from the API server within "
+                f"{wait:g}s") from None
 
     def get_config_map(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
-        """See :meth:`ConfigSource.get_config_map`. Blocks for one request (from
-        any thread, the agent's loop included); raises ConfigurationError."""
+        """See :meth:`ConfigSource.get_config_map`. Blocks for one request (on an
+        event loop: at most ``loop_timeout``, or not at all once read); raises
+        ConfigurationError."""
         return self._blocking("ConfigMap", namespace, name)
 
     def get_secret(self, namespace: str, name: str) -> Mapping[str, bytes] | None:

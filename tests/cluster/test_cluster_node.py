@@ -241,3 +241,27 @@ async def test_configmaps_and_secrets_come_from_the_api_server(
         await asyncio.to_thread(source.get_config_map, "default", "other")
     await asyncio.to_thread(source.close)
     await asyncio.to_thread(source.close)  # idempotent
+
+
+async def test_config_lookups_on_the_event_loop_never_hold_it_for_long(
+        standin: StandInAPIServer, api_client: Any) -> None:
+    standin.put("configmaps", {"metadata": {"name": "cfg", "namespace": "default"},
+                               "data": {"a": "1"}})
+    source = APIConfigSource(api_client, loop_timeout=0.3)
+    try:
+        # Called on this loop, which also serves the stand-in: no answer can come
+        # while we wait, and the wait is short and named.
+        with pytest.raises(ConfigurationError, match="ConfigMap default/cfg: no answer"):
+            source.get_config_map("default", "cfg")
+        assert await asyncio.to_thread(source.get_config_map, "default", "cfg") == {"a": b"1"}
+        cfg = standin.get("configmaps", "default", "cfg")
+        assert cfg is not None
+        cfg["data"] = {"a": "2"}
+        standin.put("configmaps", cfg)
+        # Once read, a call on the loop answers at once from the last value and
+        # refreshes it in the background.
+        assert source.get_config_map("default", "cfg") == {"a": b"1"}
+        await eventually(lambda: source.get_config_map("default", "cfg") == {"a": b"2"},
+                         what="refreshed in the background")
+    finally:
+        await asyncio.to_thread(source.close)
