@@ -215,6 +215,11 @@ class PodStatusSync:
                 del self._pending[uid]
         with contextlib.suppress(*_TRANSPORT_ERRORS):
             await self.delete_finished()
+        # Forget pods the agent no longer has (bounded memory on a long-lived node).
+        known = {p.uid for p in self.kubelet.pods()} | set(self._pending)
+        for uid in [u for u in self.sent if u not in known]:
+            del self.sent[uid]
+        self.final_deletes &= known
 
     async def _collect(self) -> None:
         async for pod, status in self.kubelet.subscribe():

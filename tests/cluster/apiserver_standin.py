@@ -316,7 +316,11 @@ class StandInAPIServer:
             return self._patch(resource, namespace, name, body, sub,
                                request.content_type)
         if request.method == "DELETE":
-            return self._delete(resource, namespace, name, body or {})
+            options = dict(body or {})
+            if "gracePeriodSeconds" in request.query:  # DeleteOptions as query parameters
+                options.setdefault("gracePeriodSeconds",
+                                   int(request.query["gracePeriodSeconds"]))
+            return self._delete(resource, namespace, name, options)
         return _error(405, "MethodNotAllowed", f"{request.method} {request.path}")
 
     def _list(self, request: web.Request, resource: str, namespace: str) -> web.Response:

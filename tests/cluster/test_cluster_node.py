@@ -125,13 +125,17 @@ async def test_graceful_deletion_ends_with_a_zero_grace_delete_with_uid_precondi
                          clock=agent.clock, what="web Running")
         from kubernetes_asyncio import client as k8s
 
-        # A user deletes the pod: the server only marks it, with its grace period.
-        await k8s.CoreV1Api(api_client).delete_namespaced_pod("web", "default")
+        # A user deletes the pod with a shorter grace period: the server only marks
+        # it, and the agent stops its containers within that period.
+        await k8s.CoreV1Api(api_client).delete_namespaced_pod("web", "default",
+                                                              grace_period_seconds=8)
         marked = standin.get("pods", "default", "web")
-        assert marked is not None and marked["metadata"]["deletionGracePeriodSeconds"] == 20
+        assert marked is not None and marked["metadata"]["deletionGracePeriodSeconds"] == 8
         await eventually(lambda: standin.get("pods", "default", "web") is None,
                          clock=agent.clock, what="pod deleted for good")
         assert await agent.running(uid) == []
+        stops = agent.runtime.calls_to("stop_container")
+        assert stops and stops[-1].kwargs["timeout"] == 8
         deletes = [b for m, p, b in standin.bodies
                    if m == "DELETE" and p == "/api/v1/namespaces/default/pods/web"]
         assert deletes[-1]["gracePeriodSeconds"] == 0
