@@ -70,12 +70,14 @@ async def run_cluster_node(
     from kubelet_kit.kubelet import Kubelet, default_node_name
 
     api_client = await connect(kubeconfig, context=context)
+    config_source: APIConfigSource | None = None
     try:
         node_name = kubelet_options.pop("node_name", None) or default_node_name()
         clock = kubelet_options.get("clock")
         source = APIServerSource(api_client, node_name, clock=clock)
         kubelet_options["sources"] = [source, *kubelet_options.get("sources", ())]
-        kubelet_options.setdefault("config_source", APIConfigSource(api_client))
+        if "config_source" not in kubelet_options:
+            config_source = kubelet_options["config_source"] = APIConfigSource(api_client)
         kubelet = Kubelet.from_config(config, node_name=node_name, **kubelet_options)
         node = ClusterNode(
             kubelet, api_client, labels=config.node_labels, taints=taints,
@@ -85,6 +87,8 @@ async def run_cluster_node(
         async with kubelet, node:
             await asyncio.Event().wait()  # until cancelled
     finally:
+        if config_source is not None:
+            await asyncio.to_thread(config_source.close)
         await api_client.close()
 
 
