@@ -49,6 +49,8 @@ async def connect(
             await k8s_config.load_kube_config_from_dict(
                 dict(kubeconfig), context=context, client_configuration=configuration)
         elif kubeconfig is not None:
+            if not os.path.isfile(kubeconfig):
+                raise ConfigurationError(f"{os.fspath(kubeconfig)}: no such kubeconfig file")
             await k8s_config.load_kube_config(
                 config_file=os.fspath(kubeconfig), context=context,
                 client_configuration=configuration)

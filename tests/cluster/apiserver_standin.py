@@ -146,6 +146,7 @@ class StandInAPIServer:
         self.rv = 100
         self.requests: list[tuple[str, str]] = []
         self.bodies: list[tuple[str, str, Any]] = []  # (method, path, JSON body)
+        self.authorizations: list[str] = []  # each request's Authorization header
         self.port = 0
         self._runner: web.AppRunner | None = None
         self._watchers: set[asyncio.Queue[Any]] = set()
@@ -286,6 +287,7 @@ class StandInAPIServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.requests.append((request.method, request.path_qs))
+        self.authorizations.append(request.headers.get("Authorization", ""))
         for hook in self._hooks:
             response = hook(request)
             if response is not None:

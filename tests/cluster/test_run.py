@@ -77,3 +77,35 @@ async def test_an_agent_from_a_kubelet_configuration_joins_and_reads_configmaps(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_connect_with_a_kubeconfig_file(standin: StandInAPIServer, tmp_path: Path) -> None:
+    import yaml
+    from kubernetes_asyncio import client as k8s
+
+    from kubelet_kit.cluster import connect
+
+    path = tmp_path / "node.kubeconfig"
+    path.write_text(yaml.safe_dump(standin.kubeconfig()))
+    api = await connect(path)
+    try:
+        standin.put("nodes", {"metadata": {"name": "n1"}})
+        nodes = await k8s.CoreV1Api(api).list_node()
+        assert [n.metadata.name for n in nodes.items] == ["n1"]
+    finally:
+        await api.close()
+    # The kubeconfig's credentials go with the request.
+    assert standin.count("GET", "/api/v1/nodes") == 1
+    assert standin.authorizations[-1] == "Bearer standin-token"
+
+
+async def test_connect_names_a_bad_kubeconfig(tmp_path: Path) -> None:
+    from kubelet_kit.cluster import connect
+
+    missing = tmp_path / "missing.kubeconfig"
+    with pytest.raises(ConfigurationError, match="missing.kubeconfig: no such kubeconfig"):
+        await connect(missing)
+    broken = tmp_path / "broken.kubeconfig"
+    broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
+    with pytest.raises(ConfigurationError, match="broken.kubeconfig: "):
+        await connect(broken)
