@@ -1,9 +1,9 @@
 """The Kubelet composer on a real containerd, through CRIRuntime.
 
 Pods come from a ProgrammaticSource and run, on the host network, in the
-session's private containerd; pod logs go
-under the test's temporary directory. Real clock, bounded waits. Every test
-removes the sandboxes of the pods it made, even when it fails.
+session's private containerd; pod logs go under the test's temporary directory.
+Real clock, bounded waits. Every test removes the sandboxes of the pods it made,
+even when it fails.
 """
 
 from __future__ import annotations
@@ -178,7 +178,15 @@ async def cleanup(
         await asyncio.to_thread(containerd.start)
     async with CRIRuntime(containerd.endpoint, timeout=30) as rt:
         for pod in source.pods():
-            for sandbox in await sandboxes(rt, pod.uid):
+            for _ in range(40):  # a just restarted containerd is not initialized at once
+                try:
+                    found = await sandboxes(rt, pod.uid)
+                    break
+                except ContainerRuntimeError:
+                    await asyncio.sleep(0.25)
+            else:
+                found = []  # the session's teardown removes whatever is left
+            for sandbox in found:
                 with contextlib.suppress(Exception):
                     await rt.stop_pod_sandbox(sandbox.id)
                 with contextlib.suppress(Exception):
