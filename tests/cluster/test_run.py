@@ -103,9 +103,9 @@ async def test_connect_names_a_bad_kubeconfig(tmp_path: Path) -> None:
     from kubelet_kit.cluster import connect
 
     missing = tmp_path / "missing.kubeconfig"
-    with pytest.raises(ConfigurationError, match="missing.kubeconfig: no such kubeconfig"):
+    with pytest.raises(ConfigurationError, match=r"missing\.kubeconfig: no such kubeconfig"):
         await connect(missing)
     broken = tmp_path / "broken.kubeconfig"
     broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
-    with pytest.raises(ConfigurationError, match="broken.kubeconfig: "):
+    with pytest.raises(ConfigurationError, match=r"broken\.kubeconfig: "):
         await connect(broken)
