@@ -198,9 +198,9 @@ async def throughput(n: int, root: Path) -> dict[str, Any]:
     pods = make_pods(n, "burst")
     async with Agent(root / "burst", max_pods=n) as agent:
         cpu0 = cpu_seconds()
-        rate_up, lat_up = _rate(await agent.run_pods(pods, timeout=max(60.0, n / 10)))
+        rate_up, lat_up = _rate(await agent.run_pods(pods, timeout=max(120.0, n * 0.3)))
         cpu1 = cpu_seconds()
-        rate_down, lat_down = _rate(await agent.delete_pods(pods, timeout=max(60.0, n / 10)))
+        rate_down, lat_down = _rate(await agent.delete_pods(pods, timeout=max(120.0, n * 0.3)))
         cpu2 = cpu_seconds()
     return {
         "pods_per_s_running": rate_up,
