@@ -14,6 +14,7 @@ and message; nothing here matches error strings.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -94,6 +95,9 @@ def _parse_error(image: str) -> str | None:
     return None
 
 
+# Every container start checks its image name; a node runs few distinct images,
+# and the answer depends on the string alone (errors are raised, never cached).
+@functools.lru_cache(maxsize=1024)
 def apply_default_image_tag(image: str) -> str:
     """The image with ``:latest`` appended when it has neither tag nor digest.
 
