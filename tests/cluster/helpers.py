@@ -31,7 +31,7 @@ async def eventually(
     *,
     clock: FakeClock | None = None,
     step: float = 0.5,
-    timeout: float = 10.0,
+    timeout: float = 30.0,
     what: str = "condition",
 ) -> None:
     """Wait until ``predicate()`` holds, letting real I/O with the stand-in proceed
