@@ -273,26 +273,37 @@ async def test_an_unknown_image_backs_off_with_the_kubelets_reasons(
     ])
     source.add(pod)
     async with Agent(containerd, tmp_path, source) as agent:
+        # Every status the agent publishes, read as it is published: ErrImagePull
+        # may last only until the next sync.
+        seen: list[tuple[str, str]] = []
 
-        def waiting(reason: str) -> Callable[[], PodContainerStatus | None]:
-            def probe() -> PodContainerStatus | None:
-                cs = by_name(agent.status(pod)).get("app")
-                if cs is None or cs.state.waiting is None:
-                    return None
-                return cs if cs.state.waiting.reason == reason else None
-            return probe
+        async def record() -> None:
+            async for got, status in agent.kubelet.subscribe():
+                cs = by_name(status).get("app") if got.uid == pod.uid else None
+                if cs is not None and cs.state.waiting is not None:
+                    waiting = (cs.state.waiting.reason, cs.state.waiting.message)
+                    if not seen or seen[-1] != waiting:
+                        seen.append(waiting)
 
-        pulled = await agent.eventually(waiting("ErrImagePull"), "ErrImagePull")
-        assert pulled.state.waiting is not None
-        # The runtime's own error is the message, as the kubelet reports it.
-        assert f'failed to pull and unpack image "{image}"' in pulled.state.waiting.message
-        assert pulled.state.waiting.message.endswith("not found")
+        recorder = asyncio.create_task(record())
+        try:
+            await agent.eventually(
+                lambda: any(r == "ImagePullBackOff" for r, _ in seen), "ImagePullBackOff"
+            )
+        finally:
+            recorder.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await recorder
+        reasons = [r for r, _ in seen]
+        assert reasons[:2] == ["ErrImagePull", "ImagePullBackOff"], seen
+        pulled, backoff = seen[0][1], seen[1][1]
+        # ErrImagePull carries the runtime's own error, as the kubelet reports it.
+        assert f'failed to pull and unpack image "{image}"' in pulled
+        assert pulled.endswith("not found")
         assert any(" /v2/nothing-here/manifests/1" in r for r in containerd.registry.requests)
         # The helper's start is a PLEG event; the sync it causes falls inside the
         # image's 10 s back-off.
-        backoff = await agent.eventually(waiting("ImagePullBackOff"), "ImagePullBackOff")
-        assert backoff.state.waiting is not None
-        assert backoff.state.waiting.message == f'Back-off pulling image "{image}"'
+        assert backoff == f'Back-off pulling image "{image}"'
         status = agent.status(pod)
         assert status.phase == "Pending"
         assert by_name(status)["helper"].state.running is not None
