@@ -34,6 +34,7 @@ import contextlib
 import copy
 import datetime as _dt
 import json
+import ssl
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -138,7 +139,8 @@ class StandInAPIServer:
         history_limit: Events kept for watches from older versions.
     """
 
-    def __init__(self, *, history_limit: int = 1000) -> None:
+    def __init__(self, *, history_limit: int = 1000,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.history: list[tuple[int, str, str, dict[str, Any], dict[str, Any] | None]] = []
         self.history_limit = history_limit
@@ -148,6 +150,8 @@ class StandInAPIServer:
         self.bodies: list[tuple[str, str, Any]] = []  # (method, path, JSON body)
         self.authorizations: list[str] = []  # each request's Authorization header
         self.port = 0
+        self.ssl_context = ssl_context
+        self.client_subjects: list[str] = []  # verified client certificates' subjects
         self._runner: web.AppRunner | None = None
         self._watchers: set[asyncio.Queue[Any]] = set()
         self._hooks: list[Callable[[web.Request], web.Response | None]] = []
@@ -156,15 +160,27 @@ class StandInAPIServer:
 
     @property
     def url(self) -> str:
-        """The base URL (plain HTTP on loopback)."""
-        return f"http://127.0.0.1:{self.port}"
+        """The base URL on loopback (HTTPS when serving with an SSL context)."""
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
-    def kubeconfig(self, user: str = "node") -> dict[str, Any]:
-        """A kubeconfig document pointing at the stand-in."""
+    def kubeconfig(self, user: str = "node", *, ca_data: str = "",
+                   credentials: dict[str, str] | None = None) -> dict[str, Any]:
+        """A kubeconfig document pointing at the stand-in.
+
+        Args:
+            user: The user entry's name.
+            ca_data: ``certificate-authority-data`` (base64 PEM) for HTTPS.
+            credentials: The user's fields (default a bearer token), e.g.
+                ``client-certificate-data`` and ``client-key-data``.
+        """
+        cluster: dict[str, str] = {"server": self.url}
+        if ca_data:
+            cluster["certificate-authority-data"] = ca_data
         return {
             "apiVersion": "v1", "kind": "Config", "current-context": "standin",
-            "clusters": [{"name": "standin", "cluster": {"server": self.url}}],
-            "users": [{"name": user, "user": {"token": "standin-token"}}],
+            "clusters": [{"name": "standin", "cluster": cluster}],
+            "users": [{"name": user, "user": credentials or {"token": "standin-token"}}],
             "contexts": [{"name": "standin", "context": {"cluster": "standin", "user": user}}],
         }
 
@@ -174,7 +190,8 @@ class StandInAPIServer:
         app.router.add_route("*", "/{path:.*}", self._handle)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True,
+                           ssl_context=self.ssl_context)
         await site.start()
         if not self.port:
             server = site._server
@@ -288,6 +305,11 @@ class StandInAPIServer:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.requests.append((request.method, request.path_qs))
         self.authorizations.append(request.headers.get("Authorization", ""))
+        peer = request.transport.get_extra_info("peercert") if request.transport else None
+        if peer:
+            # The subject as the API server's x509 authenticator reads it.
+            self.client_subjects.append(",".join(
+                f"{k}={v}" for rdn in peer.get("subject", ()) for k, v in rdn))
         for hook in self._hooks:
             response = hook(request)
             if response is not None:
