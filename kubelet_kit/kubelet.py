@@ -36,6 +36,7 @@ from kubelet_kit.cm import ContainerManager, StubContainerManager
 from kubelet_kit.config import FileSource, HTTPSource, PodConfig, PodOperation, PodSource, PodUpdate
 from kubelet_kit.container import Runtime, labels
 from kubelet_kit.container.pods import get_pods
+from kubelet_kit.errors import ContainerRuntimeError
 from kubelet_kit.eviction import EvictionManager, StubEvictionManager
 from kubelet_kit.pleg import PLEG, PodLifecycleEventType
 from kubelet_kit.podsync.syncer import EventLog, RuntimePodSyncer
@@ -96,6 +97,8 @@ class Kubelet:
             Kubelet builds itself register there (default: a new registry).
         config_source: Where ConfigMaps and Secrets referenced by env vars come from
             (the same object the VolumeManager reads volumes from).
+        host_ip: The node's IP (``status.hostIP``, and the pod IP of host-network
+            pods); default the address of the default route's interface.
     """
 
     def __init__(
@@ -118,6 +121,7 @@ class Kubelet:
         on_pod_problem: Callable[[str], None] | None = None,
         registry: CollectorRegistry | None = None,
         config_source: ConfigSource | None = None,
+        host_ip: str | None = None,
     ) -> None:
         self.clock: Clock = clock or RealClock()
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -135,6 +139,7 @@ class Kubelet:
         self.eviction_manager: EvictionManager = eviction_manager or StubEvictionManager()
         self.status_manager = status_manager or StatusManager(self.clock)
         self.config_source = config_source
+        self.host_ip = host_ip
         self.sync_frequency = sync_frequency
         self.housekeeping_period = housekeeping_period
         self.pod_config = PodConfig(*self.sources, clock=self.clock, on_problem=on_pod_problem)
@@ -261,6 +266,7 @@ class Kubelet:
                 probe_manager=self.probe_manager,
                 pod_logs_dir=str(self.pod_logs_dir),
                 node_name=self.node_name,
+                host_ip=self.host_ip or "",
                 pod_cache=self.pleg.cache,
                 events=self.events,
                 config_source=self.config_source,
@@ -326,6 +332,10 @@ class Kubelet:
             raise RuntimeError("this Kubelet is already running")
         self._running = True
         self._stop.clear()
+        if self.host_ip is None:
+            from kubelet_kit.nodestatus import host_addresses
+
+            self.host_ip = next(iter(await asyncio.to_thread(host_addresses)), "")
         await self.container_manager.start()
         workers = self.workers
         try:
@@ -480,6 +490,8 @@ class Kubelet:
             self._last_housekeeping = self.clock.monotonic()
             try:
                 await self.housekeeping()
+            except ContainerRuntimeError as exc:  # e.g. the runtime is restarting
+                log.warning("housekeeping: %s", exc)
             except Exception:  # one bad round must not stop the agent
                 log.exception("housekeeping failed")
             await self.clock.sleep(self.housekeeping_period)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import attrs
 
 from kubelet_kit.clock import Clock, RealClock, TimerHandle
+from kubelet_kit.errors import KubeletKitError
 
 if TYPE_CHECKING:
     from kubelet_kit.api import Pod
@@ -299,6 +300,14 @@ class PodWorkers:
             state.syncs += 1
             try:
                 next_delay = await self._step(state, update)
+            except KubeletKitError as exc:
+                # Expected trouble (an image that will not pull, a crash loop, a
+                # runtime that is down): the pod's status carries the reason.
+                log.info(
+                    "%s of pod %s: %s; retrying in %gs",
+                    state.phase.value, _name(state.pod), exc, self.backoff_period,
+                )
+                next_delay = self.backoff_period
             except Exception:
                 log.exception(
                     "%s of pod %s failed; retrying in %gs",

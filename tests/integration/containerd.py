@@ -328,10 +328,24 @@ class Containerd:
         raise RuntimeError(f"containerd did not open {self.socket} within {wait}s")
 
     def _answers(self) -> bool:
+        """Whether the CRI plugin serves requests. Just after start the socket
+        accepts connections while the CRI still answers "server is not initialized
+        yet"; wait until Version and Status both succeed."""
         with socket.socket(socket.AF_UNIX) as s:
             try:
                 s.connect(str(self.socket))
             except OSError:
+                return False
+        import grpc
+
+        from kubelet_kit.cri.gen import api_pb2, api_pb2_grpc
+
+        with grpc.insecure_channel(f"unix://{self.socket}") as channel:
+            stub = api_pb2_grpc.RuntimeServiceStub(channel)
+            try:
+                stub.Version(api_pb2.VersionRequest(), timeout=2)
+                stub.Status(api_pb2.StatusRequest(), timeout=2)
+            except grpc.RpcError:
                 return False
         return True
 
