@@ -15,6 +15,13 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
 
+from kubelet_kit.api.podsource import (
+    CONFIG_HASH_ANNOTATION,
+    CONFIG_MIRROR_ANNOTATION,
+    CONFIG_SEEN_ANNOTATION,
+    CONFIG_SOURCE_ANNOTATION,
+)
+
 if TYPE_CHECKING:
     from kubelet_kit.api import Pod
 
@@ -29,11 +36,6 @@ __all__ = [
     "SourceSnapshot",
 ]
 
-#: The kubelet's annotations on pods from its sources.
-CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
-CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash"
-CONFIG_SEEN_ANNOTATION = "kubernetes.io/config.seen"
-CONFIG_MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 class PodOperation(enum.Enum):

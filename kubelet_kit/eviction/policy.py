@@ -21,6 +21,12 @@ from typing import Any, Final
 
 from kubelet_kit.api import BEST_EFFORT, Pod, Quantity, qos_class
 from kubelet_kit.api.admission import AdmitResult
+from kubelet_kit.api.podsource import (
+    CONFIG_MIRROR_ANNOTATION,
+    CONFIG_SOURCE_ANNOTATION,
+    is_mirror_pod,
+    is_static_pod,
+)
 from kubelet_kit.api.quantity import Format
 from kubelet_kit.eviction.stats import PodUsage
 from kubelet_kit.eviction.thresholds import (
@@ -50,10 +56,6 @@ __all__ = [
 
 #: The reason of an evicted pod and of a refused admission.
 EVICTED_REASON: Final = "Evicted"
-#: The kubelet's annotations telling where a pod came from. (``kubelet_kit.config``
-#: defines them too; a subsystem may not import another, so they are repeated.)
-CONFIG_SOURCE_ANNOTATION: Final = "kubernetes.io/config.source"
-CONFIG_MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 #: ``scheduling.SystemCriticalPriority``: pods at or above it are critical.
 SYSTEM_CRITICAL_PRIORITY: Final = 2_000_000_000
 TAINT_MEMORY_PRESSURE: Final = "node.kubernetes.io/memory-pressure"
@@ -65,17 +67,6 @@ _RESOURCE_FORMAT: Final[Mapping[str, Format]] = {
     RESOURCE_PIDS: Format.DECIMAL_SI,
 }
 _ZERO: Final = Quantity.parse("0")
-
-
-def is_static_pod(pod: Pod) -> bool:
-    """A pod from a file or URL source (``config.source`` present and not ``api``)."""
-    source = pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION)
-    return source is not None and source != "api"
-
-
-def is_mirror_pod(pod: Pod) -> bool:
-    """The API server's mirror of a static pod."""
-    return CONFIG_MIRROR_ANNOTATION in pod.metadata.annotations
 
 
 def is_critical_pod(pod: Pod) -> bool:

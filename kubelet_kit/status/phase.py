@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from kubelet_kit.api import ContainerStatus, Pod
+from kubelet_kit.api.podsource import CONFIG_SOURCE_ANNOTATION, is_static_pod
 
 __all__ = [
     "CONFIG_SOURCE_ANNOTATION",
@@ -51,19 +52,6 @@ TERMINAL_PHASES: Final = frozenset({SUCCEEDED, FAILED})
 
 #: The annotation naming where a pod came from (``file``, ``http``, ``api``). The
 #: status subsystem may not import ``kubelet_kit.config``, so the key is repeated.
-CONFIG_SOURCE_ANNOTATION: Final = "kubernetes.io/config.source"
-
-
-def is_static_pod(pod: Pod) -> bool:
-    """Whether the pod came from a non-API source (a file or an HTTP URL).
-
-    Upstream treats a pod as static when its ``kubernetes.io/config.source``
-    annotation is present and is not ``api``.
-    """
-    source = pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION)
-    return source is not None and source != "api"
-
-
 def _find(statuses: Iterable[ContainerStatus], name: str) -> ContainerStatus | None:
     return next((s for s in statuses if s.name == name), None)
 
