@@ -41,6 +41,7 @@ from kubelet_kit.cm.allocatable import (
     parse_reserved,
     validate_reservations,
 )
+from kubelet_kit.cm.capacity import detect_capacity
 from kubelet_kit.cm.cpumanager import CPUManager
 from kubelet_kit.cm.driver import CgroupDriver, CgroupStats
 from kubelet_kit.cm.helpers import (
@@ -76,28 +77,6 @@ _ENFORCE_VALUES: Final = frozenset({"pods", "none", "system-reserved", "kube-res
                                     "kube-reserved-compressible"})
 # The scheduler's order of checks: pods, cpu, memory, ephemeral storage, the rest.
 _FIRST: Final = ("cpu", "memory", "ephemeral-storage")
-
-
-def _memory_bytes() -> int:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def detect_capacity(*, max_pods: int = 110, root_dir: str = "/") -> dict[str, Quantity]:
-    """This machine's capacity: usable CPUs, MemTotal, the root filesystem, pods."""
-    st = os.statvfs(root_dir)
-    return {
-        "cpu": Quantity.from_int(len(os.sched_getaffinity(0))),
-        "memory": Quantity.from_int(_memory_bytes()),
-        "ephemeral-storage": Quantity.from_int(st.f_blocks * st.f_frsize),
-        "pods": Quantity.from_int(max_pods),
-    }
 
 
 def default_cgroup_driver(clock: Clock | None = None) -> CgroupDriver:

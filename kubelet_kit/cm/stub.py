@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kubelet_kit.api.admission import AdmitResult
+from kubelet_kit.cm.capacity import detect_capacity
 from kubelet_kit.cm.interfaces import ContainerRunOptions
 
 if TYPE_CHECKING:
@@ -17,20 +17,10 @@ if TYPE_CHECKING:
 __all__ = ["StubContainerManager"]
 
 
-def _memory_bytes() -> int:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 class StubContainerManager:
     """A ContainerManager that creates no cgroups and admits every pod up to
-    ``max_pods``. Capacity is read from the machine (CPUs, /proc/meminfo).
+    ``max_pods``. Capacity is read from the machine (usable CPUs, MemTotal, the
+    root filesystem).
 
     Args:
         max_pods: The kubelet's maxPods (default 110).
@@ -39,15 +29,9 @@ class StubContainerManager:
 
     def __init__(self, *, max_pods: int = 110,
                  device_manager: DeviceManager | None = None) -> None:
-        from kubelet_kit.api import Quantity
-
         self.max_pods = max_pods
         self.device_manager = device_manager
-        self._capacity: dict[str, Quantity] = {
-            "cpu": Quantity.parse(str(os.cpu_count() or 1)),
-            "memory": Quantity.parse(str(_memory_bytes())),
-            "pods": Quantity.parse(str(max_pods)),
-        }
+        self._capacity: dict[str, Quantity] = detect_capacity(max_pods=max_pods)
 
     async def start(self) -> None:
         """No cgroups to create; starts the device manager, if any."""
