@@ -130,7 +130,8 @@ class Interface:
         """The spec's JSON object."""
         data: dict[str, Any] = {"name": self.name}
         _opt(data, "mac", self.mac)
-        _opt(data, "mtu", self.mtu)
+        if self.mtu:
+            data["mtu"] = self.mtu
         _opt(data, "sandbox", self.sandbox)
         return data
 

@@ -249,10 +249,13 @@ class CNIExec:
             raise CNIError(ERR_IO_FAILURE, f"{path}: {exc.strerror}", plugin=plugin_type) from None
         try:
             out, err = await wait_for(self._clock, proc.communicate(stdin), self._timeout)
-        except TimeoutError:
+        except BaseException as exc:
+            # Timed out or cancelled: a plugin must not outlive its caller.
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-            await proc.wait()
+            await asyncio.shield(proc.wait())
+            if not isinstance(exc, TimeoutError):
+                raise
             raise CNIError(
                 ERR_IO_FAILURE,
                 f"{env.get('CNI_COMMAND', '')} timed out after {self._timeout:g}s",
