@@ -65,6 +65,8 @@ class KubeletEnv:
         self._tmp = tempfile.TemporaryDirectory(prefix="kubelet-kit-env-")
         root = Path(self._tmp.name)
         kubelet_options.setdefault("node_name", "fake-node")
+        # A documentation address (TEST-NET-1): no look-up of the real host's.
+        kubelet_options.setdefault("host_ip", "192.0.2.10")
         kubelet_options.setdefault("root_dir", root)
         kubelet_options.setdefault("pod_logs_dir", root / "logs")
         sources = [self.source, *kubelet_options.pop("sources", ())]
