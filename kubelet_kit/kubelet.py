@@ -405,13 +405,17 @@ class Kubelet:
         pods = sorted(update.pods, key=lambda p: (p.metadata.creation_timestamp is None,
                                                   p.metadata.creation_timestamp or 0))
         if update.op is PodOperation.ADD:
+            # Admission weighs each new pod against those admitted before it, this
+            # batch included; the list is built once, not once per pod.
+            active = self.active_pods()
             for pod in pods:
-                self._add_pod(pod)
+                if self._add_pod(pod, active):
+                    active.append(pod)
         elif update.op in (PodOperation.UPDATE, PodOperation.DELETE):
             for pod in pods:
                 uid = pod.metadata.uid
                 if uid not in self._pods:
-                    self._add_pod(pod)
+                    self._add_pod(pod, self.active_pods())
                     continue
                 self._pods[uid] = pod
                 if uid in self._rejected:
@@ -436,12 +440,13 @@ class Kubelet:
                 if pod.metadata.uid in self._pods:
                     self._pods[pod.metadata.uid] = pod
 
-    def _add_pod(self, pod: Pod) -> None:
+    def _add_pod(self, pod: Pod, active: list[Pod]) -> bool:
+        """Admit and start a new pod; returns whether it was admitted."""
         uid = pod.metadata.uid
         self._pods[uid] = pod
         if self.workers.is_finished(uid) or uid in self._rejected:
-            return  # a uid that ran to completion never starts again
-        result = self.admit(pod)
+            return False  # a uid that ran to completion never starts again
+        result = self.admit(pod, active)
         if not result.admit:
             self._rejected.add(uid)
             self.status_manager.set_pod_status(
@@ -450,19 +455,23 @@ class Kubelet:
                           message=f"Pod was rejected: {result.message}"),
             )
             log.warning("pod %s: rejected: %s: %s", _name(pod), result.reason, result.message)
-            return
+            return False
         log.info("pod %s: admitted (uid %s)", _name(pod), uid)
         self.volume_manager.add_pod(pod)
         self.probe_manager.add_pod(pod)
         self.workers.update_pod(pod, UpdateType.CREATE)
+        return True
 
-    def admit(self, pod: Pod) -> AdmitResult:
+    def admit(self, pod: Pod, active_pods: Sequence[Pod] | None = None) -> AdmitResult:
         """Ask the eviction manager, then the container manager, whether ``pod`` may
-        run beside the active pods (the kubelet's canAdmitPod)."""
+        run beside ``active_pods`` (default: the pods active now), as the kubelet's
+        canAdmitPod."""
         result = self.eviction_manager.admit(pod)
         if not result.admit:
             return result
-        others = [p for p in self.active_pods() if p.metadata.uid != pod.metadata.uid]
+        active = self.active_pods() if active_pods is None else active_pods
+        uid = pod.metadata.uid
+        others = [p for p in active if p.metadata.uid != uid]
         return self.container_manager.admit_pod(pod, others)
 
     async def _pleg_loop(self) -> None:

@@ -554,13 +554,16 @@ class ReferenceProbeManager:
                 if self._stopped.is_set():
                     return
                 get = asyncio.ensure_future(self._queue.get())
-                await asyncio.wait({get, stopped}, return_when=asyncio.FIRST_COMPLETED)
-                if get.done():
+                try:
+                    await asyncio.wait({get, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    # Also when the consumer is cancelled: leave no pending read behind.
+                    if not get.done():
+                        get.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await get
+                if not get.cancelled():
                     yield get.result()
-                else:
-                    get.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await get
         finally:
             stopped.cancel()
 
