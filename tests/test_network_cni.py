@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -404,3 +405,36 @@ def test_caller_env_is_inherited_with_cni_variables_on_top(plugins: Plugins) -> 
     assert os.environ.get("PATH")
     asyncio.run(plugins.invoker().add(netlist({"type": "first"}), RT))
     assert plugins.calls()[0]["env"]["CNI_COMMAND"] == "ADD"
+
+
+# ------------------------------------------------------------------ packages
+
+
+@pytest.mark.parametrize("package", ["kubelet_kit.network", "kubelet_kit.cni"])
+def test_all_is_honest(package: str) -> None:
+    module = __import__(package, fromlist=["__all__"])
+    assert sorted(module.__all__) == sorted(set(module.__all__))
+    for name in module.__all__:
+        assert hasattr(module, name), f"{package}.__all__ names missing {name}"
+    public = {n for n in vars(module) if not n.startswith("_") and n != "annotations"}
+    submodules = {n for n in public if type(getattr(module, n)).__name__ == "module"}
+    assert public - submodules == set(module.__all__)
+
+
+@pytest.mark.parametrize("package", ["kubelet_kit.network", "kubelet_kit.cni"])
+def test_the_packages_pull_in_no_other_subsystem_nor_pyroute2(package: str) -> None:
+    # A plugin executable starts for every call: importing the SDK must stay cheap.
+    code = (
+        f"import sys, json; import {package}; "
+        "print(json.dumps(sorted({m for m in sys.modules "
+        "if m.startswith('kubelet_kit.') or m.split('.')[0] in ('pyroute2', 'grpc')})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    loaded = {m.split(".")[1] for m in json.loads(out.stdout) if m.startswith("kubelet_kit.")}
+    allowed = {"cni", "errors", "_version"} | (
+        {"network", "clock"} if package == "kubelet_kit.network" else set()
+    )
+    assert loaded <= allowed
+    assert not any(m.startswith(("pyroute2", "grpc")) for m in json.loads(out.stdout))
