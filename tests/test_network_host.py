@@ -324,3 +324,35 @@ async def test_a_pod_is_probed_ready_on_its_own_address_and_deleted_cleanly(net:
         for s in await runtime.list_pod_sandboxes():
             await runtime.remove_pod_sandbox(s.id)
     assert not problems
+
+
+async def test_without_a_configuration_the_network_is_not_ready_and_sandboxes_fail(
+    net: Net,
+) -> None:
+    (net.conf_dir / "10-test.conflist").unlink()
+    runtime = HostProcessRuntime(net.tmp / "state", network=net.network())
+    cond = (await runtime.status()).condition("NetworkReady")
+    assert cond is not None and not cond.status
+    assert cond.reason == "NetworkPluginNotReady"
+    assert cond.message.startswith("Network plugin returns error: cni plugin not initialized: ")
+    assert "no network config found" in cond.message
+    with pytest.raises(ContainerRuntimeError, match="no network config found"):
+        await runtime.run_pod_sandbox(sandbox_config(net.tmp, "web"))
+    assert await runtime.list_pod_sandboxes() == []
+    assert net.namespaces() == []
+
+
+async def test_an_agent_that_is_not_root_keeps_the_host_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    network = CNINetwork(tmp_path / "no-such-conf", [CNI_BIN], netns_dir=tmp_path / "netns")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    runtime = HostProcessRuntime(tmp_path / "state", network=network, host_ip="192.0.2.9")
+    monkeypatch.undo()
+    cond = (await runtime.status()).condition("NetworkReady")
+    assert cond is not None and cond.status
+    sid = await runtime.run_pod_sandbox(sandbox_config(tmp_path, "web"))
+    sb = await runtime.pod_sandbox_status(sid)
+    assert (sb.ip, sb.namespace_options.host_network) == ("192.0.2.9", True)
+    assert not (tmp_path / "netns").exists()
+    await runtime.remove_pod_sandbox(sid)
