@@ -37,6 +37,7 @@ import asyncio
 import collections
 import contextlib
 import datetime as _dt
+import functools
 import logging
 import os
 import re
@@ -923,7 +924,8 @@ class _Starter:
             return self._fail(container, exc.reason, exc.message, event=exc.reason)
 
         try:
-            env = configs.resolve_env(
+            resolve = functools.partial(
+                configs.resolve_env,
                 pod,
                 container,
                 pod_ip=self.pod_ips[0] if self.pod_ips else "",
@@ -934,6 +936,9 @@ class _Starter:
                 config_source=s.config_source,
                 allocatable=s.container_manager.node_allocatable(),
             )
+            # A ConfigSource may block (files, an API server): look it up off the loop.
+            env = (await asyncio.to_thread(resolve) if s.config_source is not None
+                   and _uses_config_objects(container) else resolve())
             mounts = s.volume_manager.container_mounts(pod, container)
             # Device plugins' envs and mounts go first, as the kubelet orders them
             # (so a variable the pod sets itself still wins).
@@ -998,3 +1003,15 @@ class _Starter:
                 return False
         self.reasons.pop(container.name, None)
         return True
+
+
+def _uses_config_objects(container: Container) -> bool:
+    """Whether the container's env reads ConfigMaps or Secrets."""
+    if container.env_from:
+        return True
+    return any(
+        e.value_from is not None
+        and (e.value_from.config_map_key_ref is not None
+             or e.value_from.secret_key_ref is not None)
+        for e in container.env
+    )
