@@ -35,6 +35,7 @@ from kubelet_kit.container import (
     PodSandboxConfig,
     PodSandboxMetadata,
     PodSandboxState,
+    PortMapping,
 )
 from kubelet_kit.errors import ContainerRuntimeError
 from kubelet_kit.kubelet import Kubelet
@@ -356,3 +357,52 @@ async def test_an_agent_that_is_not_root_keeps_the_host_network(
     assert (sb.ip, sb.namespace_options.host_network) == ("192.0.2.9", True)
     assert not (tmp_path / "netns").exists()
     await runtime.remove_pod_sandbox(sid)
+
+
+RECORDER = r'''
+import json, os, sys
+conf = json.loads(sys.stdin.read())
+with open(LOG, "a") as f:
+    f.write(json.dumps({"cmd": os.environ["CNI_COMMAND"], "args": os.environ["CNI_ARGS"],
+                        "runtimeConfig": conf.get("runtimeConfig")}) + "\n")
+if os.environ["CNI_COMMAND"] == "ADD":
+    print(json.dumps(conf["prevResult"]))
+'''
+
+
+async def test_published_ports_and_pod_identity_reach_the_plugins(net: Net) -> None:
+    bin_dir = net.tmp / "bin"
+    bin_dir.mkdir()
+    log = net.tmp / "recorder.jsonl"
+    (bin_dir / "recorder").write_text(f"#!{sys.executable}\nLOG = {str(log)!r}\n{RECORDER}")
+    (bin_dir / "recorder").chmod(0o755)
+    conf = json.loads((net.conf_dir / "10-test.conflist").read_text())
+    conf["plugins"].append({"type": "recorder", "capabilities": {"portMappings": True}})
+    (net.conf_dir / "10-test.conflist").write_text(json.dumps(conf))
+    network = CNINetwork(
+        net.conf_dir, [bin_dir, CNI_BIN], cache_dir=net.cache_dir, netns_dir=net.netns_dir
+    )
+    runtime = HostProcessRuntime(net.tmp / "state", network=network)
+    cfg = attrs.evolve(
+        sandbox_config(net.tmp, "ports"),
+        port_mappings=(
+            PortMapping(container_port=80, host_port=18080, protocol="TCP"),
+            PortMapping(container_port=53, host_port=10053, protocol="UDP", host_ip="127.0.0.1"),
+            PortMapping(container_port=9090),  # not published: no mapping for it
+        ),
+    )
+    sid = await runtime.run_pod_sandbox(cfg)
+    await runtime.remove_pod_sandbox(sid)
+    add, delete = (json.loads(line) for line in log.read_text().splitlines())
+    expected = {"portMappings": [
+        {"hostPort": 18080, "containerPort": 80, "protocol": "tcp"},
+        {"hostPort": 10053, "containerPort": 53, "protocol": "udp", "hostIP": "127.0.0.1"},
+    ]}
+    assert (add["cmd"], add["runtimeConfig"]) == ("ADD", expected)
+    assert (delete["cmd"], delete["runtimeConfig"]) == ("DEL", expected)
+    md = cfg.metadata
+    assert add["args"] == (
+        f"IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=ports;"
+        f"K8S_POD_INFRA_CONTAINER_ID={sid};K8S_POD_UID={md.uid}"
+    )
+    assert net.leases() == set() and net.namespaces() == []

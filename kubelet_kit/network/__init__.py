@@ -16,7 +16,7 @@ from kubelet_kit.network.cni import (
     load_conf_dir,
     load_conflist,
 )
-from kubelet_kit.network.manager import CNINetwork, NetworkStatus, PodRef
+from kubelet_kit.network.manager import CNINetwork, NetworkStatus, PodRef, port_mappings_arg
 from kubelet_kit.network.netns import DEFAULT_NETNS_DIR, create_netns, is_netns, remove_netns
 
 __all__ = [
@@ -32,5 +32,6 @@ __all__ = [
     "is_netns",
     "load_conf_dir",
     "load_conflist",
+    "port_mappings_arg",
     "remove_netns",
 ]

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 import attrs
 
@@ -29,10 +30,41 @@ from kubelet_kit.network.cni import (
 )
 from kubelet_kit.network.netns import DEFAULT_NETNS_DIR, create_netns, is_netns, remove_netns
 
-__all__ = ["CNINetwork", "NetworkStatus", "PodRef"]
+__all__ = ["CNINetwork", "NetworkStatus", "PodRef", "port_mappings_arg"]
 
 #: The prefix of this project's namespace names (``kk-<sandbox id>``).
 NETNS_PREFIX = "kk-"
+
+
+class _PortMapping(Protocol):
+    @property
+    def container_port(self) -> int: ...
+    @property
+    def host_port(self) -> int: ...
+    @property
+    def protocol(self) -> str: ...
+    @property
+    def host_ip(self) -> str: ...
+
+
+def port_mappings_arg(mappings: Sequence[_PortMapping]) -> dict[str, Any]:
+    """The ``portMappings`` capability argument for a sandbox's port mappings,
+    as containerd builds it: only ports published on the host (``host_port`` >
+    0), protocol in lower case, ``hostIP`` when set. Empty when none is
+    published (so no ``runtimeConfig`` is sent for it)."""
+    entries = []
+    for m in mappings:
+        if m.host_port <= 0:
+            continue
+        entry: dict[str, Any] = {
+            "hostPort": m.host_port,
+            "containerPort": m.container_port,
+            "protocol": (m.protocol or "TCP").lower(),
+        }
+        if m.host_ip:
+            entry["hostIP"] = m.host_ip
+        entries.append(entry)
+    return {"portMappings": entries} if entries else {}
 
 
 @attrs.frozen
@@ -118,7 +150,13 @@ class CNINetwork:
         """Where the sandbox's namespace is (or would be)."""
         return str(self.netns_dir / f"{NETNS_PREFIX}{sandbox_id}")
 
-    def _rt(self, sandbox_id: str, netns: str, pod: PodRef | None) -> RuntimeConf:
+    def _rt(
+        self,
+        sandbox_id: str,
+        netns: str,
+        pod: PodRef | None,
+        capability_args: Mapping[str, Any] | None = None,
+    ) -> RuntimeConf:
         args: tuple[tuple[str, str], ...] = (("IgnoreUnknown", "1"),)
         if pod is not None:
             args += (
@@ -127,12 +165,26 @@ class CNINetwork:
                 ("K8S_POD_INFRA_CONTAINER_ID", sandbox_id),
                 ("K8S_POD_UID", pod.uid),
             )
-        return RuntimeConf(container_id=sandbox_id, netns=netns, ifname=self.ifname, args=args)
+        return RuntimeConf(
+            container_id=sandbox_id,
+            netns=netns,
+            ifname=self.ifname,
+            args=args,
+            capability_args=dict(capability_args or {}),
+        )
 
-    async def setup(self, sandbox_id: str, pod: PodRef | None = None) -> NetworkStatus:
+    async def setup(
+        self,
+        sandbox_id: str,
+        pod: PodRef | None = None,
+        *,
+        capability_args: Mapping[str, Any] | None = None,
+    ) -> NetworkStatus:
         """Make the sandbox's namespace and ADD it to the network. Not idempotent.
         On failure nothing is left behind: DEL is run for what the chain made and
-        the namespace removed.
+        the namespace removed. ``capability_args`` (e.g. from
+        :func:`port_mappings_arg`) reach the plugins that declare those
+        capabilities, at ADD and again at DEL.
 
         Raises:
             CNIError: configuration or plugin failure (names the plugin).
@@ -140,7 +192,7 @@ class CNINetwork:
         """
         net = self.config()
         path = await create_netns(self.netns_path(sandbox_id))
-        rt = self._rt(sandbox_id, path, pod)
+        rt = self._rt(sandbox_id, path, pod, capability_args)
         try:
             result = await self.invoker.add(net, rt)
         except BaseException:
@@ -153,7 +205,13 @@ class CNINetwork:
         ips = [ip.ip for ip in result.sandbox_ips(self.ifname)]
         return NetworkStatus(path, ips[0] if ips else "", tuple(ips[1:]), result)
 
-    async def teardown(self, sandbox_id: str, pod: PodRef | None = None) -> None:
+    async def teardown(
+        self,
+        sandbox_id: str,
+        pod: PodRef | None = None,
+        *,
+        capability_args: Mapping[str, Any] | None = None,
+    ) -> None:
         """DEL the sandbox from the network and remove its namespace. Idempotent:
         a namespace already gone is passed as an empty ``CNI_NETNS`` (plugins then
         release only their bookkeeping, e.g. IPAM leases).
@@ -163,7 +221,8 @@ class CNINetwork:
         """
         path = self.netns_path(sandbox_id)
         netns = path if is_netns(path) else ""
-        await self.invoker.delete(self.config(), self._rt(sandbox_id, netns, pod))
+        rt = self._rt(sandbox_id, netns, pod, capability_args)
+        await self.invoker.delete(self.config(), rt)
         await remove_netns(path)
 
     def leftover_sandbox_ids(self) -> list[str]:

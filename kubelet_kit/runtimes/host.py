@@ -176,7 +176,7 @@ from kubelet_kit.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
-from kubelet_kit.network import CNINetwork, PodRef, is_netns
+from kubelet_kit.network import CNINetwork, PodRef, is_netns, port_mappings_arg
 from kubelet_kit.runtimes._shim import (
     EXIT_FILE,
     SPEC_FILE,
@@ -701,8 +701,11 @@ class HostProcessRuntime:
         )
 
     async def status(self) -> RuntimeStatus:
-        """RuntimeReady (the state directory is writable) and NetworkReady (host
-        network, always ready). Never blocks for long; raises nothing."""
+        """RuntimeReady (the state directory is writable) and NetworkReady (always
+        ready with the host network; with CNI networking, ready when the
+        configuration loads and its plugins are there, else NetworkPluginNotReady).
+        Never blocks for long (a 1.1 configuration's STATUS runs its plugins);
+        raises nothing."""
         writable = os.access(self._root, os.W_OK)
         return RuntimeStatus(
             conditions=(
@@ -769,7 +772,11 @@ class HostProcessRuntime:
         if own_network:
             assert self._network is not None
             try:
-                net = await self._network.setup(sandbox_id, _pod_ref(config))
+                net = await self._network.setup(
+                    sandbox_id,
+                    _pod_ref(config),
+                    capability_args=port_mappings_arg(config.port_mappings),
+                )
             except (CNIError, OSError) as exc:
                 raise ContainerRuntimeError(
                     f'failed to setup network for sandbox "{sandbox_id}": {exc}'
@@ -807,7 +814,11 @@ class HostProcessRuntime:
         if not rec.netns or self._network is None:
             return
         try:
-            await self._network.teardown(rec.id, _pod_ref(rec.config))
+            await self._network.teardown(
+                rec.id,
+                _pod_ref(rec.config),
+                capability_args=port_mappings_arg(rec.config.port_mappings),
+            )
         except (CNIError, OSError) as exc:
             raise ContainerRuntimeError(
                 f'failed to destroy network for sandbox "{rec.id}": {exc}'
