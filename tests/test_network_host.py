@@ -25,6 +25,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from kubelet_kit.cni import CNIError
 from kubelet_kit.config import FileSource
 from kubelet_kit.container import (
     ContainerConfig,
@@ -405,4 +406,21 @@ async def test_published_ports_and_pod_identity_reach_the_plugins(net: Net) -> N
         f"IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=ports;"
         f"K8S_POD_INFRA_CONTAINER_ID={sid};K8S_POD_UID={md.uid}"
     )
+    assert net.leases() == set() and net.namespaces() == []
+
+
+async def test_check_notices_an_address_taken_away(net: Net) -> None:
+    network = net.network()
+    pod = PodRef("checked", "default", "uid-c")
+    status = await network.setup("c" * 64, pod)
+    try:
+        await network.check("c" * 64, pod)
+        _run("nsenter", f"--net={status.netns}", "ip", "addr", "flush", "dev", "eth0")
+        with pytest.raises(CNIError) as err:
+            await network.check("c" * 64, pod)
+        # bridge (the first plugin) finds its address gone from the interface.
+        assert err.value.plugin == "bridge"
+        assert status.ip in str(err.value)
+    finally:
+        await network.teardown("c" * 64, pod)
     assert net.leases() == set() and net.namespaces() == []

@@ -225,6 +225,24 @@ class CNINetwork:
         await self.invoker.delete(self.config(), rt)
         await remove_netns(path)
 
+    async def check(
+        self,
+        sandbox_id: str,
+        pod: PodRef | None = None,
+        *,
+        capability_args: Mapping[str, Any] | None = None,
+    ) -> None:
+        """CHECK the sandbox's attachment: each plugin verifies that what its ADD
+        made is still in place. Idempotent; does nothing for configurations that
+        predate CHECK or disable it.
+
+        Raises:
+            CNIError: the first plugin that found a problem, or ERR_IO_FAILURE when
+                the sandbox was never added (no cached result).
+        """
+        rt = self._rt(sandbox_id, self.netns_path(sandbox_id), pod, capability_args)
+        await self.invoker.check(self.config(), rt)
+
     def leftover_sandbox_ids(self) -> list[str]:
         """Sandbox ids whose namespace file (live or stale) is in ``netns_dir``."""
         try:
