@@ -17,7 +17,8 @@ What this module does, in the spec's terms:
   ``prevResult`` (none when nothing was cached), then forgets the cache.
 * CHECK runs them in order with the cached result (not for versions before
   0.4.0, nor when the list sets ``disableCheck``).
-* STATUS (1.1) asks each plugin whether it can serve ADD; older lists skip it.
+* STATUS (1.1) asks each plugin whether it can serve ADD; for older lists
+  only the plugins' presence is checked.
 * A plugin that fails prints the spec's error object and exits non-zero; that
   becomes a :class:`~kubelet_kit.cni.CNIError` with the plugin's code, message
   and details, and names the plugin.
