@@ -9,6 +9,7 @@
     ├── ConfigurationError         a component was configured wrongly
     ├── PodSyncError               a step of syncing a pod failed; ``.reason`` is the
     │                              kubelet's reason (ErrImagePull, CrashLoopBackOff, ...)
+    ├── CNIError                   a CNI plugin failed, with the spec's code, msg, details
     └── ContainerRuntimeError      a Runtime operation failed
         ├── NotFoundError          no sandbox, container or image with that id
         ├── AlreadyExistsError     the name or id is taken
@@ -27,12 +28,14 @@ CRI client maps gRPC status codes to this tree in one place.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
 __all__ = [
     "AlreadyExistsError",
+    "CNIError",
     "ConfigurationError",
     "ContainerRuntimeError",
     "ContainerStartError",
@@ -124,6 +127,44 @@ class PodSyncError(KubeletKitError):
         self.message = message
         self.container = container
         super().__init__(f"{reason}: {message}" if message else reason)
+
+
+class CNIError(KubeletKitError):
+    """A CNI error: what a plugin prints on failure, and what a caller raises
+    (``kubelet_kit.cni`` has the spec's ``ERR_*`` codes).
+
+    Attributes:
+        code: The spec's error code (see the ``ERR_*`` constants).
+        msg: Short message, the spec's ``msg``.
+        details: Longer explanation, the spec's ``details`` (may be empty).
+        plugin: For errors seen by a caller, the plugin ``type`` that failed.
+    """
+
+    def __init__(self, code: int, msg: str, details: str = "", *, plugin: str = "") -> None:
+        self.code = code
+        self.msg = msg
+        self.details = details
+        self.plugin = plugin
+        text = f"{msg}; {details}" if details else msg
+        super().__init__(f"plugin type={plugin!r} failed: {text}" if plugin else text)
+
+    def to_json(self, cni_version: str) -> dict[str, Any]:
+        """The spec's error object for ``cni_version``."""
+        data: dict[str, Any] = {"cniVersion": cni_version, "code": self.code, "msg": self.msg}
+        if self.details:
+            data["details"] = self.details
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, plugin: str = "") -> CNIError:
+        """Read an error object a plugin printed (missing fields are tolerated)."""
+        code = data.get("code", 0)  # the spec's ERR_UNKNOWN
+        return cls(
+            int(code) if isinstance(code, int) else 0,
+            str(data.get("msg", "")),
+            str(data.get("details", "")),
+            plugin=plugin,
+        )
 
 
 class ContainerRuntimeError(KubeletKitError):

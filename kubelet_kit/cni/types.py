@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from kubelet_kit.errors import KubeletKitError
+from kubelet_kit.errors import CNIError
 
 __all__ = [
     "DNS",
@@ -65,43 +65,6 @@ ERR_INTERNAL = 999
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
 _IFNAME_MAX = 15  # IFNAMSIZ less the terminating NUL
-
-
-class CNIError(KubeletKitError):
-    """A CNI error: what a plugin prints on failure, and what a caller raises.
-
-    Attributes:
-        code: The spec's error code (see the ``ERR_*`` constants).
-        msg: Short message, the spec's ``msg``.
-        details: Longer explanation, the spec's ``details`` (may be empty).
-        plugin: For errors seen by a caller, the plugin ``type`` that failed.
-    """
-
-    def __init__(self, code: int, msg: str, details: str = "", *, plugin: str = "") -> None:
-        self.code = code
-        self.msg = msg
-        self.details = details
-        self.plugin = plugin
-        text = f"{msg}; {details}" if details else msg
-        super().__init__(f"plugin type={plugin!r} failed: {text}" if plugin else text)
-
-    def to_json(self, cni_version: str) -> dict[str, Any]:
-        """The spec's error object for ``cni_version``."""
-        data: dict[str, Any] = {"cniVersion": cni_version, "code": self.code, "msg": self.msg}
-        if self.details:
-            data["details"] = self.details
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any], *, plugin: str = "") -> CNIError:
-        """Read an error object a plugin printed (missing fields are tolerated)."""
-        code = data.get("code", ERR_UNKNOWN)
-        return cls(
-            int(code) if isinstance(code, int) else ERR_UNKNOWN,
-            str(data.get("msg", "")),
-            str(data.get("details", "")),
-            plugin=plugin,
-        )
 
 
 def _opt(data: Mapping[str, Any], key: str, value: Any) -> None:
