@@ -58,6 +58,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--container-runtime-endpoint", metavar="ENDPOINT",
                         help="a CRI runtime (unix:///path or tcp://host:port); default: "
                         "containers are host processes")
+    parser.add_argument("--cni-conf-dir", metavar="DIR",
+                        help="host-process runtime, as root: give pods without hostNetwork "
+                        "their own network namespace through the CNI config in DIR")
+    parser.add_argument("--cni-bin-dir", metavar="DIR", action="append",
+                        help="where CNI plugins are (repeatable; default /opt/cni/bin and "
+                        "/usr/lib/cni)")
     parser.add_argument("--root-dir", metavar="DIR", help="the agent's state directory")
     parser.add_argument("--pod-logs-dir", metavar="DIR", help="where container logs go")
     parser.add_argument("--hostname-override", metavar="NAME", help="this node's name")
@@ -205,7 +211,14 @@ async def run_agent(args: argparse.Namespace) -> int:
     else:
         from kubelet_kit.runtimes.host import HostProcessRuntime
 
-        base = HostProcessRuntime(root_dir / "runtime", clock=clock)
+        network = None
+        if args.cni_conf_dir:
+            from kubelet_kit.network import CNINetwork
+
+            bins = args.cni_bin_dir or ["/opt/cni/bin", "/usr/lib/cni"]
+            network = CNINetwork(args.cni_conf_dir, bins, cache_dir=root_dir / "cni",
+                                 clock=clock)
+        base = HostProcessRuntime(root_dir / "runtime", clock=clock, network=network)
     # Every runtime call is counted under the kubelet's runtime operation metrics.
     runtime = InstrumentedRuntime(base, metrics, clock)
     kubelet = Kubelet.from_config(config, runtime=runtime, sources=sources, clock=clock,
