@@ -13,11 +13,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from realtime import wait_until
 
 from kubelet_kit.config import FileSource
 from kubelet_kit.container import ContainerState, labels
@@ -28,12 +29,6 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "pods"
 NODE = "e2e-node"
 
 
-async def wait_until(predicate: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
-        await asyncio.sleep(0.1)
 
 
 async def stop_everything(root: Path) -> None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from realtime import wait_until
 
 from kubelet_kit.api import Quantity
 from kubelet_kit.api.kubeletconfig import KubeletConfiguration
@@ -38,12 +38,6 @@ def _real_v1() -> bool:
     return os.geteuid() == 0 and all(c in mounts for c in ("cpu", "memory", "cpuset", "pids"))
 
 
-async def wait_until(predicate: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 def _pids_with(token: str) -> list[int]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 from aiohttp import web
+from realtime import wait_until
 
 from kubelet_kit.api import Pod, load_pod
 from kubelet_kit.config import (
@@ -148,12 +148,6 @@ def test_file_turned_bad_keeps_its_last_good_pod_until_fixed_or_removed(tmp_path
     assert source.read().pods == ()
 
 
-async def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Poll (real time, bounded): the file source reads in a worker thread."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.01)
 
 
 async def test_pod_config_follows_the_directory_on_the_check_period(tmp_path: Path) -> None:

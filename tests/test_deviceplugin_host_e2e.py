@@ -9,11 +9,11 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from realtime import wait_until
 
 from kubelet_kit.cm import StubContainerManager
 from kubelet_kit.cm.devicemanager import DeviceManager
@@ -29,12 +29,6 @@ READER = ("import os, sys, time; "
           "open(sys.argv[1], 'w').write(os.environ['WIDGET_IDS']); time.sleep(600)")
 
 
-async def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 class Node:

@@ -18,12 +18,12 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
 import pytest
+from realtime import wait_until
 
 from kubelet_kit.cni import CNIError
 from kubelet_kit.config import FileSource
@@ -157,11 +157,6 @@ def ns_inode(path: str) -> str:
     return f"net:[{os.stat(path).st_ino}]"
 
 
-async def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
 
 
 async def test_a_sandbox_gets_its_own_namespace_and_address_and_gives_them_back(

@@ -10,11 +10,11 @@ every mount target is under the test's temporary directory.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from realtime import wait_until
 
 from kubelet_kit.config import FileSource
 from kubelet_kit.container.logs import join_output, read_log
@@ -80,12 +80,6 @@ spec:
 """
 
 
-async def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 45.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 class Agent:
