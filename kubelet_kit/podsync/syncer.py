@@ -448,9 +448,10 @@ class RuntimePodSyncer:
             # Read again what the actions changed. A sync with nothing to do (most
             # of them: the periodic resync, the PLEG's event for a container this
             # very agent just started) reports the read it began with, as the
-            # kubelet reports the pod status its sync started from.
+            # kubelet reports the pod status its sync started from: the status made
+            # from it above stands.
             runtime_status = await self._inspect(pod)
-        status = await self._generate(pod, runtime_status, previous)
+            status = await self._generate(pod, runtime_status, previous)
         self.status_manager.set_pod_status(pod, status)
         if error is not None:
             raise error
