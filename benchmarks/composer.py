@@ -4,8 +4,9 @@ What is measured (real clock throughout: this is the agent's own speed):
 
 * ``pods_per_s_running``: once the agent runs (and its garbage collector is
   prepared as ``kubelet-kit run`` prepares it: ``kubelet_kit.runner.prepare_gc``),
-  1,000 pods of 2 containers each are added to a ProgrammaticSource in one burst; pods divided by the wall time from the first
-  add to the last pod whose published status is ``Running``.
+  1,000 pods of 2 containers each are added to a ProgrammaticSource in one
+  burst; pods divided by the wall time from the first add to the last pod whose
+  published status is ``Running``.
 * ``pod_p50_ms`` / ``pod_p99_ms``: per pod, wall time from its add to its first
   published ``Running`` status (read from a status subscription, as an
   embedding agent reporting upstream would).
