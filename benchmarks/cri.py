@@ -51,6 +51,9 @@ from kubelet_kit.container import (  # noqa: E402
 from kubelet_kit.cri import CRIRuntime, convert  # noqa: E402
 from kubelet_kit.cri.gen import api_pb2 as pb  # noqa: E402
 
+#: Alternating rounds per measured operation.
+ROUNDS = 10
+
 
 async def _timed(n: int, fn: Callable[[], Awaitable[Any]]) -> float:
     """Seconds per call over ``n`` calls (after one warm-up call)."""
@@ -91,16 +94,22 @@ async def bench(endpoint: str, image: str, n: int, pods: int, log_root: Path) ->
         try:
             list_req = pb.ListContainersRequest()
             status_req = pb.ContainerStatusRequest(container_id=cid)
-            results["stub_list_containers"] = await _timed(
-                n, lambda: stub.ListContainers(list_req, timeout=60)
-            )
-            results["cri_list_containers"] = await _timed(n, rt.list_containers)
-            results["stub_container_status"] = await _timed(
-                n, lambda: stub.ContainerStatus(status_req, timeout=60)
-            )
-            results["cri_container_status"] = await _timed(
-                n, lambda: rt.container_status(cid)
-            )
+            pairs = {
+                "list_containers": (lambda: stub.ListContainers(list_req, timeout=60),
+                                    rt.list_containers),
+                "container_status": (lambda: stub.ContainerStatus(status_req, timeout=60),
+                                     lambda: rt.container_status(cid)),
+            }
+            # Alternate the two sides in rounds and keep each side's median: a
+            # runtime's speed drifts during a run, and one long loop per side
+            # would charge that drift to whichever side ran second.
+            for op, (bare, ours) in pairs.items():
+                stub_runs, cri_runs = [], []
+                for _ in range(ROUNDS):
+                    stub_runs.append(await _timed(max(1, n // ROUNDS), bare))
+                    cri_runs.append(await _timed(max(1, n // ROUNDS), ours))
+                results[f"stub_{op}"] = statistics.median(stub_runs)
+                results[f"cri_{op}"] = statistics.median(cri_runs)
         finally:
             await rt.stop_pod_sandbox(sb)
             await rt.remove_pod_sandbox(sb)
