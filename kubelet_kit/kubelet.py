@@ -41,7 +41,7 @@ from kubelet_kit.eviction import EvictionManager, StubEvictionManager
 from kubelet_kit.pleg import PLEG, PodLifecycleEventType
 from kubelet_kit.podsync.syncer import EventLog, RuntimePodSyncer
 from kubelet_kit.podworkers import PodWorkers, UpdateType, WorkerPhase
-from kubelet_kit.prober import ProbeManager, ProbeResult, ReferenceProbeManager
+from kubelet_kit.prober import ProbeKind, ProbeManager, ProbeResult, ReferenceProbeManager
 from kubelet_kit.status import StatusManager
 from kubelet_kit.volume import StubVolumeManager, VolumeManager
 from kubelet_kit.volume.sources import ConfigSource
@@ -270,6 +270,7 @@ class Kubelet:
                 pod_cache=self.pleg.cache,
                 events=self.events,
                 config_source=self.config_source,
+                keep_dead=self._wanted,
             )
             # kubelet_pod_worker_duration_seconds, in the agent's registry.
             from kubelet_kit.metrics import KubeletMetrics, TimedPodSyncer
@@ -303,6 +304,11 @@ class Kubelet:
         its own subscription; a slow reader skips intermediate states, never the
         latest."""
         return self.status_manager.subscribe()
+
+    def _wanted(self, pod: Pod) -> bool:
+        """Whether a source still wants ``pod`` (and it is not being deleted): then
+        its dead containers stay in the runtime, as the record of how it ended."""
+        return pod.metadata.uid in self._pods and pod.metadata.deletion_timestamp is None
 
     def active_pods(self) -> list[Pod]:
         """Admitted pods whose containers are not yet stopped for good."""
@@ -489,7 +495,8 @@ class Kubelet:
                 continue
             if self._syncer is not None:
                 self._syncer.record_probe_result(update)
-            if update.result is ProbeResult.FAILURE:
+            if update.result is ProbeResult.FAILURE and update.kind is not ProbeKind.READINESS:
+                # (Readiness starts as a failure until a probe succeeds: not news.)
                 log.info("pod %s: container %s failed its %s probe", _name(pod),
                          update.container_name, update.kind.value.lower())
             self.workers.update_pod(pod, UpdateType.SYNC)
@@ -553,6 +560,7 @@ def _describe(status: PodStatus) -> str:
     parts = [status.phase or "Pending"]
     if status.reason:
         parts.append(f"({status.reason})")
+    regular = {cs.name for cs in status.container_statuses}
     for cs in (*status.init_container_statuses, *status.container_statuses):
         if cs.state.waiting is not None and cs.state.waiting.reason:
             parts.append(f"{cs.name}={cs.state.waiting.reason}")
@@ -560,7 +568,9 @@ def _describe(status: PodStatus) -> str:
             parts.append(f"{cs.name}={cs.state.terminated.reason or 'Terminated'}"
                          f"({cs.state.terminated.exit_code})")
         elif cs.state.running is not None:
-            parts.append(f"{cs.name}=Running{'' if cs.ready else '(not ready)'}")
+            # Readiness is news for app containers; an init container is never "ready".
+            unready = cs.name in regular and not cs.ready
+            parts.append(f"{cs.name}=Running{'(not ready)' if unready else ''}")
         if cs.restart_count:
             parts.append(f"restarts={cs.restart_count}")
     return " ".join(parts)

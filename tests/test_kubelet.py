@@ -274,3 +274,26 @@ async def test_a_failing_liveness_probe_restarts_the_container() -> None:
         assert await running_id(env, "uid-web") != first
         killing = [e for e in env.kubelet.events.events() if e.reason == "Killing"]
         assert any("failed liveness probe, will be restarted" in e.message for e in killing)
+
+
+async def test_a_completed_job_is_not_run_again_after_an_agent_restart() -> None:
+    """Its exited container stays in the runtime while the source still wants the
+    pod, so the next agent sees that the job finished."""
+    clock = FakeClock()
+    runtime = FakeRuntime(clock)
+    async with KubeletEnv(clock=clock, runtime=runtime) as env:
+        env.add_pod(manifest("job", command="echo done; exit 0", restart="Never"))
+        await env.wait_for(lambda: env.phase("job") == "Succeeded")
+        await env.sleep(5)
+        starts = len(runtime.calls_to("start_container"))
+    async with KubeletEnv(clock=clock, runtime=runtime) as env2:
+        env2.add_pod(manifest("job", command="echo done; exit 0", restart="Never"))
+        await env2.wait_for(lambda: env2.phase("job") == "Succeeded")
+        await env2.sleep(30)
+        assert len(runtime.calls_to("start_container")) == starts
+        assert env2.status("job").container_statuses[0].restart_count == 0
+        # Once no source wants it, housekeeping removes what was kept.
+        env2.remove_pod("job")
+        await env2.wait_for(lambda: runtime.calls_to("remove_pod_sandbox") != [],
+                            timeout=30, what="sandbox removed")
+        assert await runtime.list_containers() == []

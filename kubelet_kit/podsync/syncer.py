@@ -284,6 +284,11 @@ class RuntimePodSyncer:
             pull back-off).
         hook_runner: Runs lifecycle hooks (default: on ``runtime`` and ``clock``).
         events: Receives the kubelet's events (e.g. an :class:`EventLog`).
+        keep_dead: Whether a terminated pod's exited containers and stopped sandbox
+            stay in the runtime (default: never). The composer keeps them for pods
+            a source still wants, as the kubelet's container GC keeps a pod's
+            newest dead containers: an agent that restarts then sees that a
+            completed job completed, instead of running it again.
         config_source: ConfigMap/Secret lookup for env vars (see
             :func:`kubelet_kit.podsync.configs.resolve_env`).
         resolv_conf: The node's resolver config for sandbox DNS; read from
@@ -315,6 +320,7 @@ class RuntimePodSyncer:
         image_puller: ImagePuller | None = None,
         hook_runner: HandlerRunner | None = None,
         events: EventRecorder | None = None,
+        keep_dead: Callable[[Pod], bool] | None = None,
         config_source: ConfigSource | None = None,
         resolv_conf: DNSConfig | None = None,
         cluster_dns: Sequence[str] = (),
@@ -346,6 +352,7 @@ class RuntimePodSyncer:
         self.images = image_puller
         self.hooks = hook_runner if hook_runner is not None else HandlerRunner(runtime, clock)
         self.config_source = config_source
+        self.keep_dead = keep_dead
         self.resolv_conf = resolv_conf
         self.cluster_dns = tuple(cluster_dns)
         self.cluster_domain = cluster_domain
@@ -482,8 +489,9 @@ class RuntimePodSyncer:
         self._stopped_reads[pod.uid] = runtime_status
 
     async def sync_terminated_pod(self, pod: Pod) -> None:
-        """Release what the stopped pod holds: volumes, containers, sandboxes, the
-        pod cgroup, back-off entries and probe results; mark its status terminated.
+        """Release what the stopped pod holds: volumes, containers and sandboxes
+        (unless ``keep_dead`` keeps them), the pod cgroup, back-off entries and
+        probe results; mark its status terminated.
 
         Blocks until volumes are unmounted. Idempotent.
 
@@ -498,11 +506,14 @@ class RuntimePodSyncer:
         self.volume_manager.remove_pod(pod)
         await self.volume_manager.wait_for_unmount(pod, self.volume_mount_timeout)
         runtime_status = stopped if stopped is not None else await self._inspect(pod)
-        for container in runtime_status.container_statuses:
-            await self.runtime.remove_container(container.id)
+        keep = self.keep_dead is not None and self.keep_dead(pod)
+        if not keep:
+            for container in runtime_status.container_statuses:
+                await self.runtime.remove_container(container.id)
         await self._stop_sandboxes(runtime_status)
-        for sandbox in runtime_status.sandbox_statuses:
-            await self.runtime.remove_pod_sandbox(sandbox.id)
+        if not keep:
+            for sandbox in runtime_status.sandbox_statuses:
+                await self.runtime.remove_pod_sandbox(sandbox.id)
         await self.container_manager.remove_pod_cgroup(pod)
         self.forget_pod(pod)
         self.probe_manager.remove_pod(pod)
