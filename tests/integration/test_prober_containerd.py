@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from kubelet_kit.container import ContainerState
+from kubelet_kit.container import ContainerState, ImageSpec
 from kubelet_kit.cri import CRIRuntime
 from kubelet_kit.prober.probers import ProbeStatus, exec_probe
 
-from .containerd import Containerd
+from .containerd import BUSYBOX_IMAGE, Containerd
 from .helpers import container_config, pod_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -17,6 +17,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 async def test_exec_probes_succeed_fail_and_time_out_in_a_real_container(
     cri: CRIRuntime, containerd: Containerd
 ) -> None:
+    # As the kubelet would with IfNotPresent: an earlier test may have removed it.
+    if await cri.image_status(ImageSpec(BUSYBOX_IMAGE)) is None:
+        await cri.pull_image(ImageSpec(BUSYBOX_IMAGE))
     pod = pod_config(containerd.logs)
     sandbox_id = await cri.run_pod_sandbox(pod)
     try:
