@@ -40,6 +40,7 @@ from kubelet_kit.api import (
     ResourceFieldSelector,
     VolumeMount,
 )
+from kubelet_kit.api.expand import expand, expand_all, mapping_for
 from kubelet_kit.container import labels as kl
 from kubelet_kit.container.interfaces import (
     ContainerConfig,
@@ -57,7 +58,6 @@ from kubelet_kit.container.interfaces import (
     PortMapping,
 )
 from kubelet_kit.errors import KubeletKitError, PodSyncError
-from kubelet_kit.podsync.expand import expand, expand_all, mapping_for
 from kubelet_kit.volume.sources import ConfigSource
 
 __all__ = [

@@ -40,7 +40,7 @@ import ipaddress
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any, Final, TypeVar
 
 import aiohttp
@@ -51,6 +51,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from kubelet_kit.api import Container, EnvVar, Pod, Probe
+from kubelet_kit.api.expand import expand_all
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.container import Runtime
 from kubelet_kit.errors import ContainerRuntimeError, DeadlineExceededError
@@ -230,36 +231,7 @@ def expand_command(command: Sequence[str], env: Iterable[EnvVar]) -> list[str]:
     before any other character stay as written.
     """
     values: dict[str, str] = {e.name: e.value or "" for e in env}
-    return [_expand(arg, values) for arg in command]
-
-
-def _expand(arg: str, values: Mapping[str, str]) -> str:
-    out: list[str] = []
-    i = 0
-    n = len(arg)
-    while i < n:
-        ch = arg[i]
-        if ch != "$" or i + 1 >= n:
-            out.append(ch)
-            i += 1
-            continue
-        nxt = arg[i + 1]
-        if nxt == "$":
-            out.append("$")
-            i += 2
-        elif nxt == "(":
-            close = arg.find(")", i + 2)
-            if close < 0:
-                out.append("$(")
-                i += 2
-            else:
-                name = arg[i + 2 : close]
-                out.append(values.get(name, f"$({name})"))
-                i = close + 1
-        else:
-            out.append("$" + nxt)
-            i += 2
-    return "".join(out)
+    return list(expand_all(command, values))
 
 
 # ------------------------------------------------------------------ exec

@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from kubelet_kit.api import Container, Pod, Quantity, Volume, VolumeMount
+from kubelet_kit.api.expand import expand
 from kubelet_kit.clock import Clock, RealClock, wait_for
 from kubelet_kit.container import Mount, MountPropagation
 from kubelet_kit.errors import FieldError, PodSyncError, ValidationError
@@ -145,11 +145,8 @@ class ActualStateOfWorld:
         return counts
 
 
-_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
-
-
 def expand_sub_path_expr(expr: str, env: Mapping[str, str], field: str) -> str:
-    """Expand ``$(VAR)`` in a ``subPathExpr`` (``$$`` is a literal ``$``).
+    """Expand ``$(VAR)`` in a ``subPathExpr`` with the kubelet's expansion rules.
 
     Raises:
         ValidationError: at ``field``, naming every variable that is undefined or
@@ -157,15 +154,13 @@ def expand_sub_path_expr(expr: str, env: Mapping[str, str], field: str) -> str:
     """
     missing: set[str] = set()
 
-    def sub(match: re.Match[str]) -> str:
-        if match.group(0) == "$$":
-            return "$"
-        value = env.get(match.group(1), "")
+    def lookup(name: str) -> str:
+        value = env.get(name, "")
         if not value:
-            missing.add(match.group(1))
+            missing.add(name)
         return value
 
-    expanded = _VAR.sub(sub, expr)
+    expanded = expand(expr, lookup)
     if missing:
         raise ValidationError.single(field, f"missing value for {', '.join(sorted(missing))}")
     return expanded

@@ -1,5 +1,5 @@
 """Kubernetes' ``$(VAR)`` expansion, as the kubelet applies it to env values,
-commands, args and ``subPathExpr``.
+commands, args, exec probes and ``subPathExpr``.
 
 The rules (upstream ``third_party/forked/golang/expansion``):
 
