@@ -122,7 +122,6 @@ import hashlib
 import json
 import os
 import pwd
-import re
 import shutil
 import signal
 import socket
@@ -141,6 +140,8 @@ import kubelet_kit
 from kubelet_kit._version import __version__
 from kubelet_kit.clock import Clock, RealClock, wait_for
 from kubelet_kit.cni.types import CNIError
+from kubelet_kit.container.images import IMAGE_ID_RE as _IMAGE_ID_RE
+from kubelet_kit.container.images import normalize_image_ref
 from kubelet_kit.container.interfaces import (
     ContainerConfig,
     ContainerEvent,
@@ -186,6 +187,8 @@ from kubelet_kit.runtimes._shim import (
 )
 
 __all__ = ["DEFAULT_PATH", "RUNTIME_NAME", "HostProcessRuntime", "normalize_image_ref"]
+
+# Re-exported: the runtime normalises references with the shared rules.
 
 RUNTIME_NAME = "kubelet-kit-host"
 #: The PATH containerd gives a container whose image sets none.
@@ -261,45 +264,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 # ------------------------------------------------------------------ images
-
-_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
-_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_REFERENCE_RE = re.compile(
-    rf"^(?P<name>(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
-    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
-    r"(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?$"
-)
-_IMAGE_ID_RE = re.compile(r"^(?:sha256:)?[0-9a-f]{64}$")
-
-
-def normalize_image_ref(ref: str) -> str:
-    """Normalise an image reference as containerd and Docker do.
-
-    ``busybox`` -> ``docker.io/library/busybox:latest``; ``quay.io/a/b`` ->
-    ``quay.io/a/b:latest``; a reference with a digest keeps it and gets no tag.
-
-    Raises:
-        ImagePullError: ``ref`` is not a valid image reference.
-    """
-    m = _REFERENCE_RE.match(ref)
-    if m is None or len(m.group("name")) > 255:
-        raise ImagePullError(f'failed to pull image "{ref}": invalid reference format')
-    name, tag, digest = m.group("name"), m.group("tag"), m.group("digest")
-    first, sep, rest = name.partition("/")
-    # As in Docker: the first component names a registry only if it looks like a
-    # host name (a dot, a port, "localhost", or upper case, which a path may not have).
-    if not sep or (
-        "." not in first and ":" not in first and first != "localhost" and first == first.lower()
-    ):
-        name = f"docker.io/{name}"
-        first, rest = "docker.io", name.partition("/")[2]
-    if first == "docker.io" and "/" not in rest:
-        name = f"docker.io/library/{rest}"
-    if digest:
-        return f"{name}:{tag}@{digest}" if tag else f"{name}@{digest}"
-    return f"{name}:{tag or 'latest'}"
-
 
 def _image_id(normalized: str) -> str:
     return "sha256:" + hashlib.sha256(normalized.encode()).hexdigest()

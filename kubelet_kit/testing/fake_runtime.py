@@ -45,6 +45,7 @@ import attrs
 
 from kubelet_kit.clock import Clock, TimerHandle, wait_for
 from kubelet_kit.container import labels as klabels
+from kubelet_kit.container.images import normalize_image_ref as _normalize
 from kubelet_kit.container.interfaces import (
     ContainerConfig,
     ContainerEvent,
@@ -69,12 +70,14 @@ from kubelet_kit.container.interfaces import (
     RuntimeStatus,
     VersionInfo,
 )
+from kubelet_kit.container.logs import format_timestamp
 from kubelet_kit.errors import (
     AlreadyExistsError,
     ContainerRuntimeError,
     ContainerStartError,
     DeadlineExceededError,
     ImageNotFoundError,
+    ImagePullError,
     NotFoundError,
     RuntimeUnavailableError,
     UnimplementedError,
@@ -190,20 +193,10 @@ class LogLine:
 
 
 def format_rfc3339_nano(t: float) -> str:
-    """Format wall time ``t`` as Go's ``time.RFC3339Nano`` in UTC.
-
-    Like Go, trailing zeros of the fraction are dropped, and so is the dot when
-    the fraction is zero: ``2026-01-01T00:00:00.5Z``, ``2026-01-01T00:00:00Z``.
-    """
-    import datetime as _dt
-
-    # A float of epoch seconds holds about a microsecond of precision; finer digits
-    # would be noise, so round there (and keep Go's nine-digit layout).
-    secs, us = divmod(round(t * 1e6), 1_000_000)
-    ns = us * 1000
-    base = _dt.datetime.fromtimestamp(secs, tz=_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    frac = f"{ns:09d}".rstrip("0")
-    return f"{base}.{frac}Z" if frac else f"{base}Z"
+    """Format wall time ``t`` as Go's ``time.RFC3339Nano`` in UTC
+    (``2026-01-01T00:00:00.5Z``), rounded to the microsecond a float of epoch
+    seconds can hold."""
+    return format_timestamp(round(t * 1e6) * 1000)
 
 
 def format_cri_log_line(t: float, stream: str, text: str) -> str:
@@ -216,24 +209,14 @@ def format_cri_log_line(t: float, stream: str, text: str) -> str:
 
 
 def normalize_image_ref(ref: str) -> str:
-    """Normalise an image reference the way container runtimes do.
-
-    ``busybox`` becomes ``docker.io/library/busybox:latest``; a reference with a
-    registry host, a tag or a digest keeps them.
-    """
-    name, _, digest = ref.partition("@")
-    first, _, rest = name.partition("/")
-    if not rest or ("." not in first and ":" not in first and first != "localhost"):
-        domain, path = "docker.io", name
-    else:
-        domain, path = first, rest
-    if domain == "docker.io" and "/" not in path:
-        path = "library/" + path
-    if digest:
-        return f"{domain}/{path}@{digest}"
-    if ":" not in path.rsplit("/", 1)[-1]:
-        path += ":latest"
-    return f"{domain}/{path}"
+    """Normalise an image reference the way container runtimes do
+    (:func:`kubelet_kit.container.images.normalize_image_ref`): ``busybox`` becomes
+    ``docker.io/library/busybox:latest``. The fake keeps an invalid reference as
+    written, so a test can still script what pulling it does."""
+    try:
+        return _normalize(ref)
+    except ImagePullError:
+        return ref
 
 
 def _image_id(ref: str) -> str:
