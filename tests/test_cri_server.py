@@ -305,6 +305,47 @@ async def test_pod_round_trip(rt: CRIRuntime, fake: FakeRuntime) -> None:
         await rt.pod_sandbox_status(sb)
 
 
+async def test_unchanged_answers_come_back_as_the_same_values_changes_as_new_ones(
+    rt: CRIRuntime, fake: FakeRuntime
+) -> None:
+    config = pod()
+    sb = await rt.run_pod_sandbox(config)
+    cid = await rt.create_container(sb, container("app", "sh", "-c", "sleep infinity"), config)
+    await rt.start_container(cid)
+
+    status = await rt.container_status(cid)
+    assert await rt.container_status(cid) is status
+    (listed,) = await rt.list_containers()
+    assert (await rt.list_containers())[0] is listed
+    sandbox_status = await rt.pod_sandbox_status(sb)
+    assert await rt.pod_sandbox_status(sb) is sandbox_status
+
+    await rt.update_container_resources(cid, LinuxContainerResources(cpu_shares=512))
+    resized = await rt.container_status(cid)
+    assert resized.resources is not None and resized.resources.cpu_shares == 512
+    assert status.resources is None or status.resources.cpu_shares != 512
+
+    await rt.stop_container(cid, 0)
+    await fake.clock.settle()  # type: ignore[attr-defined]
+    stopped = await rt.container_status(cid)
+    assert stopped.state is ContainerState.EXITED and stopped.finished_at > 0
+    assert [c.state for c in await rt.list_containers()] == [ContainerState.EXITED]
+    await rt.stop_pod_sandbox(sb)
+    assert (await rt.pod_sandbox_status(sb)).state is PodSandboxState.NOTREADY
+    assert [s.state for s in await rt.list_pod_sandboxes()] == [PodSandboxState.NOTREADY]
+
+
+async def test_without_the_memo_every_answer_is_converted(server: CRIServer) -> None:
+    async with CRIRuntime(server.endpoint, retries=0, memo_size=0) as client:
+        config = pod()
+        sb = await client.run_pod_sandbox(config)
+        cid = await client.create_container(sb, container("app"), config)
+        first, second = await client.container_status(cid), await client.container_status(cid)
+        assert first == second and first is not second
+    with pytest.raises(ConfigurationError, match="memo_size"):
+        CRIRuntime(server.endpoint, memo_size=-1)
+
+
 async def test_runtime_errors_come_back_as_the_same_class(
     rt: CRIRuntime, fake: FakeRuntime
 ) -> None:

@@ -124,22 +124,25 @@ def ns_to_seconds(ns: int) -> float:
     return int(ns) / _NS_PER_SECOND
 
 
+# Towards the wire: str() every key and value, since attrs values may be anything.
+# From the wire, protobuf maps (str already) go straight to the attrs fields,
+# whose converter copies them into a plain dict; one copy, not two.
 def _map(value: Mapping[str, str]) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
+# Wire number -> enum member, built once: the status and list paths run per
+# container on every relist, and a table lookup is a fraction of Name() + Enum().
+_SANDBOX_STATES = {pb.PodSandboxState.Value(s.value): s for s in PodSandboxState}
+_CONTAINER_STATES = {pb.ContainerState.Value(s.value): s for s in ContainerState}
+
+
 def _sandbox_state_from_pb(value: int) -> PodSandboxState:
-    try:
-        return PodSandboxState(pb.PodSandboxState.Name(value))
-    except ValueError:
-        return PodSandboxState.NOTREADY
+    return _SANDBOX_STATES.get(value, PodSandboxState.NOTREADY)
 
 
 def _container_state_from_pb(value: int) -> ContainerState:
-    try:
-        return ContainerState(pb.ContainerState.Name(value))
-    except ValueError:
-        return ContainerState.UNKNOWN
+    return _CONTAINER_STATES.get(value, ContainerState.UNKNOWN)
 
 
 # Enum values go into messages by name: the attrs enums carry the protobuf names.
@@ -193,7 +196,7 @@ def image_spec_to_pb(spec: ImageSpec) -> Message:
 
 def image_spec_from_pb(msg: Message) -> ImageSpec:
     """A ``runtime.v1.ImageSpec`` as an :class:`ImageSpec`."""
-    return ImageSpec(image=msg.image, annotations=_map(msg.annotations))
+    return ImageSpec(image=msg.image, annotations=msg.annotations)
 
 
 def _mount_to_pb(m: Mount) -> Message:
@@ -206,11 +209,11 @@ def _mount_to_pb(m: Mount) -> Message:
     )
 
 
+_PROPAGATIONS = {pb.MountPropagation.Value(p.value): p for p in MountPropagation}
+
+
 def _mount_from_pb(msg: Message) -> Mount:
-    try:
-        propagation = MountPropagation(pb.MountPropagation.Name(msg.propagation))
-    except ValueError:
-        propagation = MountPropagation.PRIVATE
+    propagation = _PROPAGATIONS.get(msg.propagation, MountPropagation.PRIVATE)
     return Mount(
         container_path=msg.container_path,
         host_path=msg.host_path,
@@ -272,7 +275,7 @@ def resources_from_pb(msg: Message) -> LinuxContainerResources:
         oom_score_adj=int(msg.oom_score_adj),
         cpuset_cpus=msg.cpuset_cpus,
         cpuset_mems=msg.cpuset_mems,
-        unified=_map(msg.unified),
+        unified=msg.unified,
     )
 
 
@@ -353,13 +356,13 @@ def sandbox_config_from_pb(msg: Message, runtime_handler: str = "") -> PodSandbo
         log_directory=msg.log_directory,
         dns_config=dns,
         port_mappings=tuple(_port_from_pb(p) for p in msg.port_mappings),
-        labels=_map(msg.labels),
-        annotations=_map(msg.annotations),
+        labels=msg.labels,
+        annotations=msg.annotations,
         cgroup_parent=msg.linux.cgroup_parent,
         namespace_options=_namespace_option_from_pb(
             msg.linux.security_context.namespace_options
         ),
-        sysctls=_map(msg.linux.sysctls),
+        sysctls=msg.linux.sysctls,
         runtime_handler=runtime_handler,
     )
 
@@ -384,8 +387,8 @@ def sandbox_from_pb(msg: Message) -> PodSandbox:
         metadata=_sandbox_metadata_from_pb(msg.metadata),
         state=_sandbox_state_from_pb(msg.state),
         created_at=ns_to_seconds(msg.created_at),
-        labels=_map(msg.labels),
-        annotations=_map(msg.annotations),
+        labels=msg.labels,
+        annotations=msg.annotations,
         runtime_handler=msg.runtime_handler,
     )
 
@@ -419,8 +422,8 @@ def sandbox_status_from_pb(msg: Message) -> PodSandboxStatus:
         ip=msg.network.ip,
         additional_ips=tuple(p.ip for p in msg.network.additional_ips),
         namespace_options=_namespace_option_from_pb(msg.linux.namespaces.options),
-        labels=_map(msg.labels),
-        annotations=_map(msg.annotations),
+        labels=msg.labels,
+        annotations=msg.annotations,
         runtime_handler=msg.runtime_handler,
     )
 
@@ -440,7 +443,7 @@ def sandbox_filter_from_pb(msg: Message) -> PodSandboxFilter:
     return PodSandboxFilter(
         id=msg.id or None,
         state=_sandbox_state_from_pb(msg.state.state) if msg.HasField("state") else None,
-        label_selector=_map(msg.label_selector),
+        label_selector=msg.label_selector,
     )
 
 
@@ -552,8 +555,8 @@ def container_config_from_pb(msg: Message) -> ContainerConfig:
                    permissions=d.permissions)
             for d in msg.devices
         ),
-        labels=_map(msg.labels),
-        annotations=_map(msg.annotations),
+        labels=msg.labels,
+        annotations=msg.annotations,
         log_path=msg.log_path,
         stdin=msg.stdin,
         stdin_once=msg.stdin_once,
@@ -588,8 +591,8 @@ def container_from_pb(msg: Message) -> ContainerInfo:
         image_ref=msg.image_ref,
         state=_container_state_from_pb(msg.state),
         created_at=ns_to_seconds(msg.created_at),
-        labels=_map(msg.labels),
-        annotations=_map(msg.annotations),
+        labels=msg.labels,
+        annotations=msg.annotations,
     )
 
 
@@ -634,8 +637,8 @@ def container_status_from_pb(msg: Message) -> ContainerStatus:
         exit_code=int(msg.exit_code),
         reason=msg.reason,
         message=msg.message,
-        labels=_map(msg.labels),
-        annotations=_map(msg.annotations),
+        labels=msg.labels,
+        annotations=msg.annotations,
         mounts=tuple(_mount_from_pb(m) for m in msg.mounts),
         log_path=msg.log_path,
         resources=resources,
@@ -666,7 +669,7 @@ def container_filter_from_pb(msg: Message) -> ContainerFilter:
         id=msg.id or None,
         state=state,
         pod_sandbox_id=msg.pod_sandbox_id or None,
-        label_selector=_map(msg.label_selector),
+        label_selector=msg.label_selector,
     )
 
 

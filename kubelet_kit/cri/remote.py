@@ -16,6 +16,10 @@ Behaviour a caller relies on:
   RunPodSandbox is retried only after checking that the failed attempt did not
   create the sandbox anyway (found by the ``io.kubernetes.pod.uid`` label and
   the metadata attempt), so a retry never leaves a duplicate.
+* **Memo.** Listed containers and sandboxes, and statuses of each, are
+  converted once per distinct answer (:mod:`kubelet_kit.cri.memo`): a relist of
+  unchanged containers costs the client a lookup each. The values are frozen
+  and shared between calls; treat their mappings as read-only.
 * **Readiness.** :attr:`CRIRuntime.ready` is false until a call succeeds and
   after a call finds the runtime unreachable; the channel keeps reconnecting on
   its own (with short back-off) and the next successful call sets it again.
@@ -26,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -58,6 +62,7 @@ from kubelet_kit.cri import convert
 from kubelet_kit.cri.errors import RETRYABLE_CODES, from_rpc_error
 from kubelet_kit.cri.gen import api_pb2 as pb
 from kubelet_kit.cri.gen import api_pb2_grpc as pb_grpc
+from kubelet_kit.cri.memo import DEFAULT_MEMO_SIZE, ConversionMemo, listed_key
 from kubelet_kit.errors import (
     ConfigurationError,
     DeadlineExceededError,
@@ -125,6 +130,10 @@ class CRIRuntime:
         backoff_initial: First back-off in seconds; doubles per retry.
         backoff_max: Longest back-off in seconds.
         channel_options: Extra gRPC channel options, appended to the defaults.
+        memo_size: How many converted containers and sandboxes (and statuses of
+            each) to remember by their wire bytes, so an unchanged one costs a
+            dictionary lookup rather than a conversion (see
+            :mod:`kubelet_kit.cri.memo`); 0 turns this off.
 
     Raises:
         ConfigurationError: the endpoint or a number is unusable.
@@ -140,6 +149,7 @@ class CRIRuntime:
         backoff_initial: float = 0.1,
         backoff_max: float = 2.0,
         channel_options: Sequence[tuple[str, Any]] = (),
+        memo_size: int = DEFAULT_MEMO_SIZE,
     ) -> None:
         if timeout <= 0:
             raise ConfigurationError(f"timeout: must be positive, got {timeout!r}")
@@ -162,10 +172,16 @@ class CRIRuntime:
             ("grpc.max_reconnect_backoff_ms", 1000),
             *channel_options,
         ]
+        if memo_size < 0:
+            raise ConfigurationError(f"memo_size: must not be negative, got {memo_size!r}")
         self._channel: grpc.aio.Channel | None = None
         self._runtime: Any = None
         self._images: Any = None
         self._ready = False
+        self._containers = ConversionMemo(convert.container_from_pb, memo_size, listed_key)
+        self._sandboxes = ConversionMemo(convert.sandbox_from_pb, memo_size, listed_key)
+        self._container_statuses = ConversionMemo(convert.container_status_from_pb, memo_size)
+        self._sandbox_statuses = ConversionMemo(convert.sandbox_status_from_pb, memo_size)
 
     # ------------------------------------------------------------- lifecycle
 
@@ -230,14 +246,23 @@ class CRIRuntime:
 
         ``timeout`` None means no deadline; by default it is the client's timeout.
         """
-        deadline = self._timeout if isinstance(timeout, _Default) else timeout
+        deadline = self._timeout if timeout is _Default.TIMEOUT else timeout
         attempt = 0
         while True:
             # Inside the loop: a close() during a back-off reopens lazily.
-            self._ensure_channel()
-            stub = self._runtime if service == "runtime" else self._images
+            if self._channel is None:
+                self._ensure_channel()
+            fn = getattr(self._runtime if service == "runtime" else self._images, method)
             try:
-                return await self._once(getattr(stub, method), request, deadline, method, target)
+                if self._real_clock:
+                    # gRPC enforces the deadline itself (DEADLINE_EXCEEDED is mapped
+                    # like the timeout below); a second timer per call only costs time.
+                    response = await fn(request, timeout=deadline)
+                else:
+                    # An injected clock must be able to expire the call without waiting.
+                    response = await wait_for(
+                        self._clock, fn(request, timeout=deadline), deadline
+                    )
             except grpc.aio.AioRpcError as exc:
                 if exc.code() in RETRYABLE_CODES:
                     self._ready = False
@@ -246,30 +271,13 @@ class CRIRuntime:
                         attempt += 1
                         continue
                 raise from_rpc_error(exc, method, target) from None
-
-    async def _once(
-        self,
-        fn: Callable[..., Awaitable[Any]],
-        request: Any,
-        deadline: float | None,
-        method: str,
-        target: str,
-    ) -> Any:
-        try:
-            if self._real_clock:
-                # gRPC enforces the deadline itself (DEADLINE_EXCEEDED is mapped like
-                # the timeout below); a second timer per call only costs time.
-                response = await fn(request, timeout=deadline)
-            else:
-                # An injected clock must be able to expire the call without waiting.
-                response = await wait_for(self._clock, fn(request, timeout=deadline), deadline)
-        except TimeoutError:
-            where = f"{method} {target}".strip()
-            raise DeadlineExceededError(
-                f"{where}: no answer from {self._endpoint} within {deadline:g}s"
-            ) from None
-        self._ready = True
-        return response
+            except TimeoutError:
+                where = f"{method} {target}".strip()
+                raise DeadlineExceededError(
+                    f"{where}: no answer from {self._endpoint} within {deadline:g}s"
+                ) from None
+            self._ready = True
+            return response
 
     def _backoff(self, attempt: int) -> float:
         return float(min(self._backoff_initial * (2**attempt), self._backoff_max))
@@ -374,7 +382,7 @@ class CRIRuntime:
             pb.PodSandboxStatusRequest(pod_sandbox_id=pod_sandbox_id),
             target=pod_sandbox_id, retry=True,
         )
-        return convert.sandbox_status_from_pb(resp.status)
+        return self._sandbox_statuses.of_message(resp.status)
 
     async def list_pod_sandboxes(self, filter: PodSandboxFilter | None = None) -> list[PodSandbox]:
         """Every sandbox matching ``filter``. Retried on UNAVAILABLE."""
@@ -382,7 +390,8 @@ class CRIRuntime:
             "runtime", "ListPodSandbox",
             pb.ListPodSandboxRequest(filter=convert.sandbox_filter_to_pb(filter)), retry=True,
         )
-        return [convert.sandbox_from_pb(item) for item in resp.items]
+        memo = self._sandboxes.of_message
+        return [memo(item) for item in resp.items]
 
     # ------------------------------------------------------------ containers
 
@@ -439,7 +448,8 @@ class CRIRuntime:
             "runtime", "ListContainers",
             pb.ListContainersRequest(filter=convert.container_filter_to_pb(filter)), retry=True,
         )
-        return [convert.container_from_pb(c) for c in resp.containers]
+        memo = self._containers.of_message
+        return [memo(c) for c in resp.containers]
 
     async def container_status(self, container_id: str) -> ContainerStatus:
         """Status of one container. Raises NotFoundError for an unknown id."""
@@ -448,7 +458,7 @@ class CRIRuntime:
             pb.ContainerStatusRequest(container_id=container_id),
             target=container_id, retry=True,
         )
-        return convert.container_status_from_pb(resp.status)
+        return self._container_statuses.of_message(resp.status)
 
     async def exec_sync(
         self, container_id: str, cmd: Sequence[str], timeout: float | None = None
