@@ -38,6 +38,7 @@ from kubelet_kit.container.interfaces import DNSConfig, KeyValue, Mount
 from kubelet_kit.errors import PodSyncError
 from kubelet_kit.podsync.configs import (
     _fnv1a_32,
+    _go_json_string,
     container_config,
     container_hash,
     container_info_from_labels,
@@ -166,13 +167,35 @@ def test_fnv1a_32_reference_vectors() -> None:
     assert _fnv1a_32(b"foobar") == 0xBF9CF968
 
 
-def test_container_hash_is_stable_lowercase_hex_and_tracks_spec() -> None:
+def test_container_hash_is_the_kubelets() -> None:
+    # HashContainer's own test case upstream (pkg/kubelet/container/helpers_test.go,
+    # Kubernetes 1.31 and later): args and ports do not enter the hash.
+    c = Container(name="test_container", image="foo/image:v1",
+                  args=("/bin/sh", "-c", "echo abc"), ports=(ContainerPort(container_port=8001),))
+    assert container_hash(c) == "8e45cbd0"
+
+
+def test_container_hash_tracks_name_and_image_only() -> None:
     c = Container(name="app", image="nginx:1", command=("nginx",))
     h = container_hash(c)
-    assert h == container_hash(Container(name="app", image="nginx:1", command=("nginx",)))
     assert h == h.lower() and int(h, 16) < 2**32
     assert container_hash(attrs.evolve(c, image="nginx:2")) != h
-    assert container_hash(attrs.evolve(c, args=("-g",))) != h
+    assert container_hash(attrs.evolve(c, name="web")) != h
+    # Fields a pod update may not change leave the hash (and the container) alone.
+    assert container_hash(attrs.evolve(c, args=("-g",), working_dir="/srv")) == h
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("registry.local/app:1", '"registry.local/app:1"'),
+    ("a<b>&c", '"a\\u003cb\\u003e\\u0026c"'),
+    ('q"b\\s', '"q\\"b\\\\s"'),
+    ("\b\f\n\r\t\x01\x1f", '"\\b\\f\\n\\r\\t\\u0001\\u001f"'),
+    ("\u2028\u2029", '"\\u2028\\u2029"'),
+    ("caf\u00e9", '"caf\u00e9"'),
+    ("\ud800", '"\\ufffd"'),
+])
+def test_hashed_strings_are_encoded_as_go_encodes_them(value: str, expected: str) -> None:
+    assert _go_json_string(value) == expected
 
 
 def _rich_container() -> Container:

@@ -14,6 +14,9 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
 
 from kubelet_kit.api.meta import ObjectMeta
 from kubelet_kit.api.pod import (
@@ -47,6 +50,7 @@ __all__ = [
     "is_dns1123_subdomain",
     "is_valid_port_name",
     "validate_pod",
+    "validate_pod_update",
 ]
 
 DNS1123_LABEL_MAX_LENGTH = 63
@@ -760,3 +764,82 @@ def validate_pod(pod: Pod) -> list[FieldError]:
     v.spec(pod.spec)
     return v.errors
 
+
+
+#: What a pod update may change, in the API server's words.
+_UPDATABLE_POD_SPEC_FIELDS = ",".join((
+    "`spec.containers[*].image`",
+    "`spec.initContainers[*].image`",
+    "`spec.activeDeadlineSeconds`",
+    "`spec.tolerations` (only additions to existing tolerations)",
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously "
+    "negative)",
+))
+
+
+def validate_pod_update(new: Pod, old: Pod) -> list[FieldError]:
+    """Check an update of a pod against the API server's rule for pod updates.
+
+    A pod's spec is fixed once created but for its containers' images, a lower
+    ``activeDeadlineSeconds``, added tolerations, and a negative grace period
+    raised to 1 (``ValidatePodUpdate``). The kubelet relies on this: a container
+    is restarted for a changed image and for nothing else. ``new`` is assumed to
+    pass :func:`validate_pod` already.
+
+    Returns:
+        Every problem found; empty when the update is allowed.
+    """
+    v = _Validator()
+    pairs = (("containers", new.spec.containers, old.spec.containers),
+             ("initContainers", new.spec.init_containers, old.spec.init_containers))
+    for key, new_list, old_list in pairs:
+        if len(new_list) != len(old_list):
+            v.forbidden(f"spec.{key}", "pod updates may not add or remove containers")
+            return v.errors
+    new_deadline, old_deadline = new.spec.active_deadline_seconds, old.spec.active_deadline_seconds
+    if new_deadline is None and old_deadline is not None:
+        v.invalid("spec.activeDeadlineSeconds", None,
+                  "must not update from a positive integer to nil value")
+    elif new_deadline is not None and old_deadline is not None and new_deadline > old_deadline:
+        v.invalid("spec.activeDeadlineSeconds", new_deadline,
+                  "must be less than or equal to previous value")
+    if v.errors:
+        return v.errors
+
+    # The API server's way: carry the fields an update may change over from the
+    # old spec, and what remains must be equal.
+    old_grace = old.spec.termination_grace_period_seconds
+    grace_raised = old_grace < 0 and new.spec.termination_grace_period_seconds == 1
+    tolerations_added = all(t in new.spec.tolerations for t in old.spec.tolerations)
+    munged = attrs.evolve(
+        new.spec,
+        containers=tuple(attrs.evolve(n, image=o.image)
+                         for n, o in zip(new.spec.containers, old.spec.containers,
+                                         strict=True)),
+        init_containers=tuple(attrs.evolve(n, image=o.image)
+                              for n, o in zip(new.spec.init_containers,
+                                              old.spec.init_containers, strict=True)),
+        active_deadline_seconds=old_deadline,
+        tolerations=old.spec.tolerations if tolerations_added else new.spec.tolerations,
+        termination_grace_period_seconds=(
+            old_grace if grace_raised else new.spec.termination_grace_period_seconds),
+    )
+    if munged != old.spec:
+        changed = _changed_paths(munged.to_dict(), old.spec.to_dict(), "spec")
+        v.forbidden("spec", f"pod updates may not change fields other than "
+                    f"{_UPDATABLE_POD_SPEC_FIELDS} (changed: {', '.join(changed[:5])}"
+                    f"{', ...' if len(changed) > 5 else ''})")
+    return v.errors
+
+
+def _changed_paths(new: Any, old: Any, path: str) -> list[str]:
+    """The field paths at which two JSON-shaped values differ."""
+    if new == old:
+        return []
+    if isinstance(new, dict) and isinstance(old, dict):
+        return [p for key in sorted(new.keys() | old.keys())
+                for p in _changed_paths(new.get(key), old.get(key), child_path(path, key))]
+    if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
+        return [p for i, (n, o) in enumerate(zip(new, old, strict=True))
+                for p in _changed_paths(n, o, f"{path}[{i}]")]
+    return [path]

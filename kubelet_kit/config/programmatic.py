@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator, Iterable
 import attrs
 
 from kubelet_kit.api import Pod
+from kubelet_kit.api.validation import validate_pod_update
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.config.interfaces import SourceSnapshot
+from kubelet_kit.errors import ValidationError
 
 __all__ = ["ProgrammaticSource"]
 
@@ -19,9 +21,16 @@ class ProgrammaticSource:
     """Pods given by code: ``set_pods``, ``add``, ``update``, ``delete``, ``remove``.
 
     Each call publishes a new snapshot; calls made faster than the agent reads them
-    coalesce into the latest. ``delete`` is graceful (it sets a deletion timestamp
-    and grace period, so the agent stops the pod's containers politely and reports
-    it terminated); ``remove`` drops the pod from the source at once.
+    coalesce into the latest. A pod given again under its uid is an update, held
+    to the API server's rule: its spec may change only in its containers' images
+    (which restarts those containers), a lower ``activeDeadlineSeconds``, added
+    tolerations and a negative grace period raised to 1. Any other change is
+    refused with :class:`~kubelet_kit.errors.ValidationError` naming the fields,
+    and the source keeps what it had; to change more, give the pod a new uid.
+
+    ``delete`` is graceful (it sets a deletion timestamp and grace period, so the
+    agent stops the pod's containers politely and reports it terminated);
+    ``remove`` drops the pod from the source at once.
 
     Args:
         name: The source name stamped on its pods (``kubernetes.io/config.source``).
@@ -40,12 +49,25 @@ class ProgrammaticSource:
         return list(self._pods.values())
 
     def set_pods(self, pods: Iterable[Pod]) -> None:
-        """Replace every pod."""
-        self._pods = {p.metadata.uid: p for p in pods}
+        """Replace every pod; all or nothing.
+
+        Raises:
+            ValidationError: an update a pod may not have (see the class); no
+                pod is changed then.
+        """
+        new = {p.metadata.uid: p for p in pods}
+        for pod in new.values():
+            self._check_update(pod)
+        self._pods = new
         self._publish()
 
     def add(self, pod: Pod) -> None:
-        """Add a pod, or replace the one with the same uid."""
+        """Add a pod, or update the one with the same uid.
+
+        Raises:
+            ValidationError: an update the pod may not have (see the class).
+        """
+        self._check_update(pod)
         self._pods[pod.metadata.uid] = pod
         self._publish()
 
@@ -74,6 +96,15 @@ class ProgrammaticSource:
         """Drop a pod from the source (the agent stops it). Unknown uid: no-op."""
         if self._pods.pop(uid, None) is not None:
             self._publish()
+
+    def _check_update(self, pod: Pod) -> None:
+        old = self._pods.get(pod.metadata.uid)
+        if old is None:
+            return
+        errors = validate_pod_update(pod, old)
+        if errors:
+            meta = pod.metadata
+            raise ValidationError(errors, source=f"{self.name}: pod {meta.namespace}/{meta.name}")
 
     def _publish(self) -> None:
         self._version += 1

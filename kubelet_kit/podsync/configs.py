@@ -21,10 +21,10 @@ server has no Services to describe.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -293,40 +293,55 @@ def sandbox_config(
 
 
 def container_hash(container: Container) -> str:
-    """The container's spec hash, as written to ``io.kubernetes.container.hash``.
+    """The container's hash, as written to ``io.kubernetes.container.hash``.
 
-    FNV-1a (32 bit) over the container's canonical JSON (camelCase keys sorted,
-    no spaces, UTF-8), in lowercase hex without leading zeros, the format the
-    kubelet writes. The hashed bytes are this project's, not the Go struct's
-    (which upstream hashes through its own printer), so the value is stable
-    across runs and agents of this project but differs from a kubelet's: a
-    kubelet adopting our containers sees a hash change and restarts them, as it
-    does after its own upgrades. Any spec change changes the hash.
+    The kubelet's own value (``HashContainer`` since Kubernetes 1.31), so that a
+    kubelet and a kubelet-kit agent taking over each other's node see matching
+    hashes and leave the containers running. It covers the container's name and
+    image only: in the API a pod update may change no other field of a container,
+    and leaving the rest out keeps containers running across upgrades that add
+    fields. A changed image therefore restarts the container, and nothing else
+    does.
+
+    The bytes hashed are Go's: ``json.Marshal`` of ``{"image": ..., "name": ...}``
+    (keys sorted, HTML characters escaped), as the ``go-spew`` printer renders
+    that byte slice (``([]uint8)[123 34 ...]``), hashed with FNV-1a (32 bit) and
+    written in lowercase hex without leading zeros.
     """
-    key = id(container)
-    hit = _hash_cache.get(key)
-    if hit is not None and hit[0]() is container:
-        return hit[1]
-    data = json.dumps(container.to_dict(), sort_keys=True, separators=(",", ":"))
-    value = format(_fnv1a_32(data.encode()), "x")
-
-    def forget(ref: weakref.ref[Container], key: int = key) -> None:
-        entry = _hash_cache.get(key)
-        if entry is not None and entry[0] is ref:
-            del _hash_cache[key]
-
-    _hash_cache[key] = (weakref.ref(container, forget), value)
-    return value
+    return _hash_name_and_image(container.name, container.image)
 
 
-# Hashes by object identity. Every sync of every pod hashes each of its
-# containers (to compare with the recorded hash, and for new containers'
-# annotations), while the Container objects themselves change only when the
-# pod's spec does: a pod update brings new objects, and therefore new entries.
-# Containers are frozen values (never changed in place), and an entry goes with
-# its object, so a cached hash is always the hash of the object it is found for.
-# The models hold dicts, so they cannot be dictionary keys themselves.
-_hash_cache: dict[int, tuple[weakref.ref[Container], str]] = {}
+@functools.lru_cache(maxsize=4096)
+def _hash_name_and_image(name: str, image: str) -> str:
+    # Every sync of every pod hashes each of its containers; the pairs repeat.
+    encoded = ("{" + f'"image":{_go_json_string(image)},"name":{_go_json_string(name)}'
+               + "}").encode()
+    rendered = "([]uint8)[" + " ".join(map(str, encoded)) + "]"
+    return format(_fnv1a_32(rendered.encode()), "x")
+
+
+def _go_json_string(value: str) -> str:
+    """``value`` as Go's ``encoding/json`` writes a string (Go 1.22 and later).
+
+    Python's encoder agrees on quotes, backslashes and control characters
+    (``\\b \\f \\n \\r \\t`` short, the rest ``\\u00xx``); Go also escapes
+    ``<``, ``>``, ``&``, U+2028 and U+2029, and writes what is not valid UTF-8
+    (here: lone surrogates) as ``\\ufffd``.
+    """
+    text = json.dumps(value, ensure_ascii=False)
+    for char, escaped in _GO_JSON_EXTRA_ESCAPES:
+        if char in text:
+            text = text.replace(char, escaped)
+    if _SURROGATE.search(text):
+        text = _SURROGATE.sub(r"\\ufffd", text)
+    return text
+
+
+_GO_JSON_EXTRA_ESCAPES: Final = (
+    ("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+    ("\u2028", "\\u2028"), ("\u2029", "\\u2029"),
+)
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def _fnv1a_32(data: bytes) -> int:
