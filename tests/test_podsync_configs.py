@@ -31,7 +31,6 @@ from kubelet_kit.api import (
     ResourceRequirements,
     SecretKeySelector,
     SecurityContext,
-    VolumeMount,
 )
 from kubelet_kit.container import labels as kl
 from kubelet_kit.container.interfaces import DNSConfig, KeyValue, Mount
@@ -45,7 +44,6 @@ from kubelet_kit.podsync.configs import (
     read_resolv_conf,
     resolve_env,
     sandbox_config,
-    volume_sub_path,
 )
 
 # ------------------------------------------------------------------- sandbox
@@ -480,13 +478,3 @@ def test_missing_env_from_without_source_is_an_error() -> None:
         resolve_env(pod, c)
 
 
-def test_volume_sub_path_expr() -> None:
-    c = Container(name="app")
-    env = [KeyValue("POD_NAME", "web-0"), KeyValue("EMPTY", "")]
-    assert volume_sub_path(c, VolumeMount(name="v", sub_path="fixed"), env) == "fixed"
-    mount = VolumeMount(name="v", sub_path_expr="logs/$(POD_NAME)/$$(X)")
-    assert volume_sub_path(c, mount, env) == "logs/web-0/$(X)"
-    with pytest.raises(PodSyncError) as err:
-        volume_sub_path(c, VolumeMount(name="v", sub_path_expr="$(NOPE)/$(EMPTY)"), env)
-    assert (err.value.reason, err.value.message) == (
-        "CreateContainerConfigError", "missing value for EMPTY, NOPE")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -674,7 +674,8 @@ async def test_volume_timeout_is_failed_mount(env: Env, tmp_path: Path) -> None:
         async def wait_for_mounts(self, pod: Pod, timeout: float) -> None:
             raise TimeoutError("unmounted volumes=[data]")
         async def wait_for_unmount(self, pod: Pod, timeout: float) -> None: ...
-        def container_mounts(self, pod: Pod, container: Container) -> list[Any]:
+        def container_mounts(self, pod: Pod, container: Container,
+                             env: Mapping[str, str] | None = None) -> list[Any]:
             return []
 
     syncer = RuntimePodSyncer(

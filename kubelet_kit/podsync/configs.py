@@ -38,7 +38,6 @@ from kubelet_kit.api import (
     Pod,
     Quantity,
     ResourceFieldSelector,
-    VolumeMount,
 )
 from kubelet_kit.api.expand import expand, expand_all, mapping_for
 from kubelet_kit.container import labels as kl
@@ -76,7 +75,6 @@ __all__ = [
     "sandbox_annotations",
     "sandbox_config",
     "sandbox_labels",
-    "volume_sub_path",
 ]
 
 #: The waiting reason for a container whose config could not be built.
@@ -721,36 +719,6 @@ def resolve_env(
         else:
             env[var.name] = ""
     return [KeyValue(k, v) for k, v in env.items()]
-
-
-def volume_sub_path(
-    container: Container, mount: VolumeMount, env: Sequence[KeyValue]
-) -> str:
-    """The sub path of a volume mount: ``subPath``, or ``subPathExpr`` expanded.
-
-    ``subPathExpr`` is expanded against the container's environment; unlike in
-    commands, a reference to an undefined or empty variable is an error, as in the
-    kubelet (``ExpandContainerVolumeMounts``).
-
-    Raises:
-        PodSyncError: reason ``CreateContainerConfigError``,
-            ``missing value for A, B`` naming the variables, sorted.
-    """
-    if not mount.sub_path_expr:
-        return mount.sub_path
-    values = {kv.key: kv.value for kv in env}
-    missing: set[str] = set()
-
-    def lookup(name: str) -> str:
-        value = values.get(name, "")
-        if not value:
-            missing.add(name)
-        return value
-
-    expanded = expand(mount.sub_path_expr, lookup)
-    if missing:
-        raise _config_error(container, f"missing value for {', '.join(sorted(missing))}")
-    return expanded
 
 
 # ---------------------------------------------------------------- label readers

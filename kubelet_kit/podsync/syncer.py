@@ -951,10 +951,13 @@ class _Starter:
             # A ConfigSource may block (files, an API server): look it up off the loop.
             env = (await asyncio.to_thread(resolve) if s.config_source is not None
                    and _uses_config_objects(container) else resolve())
-            mounts = s.volume_manager.container_mounts(pod, container)
             # Device plugins' envs and mounts go first, as the kubelet orders them
-            # (so a variable the pod sets itself still wins).
+            # (so a variable the pod sets itself still wins), in the config and in
+            # the environment subPathExpr expands against.
             devices = await s.container_manager.container_run_options(pod, container)
+            mounts = s.volume_manager.container_mounts(
+                pod, container, {kv.key: kv.value for kv in (*devices.envs, *env)}
+            )
         except PodSyncError as exc:
             return self._fail(container, exc.reason, exc.message)
         except KubeletKitError as exc:

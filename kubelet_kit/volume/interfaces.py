@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from kubelet_kit.api import Container, Pod
     from kubelet_kit.container import Mount
 
@@ -41,6 +43,12 @@ class VolumeManager(Protocol):
         """Block until every volume of a removed pod is unmounted and its volume
         directories are gone. Raises TimeoutError naming what remains."""
 
-    def container_mounts(self, pod: Pod, container: Container) -> list[Mount]:
+    def container_mounts(
+        self, pod: Pod, container: Container, env: Mapping[str, str] | None = None
+    ) -> list[Mount]:
         """The runtime mounts for ``container``'s volumeMounts. Never blocks;
-        raises ValidationError naming the field for an unusable mount."""
+        raises ValidationError naming the field for an unusable mount.
+
+        ``env`` is the container's resolved environment (downward API and
+        ConfigMap/Secret values included), which ``subPathExpr`` expands
+        against; without it, only the literal values in ``container.env``."""

@@ -219,7 +219,9 @@ def _one_mount(
     )
 
 
-def container_mounts(root_dir: Path, pod: Pod, container: Container) -> list[Mount]:
+def container_mounts(
+    root_dir: Path, pod: Pod, container: Container, env: Mapping[str, str] | None = None
+) -> list[Mount]:
     """The runtime mounts for ``container``'s volumeMounts (see
     :meth:`ReconcilingVolumeManager.container_mounts`). Blocks briefly on the
     ``subPath`` walk.
@@ -228,7 +230,8 @@ def container_mounts(root_dir: Path, pod: Pod, container: Container) -> list[Mou
         ValidationError: naming the volumeMount's field.
     """
     volumes = {v.name: v for v in pod.spec.volumes}
-    env = {e.name: e.value for e in container.env if e.value is not None}
+    if env is None:
+        env = {e.name: e.value for e in container.env if e.value is not None}
     base = _container_field(pod, container)
     errors: list[FieldError] = []
     mounts: list[Mount] = []
@@ -402,11 +405,14 @@ class ReconcilingVolumeManager:
             with contextlib.suppress(TimeoutError):
                 await wait_for(self.clock, self._round.wait(), remaining)
 
-    def container_mounts(self, pod: Pod, container: Container) -> list[Mount]:
+    def container_mounts(
+        self, pod: Pod, container: Container, env: Mapping[str, str] | None = None
+    ) -> list[Mount]:
         """The runtime mounts for ``container``'s volumeMounts.
 
-        ``subPath`` (or ``subPathExpr``, expanded from the container's literal
-        ``env`` values) is resolved safely inside the volume and created when
+        ``subPath`` (or ``subPathExpr``, expanded against ``env``, the container's
+        resolved environment, or without it the literal values of
+        ``container.env``) is resolved safely inside the volume and created when
         missing; configMap, secret, downwardAPI and projected volumes are always
         read-only; ``mountPropagation`` is recorded (Bidirectional only for
         privileged containers). Blocks briefly on the ``subPath`` walk.
@@ -414,7 +420,7 @@ class ReconcilingVolumeManager:
         Raises:
             ValidationError: naming each unusable volumeMount's field.
         """
-        return container_mounts(self.root_dir, pod, container)
+        return container_mounts(self.root_dir, pod, container, env)
 
     # ------------------------------------------------------------ reconciler
 

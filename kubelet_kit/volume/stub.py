@@ -6,6 +6,8 @@ import asyncio
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from kubelet_kit.api import Container, Pod
     from kubelet_kit.container import Mount
 
@@ -40,6 +42,8 @@ class StubVolumeManager:
     async def wait_for_unmount(self, pod: Pod, timeout: float) -> None:
         """Returns at once."""
 
-    def container_mounts(self, pod: Pod, container: Container) -> list[Mount]:
+    def container_mounts(
+        self, pod: Pod, container: Container, env: Mapping[str, str] | None = None
+    ) -> list[Mount]:
         """No mounts."""
         return []
