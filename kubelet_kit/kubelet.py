@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from prometheus_client import CollectorRegistry
 
 from kubelet_kit.api import ObjectMeta, Pod, PodSpec, PodStatus
@@ -162,9 +163,13 @@ class Kubelet:
         """Build an agent from a KubeletConfiguration.
 
         Uses staticPodPath (with fileCheckFrequency), staticPodURL (with
-        httpCheckFrequency and staticPodURLHeader), syncFrequency, podLogsDir,
-        maxPods (with device plugins registering under ``<root_dir>/device-plugins``),
-        and the eviction fields (evictionHard, evictionSoft, ...: a
+        httpCheckFrequency and staticPodURLHeader), syncFrequency, podLogsDir, the
+        container manager's fields (cgroupsPerQOS, cgroupRoot, cgroupDriver,
+        enforceNodeAllocatable, the reservations, maxPods, podPidsLimit,
+        cpuManagerPolicy: a :class:`~kubelet_kit.cm.CgroupContainerManager`, with
+        device plugins registering under ``<root_dir>/device-plugins``; when this
+        process cannot make cgroups it warns and runs the pods without them), and
+        the eviction fields (evictionHard, evictionSoft, ...: a
         ThresholdEvictionManager watching this machine's memory, filesystems and
         pids); volumes are mounted by the reconciling VolumeManager under the
         state directory. Keyword ``overrides`` go to the constructor (e.g. ``clock``,
@@ -192,11 +197,22 @@ class Kubelet:
         kubelet = cls(runtime=runtime, sources=sources, **overrides)
         if "container_manager" not in overrides:
             from kubelet_kit.cm.devicemanager import DeviceManager
+            from kubelet_kit.cm.manager import CgroupContainerManager, cgroups_unavailable
 
+            cm_config = config
+            problem = cgroups_unavailable() if config.cgroups_per_qos else None
+            if problem is not None:
+                # The kubelet would refuse to start; an agent on a small box or in
+                # a container still runs its pods, and says what it cannot do.
+                log.warning("cgroupsPerQOS: %s: pods run without pod cgroups, so their "
+                            "resource limits are not enforced", problem)
+                cm_config = attrs.evolve(config, cgroups_per_qos=False)
             # Device plugins register at <root-dir>/device-plugins/kubelet.sock, as
             # with the kubelet (whose root dir is /var/lib/kubelet).
-            kubelet.container_manager = StubContainerManager(
-                max_pods=config.max_pods,
+            kubelet.container_manager = CgroupContainerManager(
+                cm_config,
+                state_dir=kubelet.root_dir,
+                clock=clock,
                 device_manager=DeviceManager(
                     plugins_dir=kubelet.root_dir / "device-plugins", clock=clock
                 ),

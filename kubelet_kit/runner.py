@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 from prometheus_client import CollectorRegistry
 
 from kubelet_kit.errors import ConfigurationError, KubeletKitError, ValidationError
@@ -68,6 +69,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         help="where CNI plugins are (repeatable; default /opt/cni/bin and "
                         "/usr/lib/cni)")
     parser.add_argument("--root-dir", metavar="DIR", help="the agent's state directory")
+    cgroups = parser.add_argument_group("pod cgroups (KubeletConfiguration names in brackets)")
+    cgroups.add_argument("--cgroups-per-qos", type=_flag_bool, metavar="BOOL",
+                         help="make the QoS and pod cgroup hierarchy (needs root; default "
+                              "true) [cgroupsPerQOS]")
+    cgroups.add_argument("--cgroup-root", metavar="PATH",
+                         help="the cgroup the hierarchy goes under (default /) [cgroupRoot]")
+    cgroups.add_argument("--cgroup-driver", choices=("cgroupfs", "systemd"),
+                         help="cgroup naming (default cgroupfs) [cgroupDriver]")
     parser.add_argument("--pod-logs-dir", metavar="DIR", help="where container logs go")
     parser.add_argument("--hostname-override", metavar="NAME", help="this node's name")
     api = parser.add_argument_group("node API (KubeletConfiguration names in brackets)")
@@ -192,6 +201,9 @@ async def run_agent(args: argparse.Namespace) -> int:
     from kubelet_kit.server import KubeletServer
 
     config = load_kubelet_config(args.config) if args.config else KubeletConfiguration()
+    flags = {"cgroups_per_qos": args.cgroups_per_qos, "cgroup_root": args.cgroup_root,
+             "cgroup_driver": args.cgroup_driver}
+    config = attrs.evolve(config, **{k: v for k, v in flags.items() if v is not None})
     if not (args.pod_manifest_path or args.manifest_url or config.static_pod_path
             or config.static_pod_url):
         print("kubelet-kit run: give --pod-manifest-path, --manifest-url or a --config "

@@ -7,17 +7,15 @@ short check periods; every wait is bounded.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hostproc import start_agent, stop_host_pods
 from realtime import wait_until
 
 from kubelet_kit.config import FileSource
@@ -29,14 +27,6 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "pods"
 NODE = "e2e-node"
 
 
-
-
-async def stop_everything(root: Path) -> None:
-    runtime = HostProcessRuntime(root)
-    for container in await runtime.list_containers():
-        await runtime.stop_container(container.id, 0)
-    for sandbox in await runtime.list_pod_sandboxes():
-        await runtime.remove_pod_sandbox(sandbox.id)
 
 
 class Agent:
@@ -90,7 +80,7 @@ async def agent(tmp_path: Path) -> AsyncIterator[Agent]:
     finally:
         if a.task is not None and not a.task.done():
             await a.stop()
-        await stop_everything(a.root / "runtime")
+        await stop_host_pods(a.root / "runtime")
 
 
 def copy_examples(dest: Path, *names: str) -> None:
@@ -197,25 +187,12 @@ def test_kubelet_kit_run_logs_transitions_and_leaves_pods_running_on_sigterm(
     manifests.mkdir()
     copy_examples(manifests, "init")
     root = tmp_path / "state"
-    cmd = [
-        sys.executable, "-m", "kubelet_kit.cli", "run",
-        "--pod-manifest-path", str(manifests), "--root-dir", str(root),
-        "--pod-logs-dir", str(tmp_path / "logs"), "--hostname-override", NODE,
-        "--file-check-frequency", "0.3", "--port", "0", "--healthz-port", "0",
-    ]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    lines: list[str] = []
+    proc = None
     try:
-        assert proc.stderr is not None
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            lines.append(line)
-            if f"pod default/with-init-{NODE}: Running" in line:
-                break
-        else:
-            raise AssertionError("no Running line:\n" + "".join(lines))
+        proc, lines = start_agent(
+            tmp_path, NODE, "--port", "0", "--healthz-port", "0",
+            "--cgroups-per-qos=false",  # the host's cgroups stay as they are
+            until=f"pod default/with-init-{NODE}: Running")
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
         lines.append(err)
@@ -226,9 +203,9 @@ def test_kubelet_kit_run_logs_transitions_and_leaves_pods_running_on_sigterm(
         assert [c.labels[labels.CONTAINER_NAME] for c in running
                 if c.state is ContainerState.RUNNING] == ["app"]
     finally:
-        if proc.poll() is None:
+        if proc is not None and proc.poll() is None:
             proc.kill()
-        asyncio.run(stop_everything(root / "runtime"))
+        asyncio.run(stop_host_pods(root / "runtime"))
 
 
 async def test_the_web_example_becomes_ready_through_its_http_probe(agent: Agent) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hostproc import limited_pod_manifest, pids_with
 from realtime import wait_until
 
 from kubelet_kit.api import Quantity
@@ -38,20 +39,6 @@ def _real_v1() -> bool:
     return os.geteuid() == 0 and all(c in mounts for c in ("cpu", "memory", "cpuset", "pids"))
 
 
-
-
-def _pids_with(token: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if token.encode() in f.read():
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
 
 
 class Node:
@@ -107,25 +94,8 @@ async def node(tmp_path: Path, require_real: Callable[[bool, str], None]) -> Asy
             assert not os.path.exists(mount + n.root)
 
 
-def _manifest(token: str) -> str:
-    return f"""\
-apiVersion: v1
-kind: Pod
-metadata: {{name: limited}}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: busybox
-    command: ["python3", "-c", "import time; time.sleep(600)", "{token}"]
-    resources:
-      requests: {{cpu: 250m, memory: 64Mi}}
-      limits: {{cpu: 500m, memory: 128Mi}}
-"""
-
-
 async def _run_pod(node: Node) -> str:
-    (node.manifests / "limited.yaml").write_text(_manifest(node.token))
+    (node.manifests / "limited.yaml").write_text(limited_pod_manifest(node.token))
     await wait_until(lambda: node.phase("limited") == "Running", what="pod Running")
     return node.cm.pod_cgroup_path(node.pod("limited"))
 
@@ -139,17 +109,17 @@ async def test_pod_cgroup_made_with_limits_and_removed_after_deletion(node: Node
     assert Path(m["memory"] + path, "memory.limit_in_bytes").read_text().strip() == str(
         128 << 20)
     assert Path(m["pids"] + path, "pids.max").read_text().strip() == "64"
-    assert _pids_with(node.token), "the workload is running"
+    assert pids_with(node.token), "the workload is running"
     (node.manifests / "limited.yaml").unlink()
     await wait_until(lambda: not os.path.exists(m["memory"] + path), what="pod cgroup removed")
-    await wait_until(lambda: not _pids_with(node.token), what="workload stopped")
+    await wait_until(lambda: not pids_with(node.token), what="workload stopped")
     for mount in m.values():
         assert not os.path.exists(mount + path)
 
 
 async def test_the_workload_lands_in_its_pod_cgroup(node: Node) -> None:
     path = await _run_pod(node)
-    pids = _pids_with(node.token)
+    pids = pids_with(node.token)
     assert pids
     with open(f"/proc/{pids[0]}/cgroup", encoding="ascii") as f:
         lines = f.read().splitlines()

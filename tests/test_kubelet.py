@@ -10,6 +10,8 @@ import asyncio
 import itertools
 from typing import Any
 
+import pytest
+
 from kubelet_kit.cm import StubContainerManager
 from kubelet_kit.container import (
     ContainerConfig,
@@ -297,3 +299,26 @@ async def test_a_completed_job_is_not_run_again_after_an_agent_restart() -> None
         await env2.wait_for(lambda: runtime.calls_to("remove_pod_sandbox") != [],
                             timeout=30, what="sandbox removed")
         assert await runtime.list_containers() == []
+
+
+def test_from_config_runs_pods_without_cgroups_when_it_cannot_make_them(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from kubelet_kit.api.kubeletconfig import KubeletConfiguration
+    from kubelet_kit.cm import CgroupContainerManager
+    from kubelet_kit.cm import manager as cm_manager
+
+    monkeypatch.setattr(cm_manager, "cgroups_unavailable", lambda: "making cgroups needs root")
+    with caplog.at_level("WARNING", logger="kubelet_kit"):
+        kubelet = Kubelet.from_config(KubeletConfiguration(), node_name="n1",
+                                      root_dir=tmp_path / "state")
+    cm = kubelet.container_manager
+    assert isinstance(cm, CgroupContainerManager) and not cm.config.cgroups_per_qos
+    assert "cgroupsPerQOS: making cgroups needs root: pods run without pod cgroups" in caplog.text
+
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="kubelet_kit"):
+        off = Kubelet.from_config(KubeletConfiguration(cgroups_per_qos=False),
+                                  node_name="n1", root_dir=tmp_path / "state")
+    assert not off.container_manager.config.cgroups_per_qos  # type: ignore[attr-defined]
+    assert "cgroupsPerQOS" not in caplog.text

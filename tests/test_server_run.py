@@ -5,21 +5,17 @@ its HTTPS port (self-signed certificate), healthz and read-only ports, and its
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import signal
 import socket
 import ssl
 import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import aiohttp
 import pytest
-
-from kubelet_kit.runtimes.host import HostProcessRuntime
+from hostproc import start_agent, stop_host_pods
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "pods"
 NODE = "api-node"
@@ -30,14 +26,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-async def stop_everything(root: Path) -> None:
-    runtime = HostProcessRuntime(root)
-    for container in await runtime.list_containers():
-        await runtime.stop_container(container.id, 0)
-    for sandbox in await runtime.list_pod_sandboxes():
-        await runtime.remove_pod_sandbox(sandbox.id)
 
 
 @pytest.fixture
@@ -51,39 +39,24 @@ def agent(tmp_path: Path, require_real: Callable[[bool, str], None]
     (tmp_path / "tokens.csv").write_text(f"{TOKEN},ops,7,admins\n")
     ports = {"port": free_port(), "read_only_port": free_port(), "healthz_port": free_port()}
     root = tmp_path / "state"
-    cmd = [
-        sys.executable, "-m", "kubelet_kit.cli", "run",
-        "--pod-manifest-path", str(manifests), "--root-dir", str(root),
-        "--pod-logs-dir", str(tmp_path / "logs"), "--hostname-override", NODE,
-        "--file-check-frequency", "0.3", "--address", "127.0.0.1",
-        "--port", str(ports["port"]), "--read-only-port", str(ports["read_only_port"]),
-        "--healthz-port", str(ports["healthz_port"]),
-        "--token-auth-file", str(tmp_path / "tokens.csv"),
-    ]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = None
     try:
-        assert proc.stderr is not None
-        deadline = time.monotonic() + 30
-        lines = []
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            lines.append(line)
-            if f"pod default/web-{NODE}: Running" in line:
-                break
-            if proc.poll() is not None:
-                raise AssertionError("the agent exited:\n" + "".join(lines) + proc.stderr.read())
-        else:
-            raise AssertionError("no Running line:\n" + "".join(lines))
+        proc, _ = start_agent(
+            tmp_path, NODE, "--address", "127.0.0.1",
+            "--port", str(ports["port"]), "--read-only-port", str(ports["read_only_port"]),
+            "--healthz-port", str(ports["healthz_port"]),
+            "--token-auth-file", str(tmp_path / "tokens.csv"),
+            "--cgroups-per-qos=false",  # the host's cgroups stay as they are
+            until=f"pod default/web-{NODE}: Running")
         yield ports
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
         assert "Traceback" not in err
     finally:
-        if proc.poll() is None:
+        if proc is not None and proc.poll() is None:
             proc.kill()
-        asyncio.run(stop_everything(root / "runtime"))
+        asyncio.run(stop_host_pods(root / "runtime"))
 
 
 async def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:

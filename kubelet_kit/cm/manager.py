@@ -69,7 +69,12 @@ from kubelet_kit.errors import ConfigurationError
 if TYPE_CHECKING:
     from kubelet_kit.cm.devicemanager import DeviceManager
 
-__all__ = ["CgroupContainerManager", "default_cgroup_driver", "detect_capacity"]
+__all__ = [
+    "CgroupContainerManager",
+    "cgroups_unavailable",
+    "default_cgroup_driver",
+    "detect_capacity",
+]
 
 _REQUIRED: Final = frozenset({"cpu", "memory", "pids"})
 _ENFORCE_VALUES: Final = frozenset({"pods", "none", "system-reserved", "kube-reserved",
@@ -77,6 +82,30 @@ _ENFORCE_VALUES: Final = frozenset({"pods", "none", "system-reserved", "kube-res
                                     "kube-reserved-compressible"})
 # The scheduler's order of checks: pods, cpu, memory, ephemeral storage, the rest.
 _FIRST: Final = ("cpu", "memory", "ephemeral-storage")
+
+
+def cgroups_unavailable() -> str | None:
+    """Why this process cannot make pod cgroups, or None when it can.
+
+    An agent checks before it turns ``cgroupsPerQOS`` on: not root, a read-only
+    ``/sys/fs/cgroup`` (as in most containers), or a v1 hierarchy without the
+    cpu, memory or pids controllers.
+    """
+    if os.geteuid() != 0:
+        return "making cgroups needs root"
+    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        if not os.access("/sys/fs/cgroup", os.W_OK):
+            return "/sys/fs/cgroup is read-only"
+        return None
+    from kubelet_kit.cm.cgroup_v1 import discover_v1_mounts
+
+    mounts = discover_v1_mounts()
+    missing = sorted(_REQUIRED - set(mounts))
+    if missing:
+        return f"no cgroup v1 hierarchy for {', '.join(missing)}"
+    if not all(os.access(mounts[c], os.W_OK) for c in _REQUIRED):
+        return "the cgroup v1 hierarchies are read-only"
+    return None
 
 
 def default_cgroup_driver(clock: Clock | None = None) -> CgroupDriver:

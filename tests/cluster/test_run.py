@@ -53,7 +53,8 @@ async def test_an_agent_from_a_kubelet_configuration_joins_and_reads_configmaps(
     pod["spec"]["volumes"] = [{"name": "cfg", "configMap": {"name": "settings"}}]
     pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "cfg", "mountPath": "/cfg"}]
     standin.put("pods", pod)
-    config = KubeletConfiguration(node_labels={"pool": "edge"})
+    # cgroupsPerQOS off: the host's cgroups stay as they are.
+    config = KubeletConfiguration(node_labels={"pool": "edge"}, cgroups_per_qos=False)
     task = asyncio.create_task(run_cluster_node(
         standin.kubeconfig(), config, taints=[parse_taint("edge:NoSchedule")],
         node_name="node-1", clock=clock, runtime=runtime, root_dir=tmp_path,
