@@ -23,14 +23,14 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 from prometheus_client import CollectorRegistry
 
-from kubelet_kit.api import ObjectMeta, Pod, PodSpec, PodStatus
+from kubelet_kit.api import ObjectMeta, Pod, PodSpec, PodStatus, Service
 from kubelet_kit.api.admission import AdmitResult
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.cm import ContainerManager, StubContainerManager
@@ -98,6 +98,9 @@ class Kubelet:
             Kubelet builds itself register there (default: a new registry).
         config_source: Where ConfigMaps and Secrets referenced by env vars come from
             (the same object the VolumeManager reads volumes from).
+        services: Returns the cluster's Services now, from which containers get
+            the service-link variables (``KUBERNETES_SERVICE_HOST``, ...); cluster
+            mode passes its API server's. None: no such variables.
         host_ip: The node's IP (``status.hostIP``, and the pod IP of host-network
             pods); default the address of the default route's interface.
     """
@@ -122,6 +125,7 @@ class Kubelet:
         on_pod_problem: Callable[[str], None] | None = None,
         registry: CollectorRegistry | None = None,
         config_source: ConfigSource | None = None,
+        services: Callable[[], Iterable[Service]] | None = None,
         host_ip: str | None = None,
     ) -> None:
         self.clock: Clock = clock or RealClock()
@@ -140,6 +144,7 @@ class Kubelet:
         self.eviction_manager: EvictionManager = eviction_manager or StubEvictionManager()
         self.status_manager = status_manager or StatusManager(self.clock)
         self.config_source = config_source
+        self.services = services
         self.host_ip = host_ip
         self.sync_frequency = sync_frequency
         self.housekeeping_period = housekeeping_period
@@ -286,6 +291,7 @@ class Kubelet:
                 pod_cache=self.pleg.cache,
                 events=self.events,
                 config_source=self.config_source,
+                services=self.services,
                 keep_dead=self._wanted,
             )
             # kubelet_pod_worker_duration_seconds, in the agent's registry.

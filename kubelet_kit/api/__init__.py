@@ -71,6 +71,7 @@ from kubelet_kit.api.qos import BEST_EFFORT, BURSTABLE, GUARANTEED, QOSClass, qo
 from kubelet_kit.api.quantity import Quantity
 from kubelet_kit.api.resources import pod_limits, pod_requests
 from kubelet_kit.api.serde import Model, format_time, parse_time
+from kubelet_kit.api.service import Service, ServicePort, ServiceSpec
 from kubelet_kit.api.status import (
     ContainerState,
     ContainerStateRunning,
@@ -136,7 +137,10 @@ __all__ = [
     "SecretProjection",
     "SecretVolumeSource",
     "SecurityContext",
+    "Service",
     "ServiceAccountTokenProjection",
+    "ServicePort",
+    "ServiceSpec",
     "SleepAction",
     "TCPSocketAction",
     "Volume",

@@ -14,17 +14,20 @@ from kubelet_kit.cluster.lease import LEASE_NAMESPACE, LeaseController
 from kubelet_kit.cluster.mirror import MirrorPods, mirror_pod_object
 from kubelet_kit.cluster.node import NodeController, default_labels, status_changed
 from kubelet_kit.cluster.podstatus import KUBELET_POD_CONDITIONS, PodStatusSync, node_status_patch
+from kubelet_kit.cluster.services import APIServices, ServicesNotSyncedError
 
 __all__ = [
     "KUBELET_POD_CONDITIONS",
     "LEASE_NAMESPACE",
     "APIConfigSource",
+    "APIServices",
     "ClusterNode",
     "EventSink",
     "LeaseController",
     "MirrorPods",
     "NodeController",
     "PodStatusSync",
+    "ServicesNotSyncedError",
     "SpamFilter",
     "api_status",
     "connect",

@@ -1,8 +1,9 @@
 """Running an agent in cluster mode: ``python -m kubelet_kit.cluster``.
 
 Builds the Kubelet from a KubeletConfiguration (as ``kubelet-kit run`` does) with
-the API server as one more pod source and ConfigMaps/Secrets read through it,
-and runs a :class:`~kubelet_kit.cluster.ClusterNode` beside it.
+the API server as one more pod source, ConfigMaps/Secrets read through it and its
+Services giving containers their service-link variables, and runs a
+:class:`~kubelet_kit.cluster.ClusterNode` beside it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kubelet_kit.api.kubeletconfig import KubeletConfiguration, load_kubelet_con
 from kubelet_kit.cluster.agent import ClusterNode
 from kubelet_kit.cluster.client import connect
 from kubelet_kit.cluster.configsource import APIConfigSource
+from kubelet_kit.cluster.services import APIServices
 from kubelet_kit.config.apiserver import APIServerSource
 from kubelet_kit.errors import ConfigurationError, KubeletKitError
 
@@ -71,6 +73,7 @@ async def run_cluster_node(
 
     api_client = await connect(kubeconfig, context=context)
     config_source: APIConfigSource | None = None
+    services: APIServices | None = None
     try:
         node_name = kubelet_options.pop("node_name", None) or default_node_name()
         clock = kubelet_options.get("clock")
@@ -78,6 +81,8 @@ async def run_cluster_node(
         kubelet_options["sources"] = [source, *kubelet_options.get("sources", ())]
         if "config_source" not in kubelet_options:
             config_source = kubelet_options["config_source"] = APIConfigSource(api_client)
+        if "services" not in kubelet_options:
+            services = kubelet_options["services"] = APIServices(api_client, clock=clock)
         kubelet = Kubelet.from_config(config, node_name=node_name, **kubelet_options)
         node = ClusterNode(
             kubelet, api_client, labels=config.node_labels, taints=taints,
@@ -85,7 +90,10 @@ async def run_cluster_node(
             node_status_update_frequency=config.seconds("node_status_update_frequency"),
             node_status_report_frequency=config.seconds("node_status_report_frequency"))
         async with kubelet, node:
-            await asyncio.Event().wait()  # until cancelled
+            if services is None:
+                await asyncio.Event().wait()  # until cancelled
+            else:
+                await services.run()  # until cancelled
     finally:
         if config_source is not None:
             await asyncio.to_thread(config_source.close)

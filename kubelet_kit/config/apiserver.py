@@ -31,8 +31,8 @@ from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.config.interfaces import CONFIG_MIRROR_ANNOTATION, SourceSnapshot
 from kubelet_kit.errors import ValidationError
 
-__all__ = ["API_TIMEOUT", "RAW_REQUEST", "APIServerSource", "Backoff", "api_json",
-           "pods_snapshot"]
+__all__ = ["API_TIMEOUT", "RAW_REQUEST", "APIServerSource", "Backoff", "ListWatch",
+           "api_json", "pods_snapshot"]
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +159,130 @@ def pods_snapshot(
     return SourceSnapshot(tuple(pods), tuple(problems))
 
 
+class ListWatch:
+    """One kind of object kept current from the API server, as client-go's reflector
+    keeps it: list once, then watch from the list's resourceVersion with bookmarks,
+    follow every event's resourceVersion, list again on 410 Gone (the version was
+    compacted away), and back off on other errors while the objects last seen stay.
+
+    Args:
+        list_call: The ``CoreV1Api`` method that lists (and, with ``watch``,
+            watches) the objects, e.g. ``"list_service_for_all_namespaces"``.
+        what: How log lines name the objects (``"pod"``, ``"service"``).
+        field_selector: Narrows the objects (``spec.nodeName=<node>``).
+        clock: Time source for the back-off between failed attempts.
+        watch_timeout: Seconds the server keeps one watch open before it is made
+            again from the last resourceVersion (client-go picks 5-10 min).
+        backoff: Delays after failed lists or watches.
+        request_timeout: Seconds one list may take (real time: the client's own).
+
+    Attributes:
+        objects: The objects now, raw (camelCase), by uid.
+        lists: How many times it listed (1 plus each re-list).
+        resource_version: The last resourceVersion seen (list, event or bookmark).
+    """
+
+    def __init__(
+        self,
+        list_call: str,
+        *,
+        what: str,
+        field_selector: str = "",
+        clock: Clock | None = None,
+        watch_timeout: float = 300.0,
+        backoff: Backoff | None = None,
+        request_timeout: float = 60.0,
+    ) -> None:
+        self.list_call = list_call
+        self.what = what
+        self.field_selector = field_selector
+        self._clock = clock or RealClock()
+        self.watch_timeout = watch_timeout
+        self.backoff = backoff or Backoff()
+        self.request_timeout = request_timeout
+        self.objects: dict[str, Mapping[str, Any]] = {}
+        self.lists = 0
+        self.resource_version: str | None = None
+
+    async def _list(self, core: Any) -> None:
+        data = await api_json(getattr(core, self.list_call)(
+            field_selector=self.field_selector, _preload_content=False,
+            _request_timeout=self.request_timeout,
+        ))
+        self.lists += 1
+        self.objects = {
+            str(item["metadata"]["uid"]): item for item in data.get("items") or ()
+        }
+        self.resource_version = str(data["metadata"]["resourceVersion"])
+
+    def _apply(self, event: Mapping[str, Any]) -> bool:
+        """Apply one watch event; True when the objects changed."""
+        kind = event["type"]
+        obj = event["raw_object"]
+        md = obj.get("metadata") or {}
+        if md.get("resourceVersion"):
+            self.resource_version = str(md["resourceVersion"])
+        if kind == "BOOKMARK":
+            return False  # only moves the resourceVersion on
+        uid = str(md.get("uid") or "")
+        if kind in ("ADDED", "MODIFIED"):
+            self.objects[uid] = obj
+            return True
+        if kind == "DELETED":
+            return self.objects.pop(uid, None) is not None
+        log.warning("%s watch: unknown event type %r ignored", self.what, kind)
+        return False
+
+    async def changes(self, api_client: Any) -> AsyncIterator[None]:
+        """List, then watch; yields after the list and after each change (read
+        :attr:`objects` then). Runs until cancelled; errors are logged and retried
+        with back-off, the objects last seen staying as they are."""
+        core = k8s.CoreV1Api(api_client)
+        what = self.what
+        while True:
+            try:
+                if self.resource_version is None:
+                    await self._list(core)
+                    yield None
+                watcher = k8s_watch.Watch()
+                async with watcher:
+                    stream = watcher.stream(
+                        getattr(core, self.list_call),
+                        field_selector=self.field_selector,
+                        resource_version=self.resource_version,
+                        allow_watch_bookmarks=True,
+                        timeout_seconds=max(1, int(self.watch_timeout)),
+                        # Connect within 30 s; a watch silent for longer than its
+                        # server-side timeout is a dead connection.
+                        _request_timeout=(30, self.watch_timeout + 60),
+                    )
+                    async for event in stream:
+                        self.backoff.reset()
+                        if self._apply(event):
+                            yield None
+                # The server closed the watch (its timeout): watch again from
+                # where it ended.
+            except ApiException as exc:
+                if exc.status == 410:
+                    # Compacted away: only a fresh list can tell what changed.
+                    log.info("%s watch: resourceVersion %s is too old (410 Gone); "
+                             "listing again", what, self.resource_version)
+                    self.resource_version = None
+                    continue
+                log.warning("%s list/watch on the API server failed: %s %s",
+                            what, exc.status, exc.reason)
+                await self._clock.sleep(self.backoff.next())
+            except (aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError) as exc:
+                log.warning("%s list/watch on the API server failed: %s",
+                            what, exc or type(exc).__name__)
+                await self._clock.sleep(self.backoff.next())
+            except Exception:
+                # Whatever else goes wrong (a malformed answer), the watch must not
+                # take the agent down: its objects stay, and it tries again.
+                log.exception("%s list/watch on the API server failed", what)
+                await self._clock.sleep(self.backoff.next())
+
+
 class APIServerSource:
     """Pods the scheduler bound to this node, from the API server.
 
@@ -171,10 +295,6 @@ class APIServerSource:
             watches again from the last resourceVersion (client-go picks 5-10 min).
         backoff: Delays after failed lists or watches.
         request_timeout: Seconds one list may take (real time: the client's own).
-
-    Attributes:
-        lists: How many times the source listed (1 plus each re-list).
-        resource_version: The last resourceVersion seen (list, event or bookmark).
     """
 
     name = "api"
@@ -191,98 +311,38 @@ class APIServerSource:
     ) -> None:
         self.api_client = api_client
         self.node_name = node_name
-        self._clock = clock or RealClock()
-        self.watch_timeout = watch_timeout
-        self.backoff = backoff or Backoff()
-        self.request_timeout = request_timeout
-        self.lists = 0
-        self.resource_version: str | None = None
-        self._objects: dict[str, Mapping[str, Any]] = {}
+        self.pods = ListWatch(
+            "list_pod_for_all_namespaces", what="pod",
+            field_selector=f"spec.nodeName={node_name}", clock=clock,
+            watch_timeout=watch_timeout, backoff=backoff, request_timeout=request_timeout,
+        )
         self._cache: dict[tuple[str, str], Pod] = {}
         self._seen_active: set[str] = set()
 
     @property
     def field_selector(self) -> str:
         """The selector the source lists and watches with."""
-        return f"spec.nodeName={self.node_name}"
+        return self.pods.field_selector
 
-    def _snapshot(self) -> SourceSnapshot:
-        return pods_snapshot(self._objects, node_name=self.node_name, cache=self._cache,
-                             seen_active=self._seen_active)
+    @property
+    def lists(self) -> int:
+        """How many times the source listed (1 plus each re-list)."""
+        return self.pods.lists
 
-    async def _list(self, core: Any) -> None:
-        data = await api_json(core.list_pod_for_all_namespaces(
-            field_selector=self.field_selector, _preload_content=False,
-            _request_timeout=self.request_timeout,
-        ))
-        self.lists += 1
-        self._objects = {
-            str(item["metadata"]["uid"]): item for item in data.get("items") or ()
-        }
-        self.resource_version = str(data["metadata"]["resourceVersion"])
+    @property
+    def resource_version(self) -> str | None:
+        """The last resourceVersion seen (list, event or bookmark)."""
+        return self.pods.resource_version
 
-    def _apply(self, event: Mapping[str, Any]) -> bool:
-        """Apply one watch event; True when the pods changed."""
-        kind = event["type"]
-        obj = event["raw_object"]
-        md = obj.get("metadata") or {}
-        if md.get("resourceVersion"):
-            self.resource_version = str(md["resourceVersion"])
-        if kind == "BOOKMARK":
-            return False  # only moves the resourceVersion on
-        uid = str(md.get("uid") or "")
-        if kind in ("ADDED", "MODIFIED"):
-            self._objects[uid] = obj
-            return True
-        if kind == "DELETED":
-            return self._objects.pop(uid, None) is not None
-        log.warning("pod watch: unknown event type %r ignored", kind)
-        return False
+    @property
+    def backoff(self) -> Backoff:
+        """Delays after failed lists or watches."""
+        return self.pods.backoff
 
     async def snapshots(self) -> AsyncIterator[SourceSnapshot]:
         """List, then watch, yielding the full set of this node's pods after the
         list and after each change. Runs until cancelled; errors are logged and
         retried with back-off, the last pods staying as they are."""
-        core = k8s.CoreV1Api(self.api_client)
-        while True:
-            try:
-                if self.resource_version is None:
-                    await self._list(core)
-                    yield self._snapshot()
-                watcher = k8s_watch.Watch()
-                async with watcher:
-                    stream = watcher.stream(
-                        core.list_pod_for_all_namespaces,
-                        field_selector=self.field_selector,
-                        resource_version=self.resource_version,
-                        allow_watch_bookmarks=True,
-                        timeout_seconds=max(1, int(self.watch_timeout)),
-                        # Connect within 30 s; a watch silent for longer than its
-                        # server-side timeout is a dead connection.
-                        _request_timeout=(30, self.watch_timeout + 60),
-                    )
-                    async for event in stream:
-                        self.backoff.reset()
-                        if self._apply(event):
-                            yield self._snapshot()
-                # The server closed the watch (its timeout): watch again from
-                # where it ended.
-            except ApiException as exc:
-                if exc.status == 410:
-                    # Compacted away: only a fresh list can tell what changed.
-                    log.info("pod watch: resourceVersion %s is too old (410 Gone); "
-                             "listing again", self.resource_version)
-                    self.resource_version = None
-                    continue
-                log.warning("pod list/watch on the API server failed: %s %s",
-                            exc.status, exc.reason)
-                await self._clock.sleep(self.backoff.next())
-            except (aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError) as exc:
-                log.warning("pod list/watch on the API server failed: %s",
-                            exc or type(exc).__name__)
-                await self._clock.sleep(self.backoff.next())
-            except Exception:
-                # Whatever else goes wrong (a malformed answer), the source must not
-                # take the agent down: its pods stay, and it tries again.
-                log.exception("pod list/watch on the API server failed")
-                await self._clock.sleep(self.backoff.next())
+        async for _ in self.pods.changes(self.api_client):
+            yield pods_snapshot(self.pods.objects, node_name=self.node_name,
+                                cache=self._cache, seen_active=self._seen_active)

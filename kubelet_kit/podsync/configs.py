@@ -13,10 +13,9 @@ made by a kubelet-kit agent are recognised by a kubelet and the other way round:
   ``resourceFieldRef``) and ConfigMap/Secret sources;
 * :func:`container_hash`: the value of ``io.kubernetes.container.hash``;
 * :func:`container_info_from_labels`: read a container's identity back from its
-  labels and annotations (adoption after an agent restart).
-
-Service links (``enableServiceLinks``) are not produced: an agent without an API
-server has no Services to describe.
+  labels and annotations (adoption after an agent restart);
+* :func:`service_env`: the service-link variables (``KUBERNETES_SERVICE_HOST``,
+  ...) from the services an agent knows (in cluster mode, the API server's).
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from kubelet_kit.api import (
     Pod,
     Quantity,
     ResourceFieldSelector,
+    Service,
 )
 from kubelet_kit.api.expand import expand, expand_all, mapping_for
 from kubelet_kit.container import labels as kl
@@ -75,6 +75,7 @@ __all__ = [
     "sandbox_annotations",
     "sandbox_config",
     "sandbox_labels",
+    "service_env",
 ]
 
 #: The waiting reason for a container whose config could not be built.
@@ -603,6 +604,7 @@ def resolve_env(
     host_ips: Sequence[str] | None = None,
     config_source: ConfigSource | None = None,
     allocatable: Mapping[str, Quantity] | None = None,
+    services: Iterable[Service] = (),
 ) -> list[KeyValue]:
     """The container's environment, as the kubelet computes it.
 
@@ -628,6 +630,9 @@ def resolve_env(
         config_source: Looks up ConfigMaps and Secrets; without it every such
             reference counts as missing.
         allocatable: The node's allocatable resources (for limits not set).
+        services: The cluster's services, for the service-link variables
+            (:func:`service_env`); they come after the container's own variables,
+            which ``$(VAR)`` sees first and which win over them.
 
     Returns:
         The variables, in order.
@@ -680,7 +685,8 @@ def resolve_env(
             if _valid_env_name(full):
                 env[full] = value
 
-    resolve_var = mapping_for(env)
+    links = service_env(pod, services)
+    resolve_var = mapping_for(env, links)
     for index, var in enumerate(container.env):
         field_path = f"env[{index}]"
         value_from = var.value_from
@@ -718,7 +724,62 @@ def resolve_env(
             env[var.name] = data[ref.key]
         else:
             env[var.name] = ""
-    return [KeyValue(k, v) for k, v in env.items()]
+    return [
+        *(KeyValue(k, v) for k, v in env.items()),
+        *(KeyValue(k, v) for k, v in links.items() if k not in env),
+    ]
+
+
+#: Services whose variables every pod gets (from the default namespace), even with
+#: ``enableServiceLinks: false``: how a pod finds its API server.
+MASTER_SERVICES: Final = frozenset({"kubernetes"})
+MASTER_SERVICE_NAMESPACE: Final = "default"
+
+
+def service_env(pod: Pod, services: Iterable[Service]) -> dict[str, str]:
+    """The service-link variables the kubelet gives ``pod``'s containers.
+
+    The ``kubernetes`` service of the default namespace always; with
+    ``enableServiceLinks`` (the default) also every service of the pod's own
+    namespace, which wins over a master service of the same name. Services
+    without a cluster IP (headless) give none. Per service ``NAME`` (upper case,
+    ``-`` as ``_``): ``NAME_SERVICE_HOST``, ``NAME_SERVICE_PORT`` (first port),
+    ``NAME_SERVICE_PORT_<PORTNAME>`` per named port, and the Docker-link forms
+    ``NAME_PORT`` (first port), ``NAME_PORT_<port>_<PROTO>`` with ``_PROTO``,
+    ``_PORT`` and ``_ADDR`` (``getServiceEnvVarMap`` and ``envvars.FromServices``).
+    """
+    chosen: dict[str, Service] = {}
+    for service in services:
+        if not service.has_cluster_ip or not service.spec.ports:
+            continue
+        meta = service.metadata
+        if meta.namespace == MASTER_SERVICE_NAMESPACE and meta.name in MASTER_SERVICES:
+            chosen.setdefault(meta.name, service)
+        elif meta.namespace == pod.namespace and pod.spec.enable_service_links:
+            chosen[meta.name] = service
+    env: dict[str, str] = {}
+    for service in chosen.values():
+        prefix = service.metadata.name.upper().replace("-", "_")
+        ip = service.spec.cluster_ip
+        ports = service.spec.ports
+        env[f"{prefix}_SERVICE_HOST"] = ip
+        env[f"{prefix}_SERVICE_PORT"] = str(ports[0].port)
+        for port in ports:
+            if port.name:
+                env[f"{prefix}_SERVICE_PORT_{port.name.upper().replace('-', '_')}"] = str(
+                    port.port)
+        host = f"[{ip}]" if ":" in ip else ip  # net.JoinHostPort
+        for i, port in enumerate(ports):
+            proto = (port.protocol or "TCP").upper()
+            url = f"{proto.lower()}://{host}:{port.port}"
+            if i == 0:
+                env[f"{prefix}_PORT"] = url
+            base = f"{prefix}_PORT_{port.port}_{proto}"
+            env[base] = url
+            env[f"{base}_PROTO"] = proto.lower()
+            env[f"{base}_PORT"] = str(port.port)
+            env[f"{base}_ADDR"] = ip
+    return env
 
 
 # ---------------------------------------------------------------- label readers

@@ -41,7 +41,7 @@ import functools
 import logging
 import os
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -89,7 +89,7 @@ from kubelet_kit.volume.sources import ConfigSource
 from kubelet_kit.volume.stub import StubVolumeManager
 
 if TYPE_CHECKING:
-    from kubelet_kit.api import Container, Pod, PodStatus
+    from kubelet_kit.api import Container, Pod, PodStatus, Service
     from kubelet_kit.cm.interfaces import ContainerManager
     from kubelet_kit.prober.interfaces import ProbeManager
     from kubelet_kit.volume.interfaces import VolumeManager
@@ -291,6 +291,8 @@ class RuntimePodSyncer:
             completed job completed, instead of running it again.
         config_source: ConfigMap/Secret lookup for env vars (see
             :func:`kubelet_kit.podsync.configs.resolve_env`).
+        services: The cluster's Services now, for the service-link variables
+            (:func:`kubelet_kit.podsync.configs.service_env`); None: none.
         resolv_conf: The node's resolver config for sandbox DNS; read from
             ``/etc/resolv.conf`` when needed if None.
         cluster_dns: Cluster DNS server IPs.
@@ -322,6 +324,7 @@ class RuntimePodSyncer:
         events: EventRecorder | None = None,
         keep_dead: Callable[[Pod], bool] | None = None,
         config_source: ConfigSource | None = None,
+        services: Callable[[], Iterable[Service]] | None = None,
         resolv_conf: DNSConfig | None = None,
         cluster_dns: Sequence[str] = (),
         cluster_domain: str = "",
@@ -352,6 +355,7 @@ class RuntimePodSyncer:
         self.images = image_puller
         self.hooks = hook_runner if hook_runner is not None else HandlerRunner(runtime, clock)
         self.config_source = config_source
+        self.services = services
         self.keep_dead = keep_dead
         self.resolv_conf = resolv_conf
         self.cluster_dns = tuple(cluster_dns)
@@ -946,6 +950,7 @@ class _Starter:
                 pod_ips=self.pod_ips,
                 host_ips=(s.host_ip,) if s.host_ip else (),
                 config_source=s.config_source,
+                services=s.services() if s.services is not None else (),
                 allocatable=s.container_manager.node_allocatable(),
             )
             # A ConfigSource may block (files, an API server): look it up off the loop.

@@ -56,6 +56,7 @@ _KINDS = {
     "events": ("Event", True),
     "configmaps": ("ConfigMap", True),
     "secrets": ("Secret", True),
+    "services": ("Service", True),
 }
 
 

@@ -53,6 +53,9 @@ async def test_an_agent_from_a_kubelet_configuration_joins_and_reads_configmaps(
     pod["spec"]["volumes"] = [{"name": "cfg", "configMap": {"name": "settings"}}]
     pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "cfg", "mountPath": "/cfg"}]
     standin.put("pods", pod)
+    standin.put("services", {"metadata": {"name": "kubernetes", "namespace": "default"},
+                             "spec": {"clusterIP": "10.96.0.1",
+                                      "ports": [{"name": "https", "port": 443}]}})
     # cgroupsPerQOS off: the host's cgroups stay as they are.
     config = KubeletConfiguration(node_labels={"pool": "edge"}, cgroups_per_qos=False)
     task = asyncio.create_task(run_cluster_node(
@@ -75,6 +78,11 @@ async def test_an_agent_from_a_kubelet_configuration_joins_and_reads_configmaps(
         uid = standin.get("pods", "default", "web")["metadata"]["uid"]  # type: ignore[index]
         written = tmp_path / "pods" / uid / "volumes" / "kubernetes.io~configmap" / "cfg" / "mode"
         assert written.read_text() == "fast"
+        # The API server's services give the container its service-link variables.
+        (created,) = runtime.calls_to("create_container")
+        env = {kv.key: kv.value for kv in created.args[1].envs}
+        assert (env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]) == (
+            "10.96.0.1", "443")
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
