@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -70,6 +71,23 @@ def default_root_dir() -> Path:
         return Path("/var/lib/kubelet-kit")
     base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
     return Path(base) / "kubelet-kit"
+
+
+def _pod_cgroup_stats(cm: ContainerManager) -> dict[str, Any]:
+    """HostStatsProvider's cgroup arguments for a container manager that makes pod
+    cgroups on this machine (none otherwise)."""
+    from kubelet_kit.cm.manager import CgroupContainerManager, memory_hierarchy
+
+    if not isinstance(cm, CgroupContainerManager) or not cm.config.cgroups_per_qos:
+        return {}
+    memory = memory_hierarchy()
+    if memory is None:
+        return {}
+    return {
+        "memory_cgroup_root": memory,
+        "pods_cgroup": memory + cm.kubepods_path(),
+        "pod_cgroup": lambda pod: memory + cm.pod_cgroup_path(pod),
+    }
 
 
 class Kubelet:
@@ -176,8 +194,9 @@ class Kubelet:
         process cannot make cgroups it warns and runs the pods without them), and
         the eviction fields (evictionHard, evictionSoft, ...: a
         ThresholdEvictionManager watching this machine's memory, filesystems and
-        pids); volumes are mounted by the reconciling VolumeManager under the
-        state directory. Keyword ``overrides`` go to the constructor (e.g. ``clock``,
+        pids, and measuring each pod by its cgroup, containers and disk volumes);
+        volumes are mounted by the reconciling VolumeManager under the state
+        directory. Keyword ``overrides`` go to the constructor (e.g. ``clock``,
         ``node_name``, ``root_dir``, extra ``sources``, any manager).
         """
         clock = overrides.get("clock") or RealClock()
@@ -235,9 +254,18 @@ class Kubelet:
         if "eviction_manager" not in overrides:
             from kubelet_kit.eviction.host_stats import HostStatsProvider
             from kubelet_kit.eviction.manager import ThresholdEvictionManager
+            from kubelet_kit.volume.plugins import ephemeral_volume_dirs
 
             kubelet.eviction_manager = ThresholdEvictionManager(
-                stats=HostStatsProvider(root_dir=kubelet.root_dir, clock=clock),
+                stats=HostStatsProvider(
+                    root_dir=kubelet.root_dir,
+                    clock=clock,
+                    # Pods are measured (and ranked for eviction) by their cgroups
+                    # when the agent makes them, their containers and their volumes.
+                    runtime=kubelet.runtime,
+                    pod_volume_dirs=functools.partial(ephemeral_volume_dirs, kubelet.root_dir),
+                    **_pod_cgroup_stats(kubelet.container_manager),
+                ),
                 runtime=kubelet.runtime,
                 clock=clock,
                 config=config,

@@ -322,3 +322,57 @@ def test_from_config_runs_pods_without_cgroups_when_it_cannot_make_them(
                                   node_name="n1", root_dir=tmp_path / "state")
     assert not off.container_manager.config.cgroups_per_qos  # type: ignore[attr-defined]
     assert "cgroupsPerQOS" not in caplog.text
+
+
+async def test_from_config_measures_pods_for_eviction_by_their_disk_volumes(
+    tmp_path: Any,
+) -> None:
+    from kubelet_kit.api import load_pod
+    from kubelet_kit.api.kubeletconfig import KubeletConfiguration
+    from kubelet_kit.eviction.manager import ThresholdEvictionManager
+    from kubelet_kit.testing import FakeRuntime
+
+    root = tmp_path / "state"
+    kubelet = Kubelet.from_config(KubeletConfiguration(cgroups_per_qos=False), node_name="n1",
+                                  root_dir=root, runtime=FakeRuntime())
+    pod = load_pod({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "p", "uid": "u1"},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}],
+                             "volumes": [{"name": "scratch", "emptyDir": {}},
+                                         {"name": "ram", "emptyDir": {"medium": "Memory"}},
+                                         {"name": "host", "hostPath": {"path": "/"}}]}})
+    scratch = root / "pods/u1/volumes/kubernetes.io~empty-dir/scratch"
+    scratch.mkdir(parents=True)
+    (scratch / "blob").write_bytes(b"x" * (256 << 10))
+    eviction = kubelet.eviction_manager
+    assert isinstance(eviction, ThresholdEvictionManager)
+    (usage,) = (await eviction.stats.summary([pod])).pods
+    # The emptyDir on disk counts; the host's own files and memory-backed volumes do not.
+    assert set(usage.volumes) == {"scratch"}
+    assert usage.volumes["scratch"].used_bytes >= 256 << 10
+
+
+def test_from_config_measures_pods_by_their_cgroups_when_it_makes_them(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubelet_kit.api.kubeletconfig import KubeletConfiguration
+    from kubelet_kit.cm import manager as cm_manager
+    from kubelet_kit.eviction.host_stats import HostStatsProvider
+    from kubelet_kit.eviction.manager import ThresholdEvictionManager
+    from kubelet_kit.testing import FakeRuntime
+
+    monkeypatch.setattr(cm_manager, "cgroups_unavailable", lambda: None)
+    monkeypatch.setattr(cm_manager, "memory_hierarchy", lambda: "/mem")
+    kubelet = Kubelet.from_config(KubeletConfiguration(cgroup_root="/edge"), node_name="n1",
+                                  root_dir=tmp_path / "state", runtime=FakeRuntime())
+    eviction = kubelet.eviction_manager
+    assert isinstance(eviction, ThresholdEvictionManager)
+    stats = eviction.stats
+    assert isinstance(stats, HostStatsProvider)
+    assert str(stats.pods_cgroup) == "/mem/edge/kubepods"
+    assert str(stats.memory_cgroup_root) == "/mem"
+    from kubelet_kit.api import load_pod
+
+    pod = load_pod(manifest("p", command="sleep 1"))
+    cgroup = stats.pod_cgroup(pod) if stats.pod_cgroup is not None else None
+    assert cgroup is not None and cgroup.startswith("/mem/edge/kubepods/")

@@ -74,6 +74,7 @@ __all__ = [
     "cgroups_unavailable",
     "default_cgroup_driver",
     "detect_capacity",
+    "memory_hierarchy",
 ]
 
 _REQUIRED: Final = frozenset({"cpu", "memory", "pids"})
@@ -106,6 +107,17 @@ def cgroups_unavailable() -> str | None:
     if not all(os.access(mounts[c], os.W_OK) for c in _REQUIRED):
         return "the cgroup v1 hierarchies are read-only"
     return None
+
+
+def memory_hierarchy() -> str | None:
+    """Where this machine's memory cgroups are: ``/sys/fs/cgroup`` (unified), the
+    v1 memory controller's mount, or None without one. A cgroup ``/a/b`` is then
+    the directory ``memory_hierarchy() + "/a/b"``."""
+    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        return "/sys/fs/cgroup"
+    from kubelet_kit.cm.cgroup_v1 import discover_v1_mounts
+
+    return discover_v1_mounts(("memory",)).get("memory")
 
 
 def default_cgroup_driver(clock: Clock | None = None) -> CgroupDriver:

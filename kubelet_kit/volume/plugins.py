@@ -72,6 +72,7 @@ __all__ = [
     "config_map_payload",
     "downward_api_payload",
     "empty_dir_memory_size",
+    "ephemeral_volume_dirs",
     "host_file_type",
     "plugin_dir_name",
     "plugin_name",
@@ -147,6 +148,22 @@ def volume_path(root_dir: Path, pod: Pod, volume: Volume) -> Path:
         assert volume.host_path is not None
         return Path(volume.host_path.path)
     return root_dir / "pods" / pod.uid / "volumes" / plugin_dir_name(plugin) / volume.name
+
+
+def ephemeral_volume_dirs(root_dir: Path, pod: Pod) -> dict[str, str]:
+    """The host directories of ``pod``'s volumes that use the node's disk under
+    ``root_dir``, by volume name: what counts toward the pod's ephemeral storage
+    (emptyDir on disk, configMap, downwardAPI). hostPath (the host's own files),
+    memory-backed volumes and unsupported kinds are left out."""
+    dirs: dict[str, str] = {}
+    for volume in pod.spec.volumes:
+        if volume.host_path is not None or uses_tmpfs(volume):
+            continue
+        try:
+            dirs[volume.name] = str(volume_path(root_dir, pod, volume))
+        except PodSyncError:
+            continue  # a kind no plugin serves: it was never set up either
+    return dirs
 
 
 def uses_tmpfs(volume: Volume) -> bool:
