@@ -221,3 +221,27 @@ async def test_failed_allocate_waits_and_is_retried(plugins_dir: Path) -> None:
         plugin.stop()
         if task is not None:
             await asyncio.wait_for(task, 10)
+
+
+async def test_a_plugin_whose_socket_the_agent_cleared_serves_again_and_registers(
+    plugins_dir: Path,
+) -> None:
+    """A plugin that came up first loses its socket when the agent starts and clears
+    the directory (as the kubelet does): its registration fails at once as
+    unreachable, not after the dial timeout, and its next check serves again."""
+    clock = FakeClock()
+    plugin = example.WidgetPlugin(1, plugins_dir=plugins_dir, clock=clock)
+    await plugin.serve()
+    dm = DeviceManager(plugins_dir=plugins_dir, clock=clock)
+    await dm.start()
+    task: asyncio.Task[None] | None = None
+    try:
+        with pytest.raises(ConnectionError, match="no such socket"):
+            await asyncio.wait_for(plugin.register(), 5)
+        task = asyncio.create_task(plugin.run())
+        await step_until(clock, lambda: dm.capacity().get(RES) == 1, "registered again")
+    finally:
+        plugin.stop()
+        if task is not None:
+            await asyncio.wait_for(task, 10)
+        await dm.stop()

@@ -74,9 +74,9 @@ from kubelet_kit.cm.devicemanager.logic import (
 from kubelet_kit.cm.devicemanager.metrics import DeviceManagerMetrics
 from kubelet_kit.cm.interfaces import ContainerRunOptions
 from kubelet_kit.container import Device, KeyValue, Mount
-from kubelet_kit.errors import ConfigurationError, PodSyncError
+from kubelet_kit.errors import ConfigurationError, KubeletKitError, PodSyncError
 
-__all__ = ["DeviceManager", "PluginInfo"]
+__all__ = ["DeviceManager", "PluginInfo", "PluginUnreachableError"]
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,13 @@ class DeviceManager:
 
     async def register(self, request: Any) -> str | None:
         """Handle a RegisterRequest: returns the refusal message, or None once the
-        plugin is connected and its stream followed. Used by the Registration service."""
+        plugin is connected and its stream followed. Used by the Registration service.
+
+        Raises:
+            PluginUnreachableError: the plugin's socket is missing or does not
+                answer (the plugin may try again: it was, for example, removed
+                when this manager started and cleared the directory).
+        """
         self.metrics.registrations.labels(request.resource_name).inc()
         if request.version not in SUPPORTED_VERSIONS:
             return (f"requested API version {request.version!r} is not supported by kubelet. "
@@ -267,12 +273,16 @@ class DeviceManager:
         if not endpoint or "/" in endpoint:
             return f"the endpoint {endpoint!r} is not a file name in {self.plugins_dir}"
         ep = _Endpoint(resource, str(self.plugins_dir / endpoint), request.options)
+        if not os.path.exists(ep.path):
+            # Fail at once: dialling a missing socket would wait out the timeout.
+            raise PluginUnreachableError(f"failed to dial device plugin {ep.path}: no such socket")
         channel = grpc.aio.insecure_channel(f"unix://{ep.path}")
         try:
             await asyncio.wait_for(channel.channel_ready(), _CONNECT_TIMEOUT)
         except (TimeoutError, grpc.aio.AioRpcError) as exc:
             await channel.close()
-            return f"failed to dial device plugin {ep.path}: {exc or 'timed out'}"
+            raise PluginUnreachableError(
+                f"failed to dial device plugin {ep.path}: {exc or 'timed out'}") from None
         ep.channel = channel
         ep.stub = pb_grpc.DevicePluginStub(channel)
         old = self._endpoints.get(resource)
@@ -608,6 +618,10 @@ def _annotations(values: Mapping[str, str]) -> dict[str, str]:
     return {k: values[k] for k in sorted(values)}
 
 
+class PluginUnreachableError(KubeletKitError):
+    """A registering device plugin's socket is missing or does not answer."""
+
+
 class _Registration:
     """The Registration service (one RPC) over a DeviceManager."""
 
@@ -615,9 +629,14 @@ class _Registration:
         self._manager = manager
 
     async def Register(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        """Register a plugin, or fail the call with the reason (code UNKNOWN, as a
-        Go error returned from a handler)."""
-        refusal = await self._manager.register(request)
+        """Register a plugin, or fail the call with the reason: code UNKNOWN (as a
+        Go error returned from a handler) for a refused request, UNAVAILABLE when
+        the plugin could not be reached (it may register again)."""
+        try:
+            refusal = await self._manager.register(request)
+        except PluginUnreachableError as exc:
+            log.info("device manager: registration of %s failed: %s", request.resource_name, exc)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         if refusal is not None:
             log.info("device manager: registration of %s refused: %s",
                      request.resource_name, refusal)
