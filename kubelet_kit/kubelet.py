@@ -41,6 +41,7 @@ from kubelet_kit.container.pods import get_pods
 from kubelet_kit.errors import ContainerRuntimeError
 from kubelet_kit.eviction import EvictionManager, StubEvictionManager
 from kubelet_kit.pleg import PLEG, PodLifecycleEventType
+from kubelet_kit.podsync.gc import CONTAINER_GC_PERIOD, collect_dead_containers
 from kubelet_kit.podsync.syncer import EventLog, RuntimePodSyncer
 from kubelet_kit.podworkers import PodWorkers, UpdateType, WorkerPhase
 from kubelet_kit.prober import ProbeKind, ProbeManager, ProbeResult, ReferenceProbeManager
@@ -116,6 +117,9 @@ class Kubelet:
             Kubelet builds itself register there (default: a new registry).
         config_source: Where ConfigMaps and Secrets referenced by env vars come from
             (the same object the VolumeManager reads volumes from).
+        container_gc_period: Seconds between collections of the dead containers
+            and sandboxes beyond the newest per pod and container name
+            (:mod:`kubelet_kit.podsync.gc`; the kubelet's one minute).
         services: Returns the cluster's Services now, from which containers get
             the service-link variables (``KUBERNETES_SERVICE_HOST``, ...); cluster
             mode passes its API server's. None: no such variables.
@@ -140,6 +144,7 @@ class Kubelet:
         pod_logs_dir: str | os.PathLike[str] | None = None,
         sync_frequency: float = 60.0,
         housekeeping_period: float = HOUSEKEEPING_PERIOD,
+        container_gc_period: float = CONTAINER_GC_PERIOD,
         on_pod_problem: Callable[[str], None] | None = None,
         registry: CollectorRegistry | None = None,
         config_source: ConfigSource | None = None,
@@ -166,6 +171,8 @@ class Kubelet:
         self.host_ip = host_ip
         self.sync_frequency = sync_frequency
         self.housekeeping_period = housekeeping_period
+        self.container_gc_period = container_gc_period
+        self._last_container_gc: float | None = None
         self.pod_config = PodConfig(*self.sources, clock=self.clock, on_problem=on_pod_problem)
         self._pods: dict[str, Pod] = {}
         self._rejected: set[str] = set()
@@ -564,7 +571,8 @@ class Kubelet:
 
     async def housekeeping(self) -> None:
         """One round: stop runtime pods no source wants (once every source has
-        spoken), and forget finished workers of pods that are gone."""
+        spoken), forget finished workers of pods that are gone, and, every
+        ``container_gc_period``, collect dead containers and sandboxes."""
         workers = self.workers
         if self.pod_config.sources_ready():
             for runtime_pod in await get_pods(self.runtime):
@@ -582,6 +590,11 @@ class Kubelet:
             await self.container_manager.remove_orphaned_pod_cgroups(known)
         if self._syncer is not None:
             self._syncer.gc()
+        now = self.clock.monotonic()
+        if (self._last_container_gc is None
+                or now - self._last_container_gc >= self.container_gc_period):
+            self._last_container_gc = now
+            await collect_dead_containers(self.runtime)
 
     async def _log_transitions(self) -> None:
         last: dict[str, str] = {}

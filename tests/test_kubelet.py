@@ -189,7 +189,8 @@ async def test_the_readme_policy_example() -> None:
 async def test_crash_loop_restarts_follow_the_kubelets_back_off_timeline() -> None:
     """The first restart comes at the next PLEG relist (1 s); then the back-off
     doubles from 10 s: starts at 0, 1, 11, 31, 71, 151 s."""
-    async with KubeletEnv() as env:
+    # Container GC off: every start is read back from the runtime's containers.
+    async with KubeletEnv(container_gc_period=float("inf")) as env:
         env.add_pod(manifest("crasher", command="exit 1"))
         await env.sleep(200)
         containers = await env.runtime.list_containers()
