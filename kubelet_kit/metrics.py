@@ -40,7 +40,9 @@ from kubelet_kit.container.interfaces import (
     ContainerStats,
     ContainerStatus,
     ExecResult,
+    FilesystemUsage,
     Image,
+    ImageFsReporter,
     ImageSpec,
     LinuxContainerResources,
     PodSandbox,
@@ -332,6 +334,13 @@ class InstrumentedRuntime:
     async def remove_image(self, image: ImageSpec) -> None:
         """Forwarded (``remove_image``)."""
         await self._record("remove_image", self.inner.remove_image(image))
+
+    async def image_fs_info(self) -> list[FilesystemUsage]:
+        """Forwarded (``image_fs_info``) when the runtime reports its image
+        filesystem (:class:`~kubelet_kit.container.ImageFsReporter`); else empty."""
+        if not isinstance(self.inner, ImageFsReporter):
+            return []
+        return await self._record("image_fs_info", self.inner.image_fs_info())
 
     def get_container_events(self) -> AsyncIterator[ContainerEvent]:
         """Forwarded; the stream itself is counted once, as ``get_container_events``,

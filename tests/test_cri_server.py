@@ -68,6 +68,7 @@ RPC_TO_RUNTIME: dict[str, str] = {
     "ImageStatus": "image_status",
     "ListImages": "list_images",
     "RemoveImage": "remove_image",
+    "ImageFsInfo": "image_fs_info",
 }
 
 #: Served by the server from other Runtime methods, but never sent by the client
@@ -94,7 +95,6 @@ ALLOW_LIST: dict[str, str] = {
     "StreamPodSandboxMetrics": "no pod metrics in the Runtime protocol",
     "RuntimeConfig": "no cgroup driver report in the Runtime protocol",
     "UpdatePodSandboxResources": "no pod-level resources in the Runtime protocol",
-    "ImageFsInfo": "no filesystem stats in the Runtime protocol",
 }
 
 
@@ -251,6 +251,7 @@ async def _exercise_every_method(
     await rt.stop_pod_sandbox(sb)
     await rt.remove_pod_sandbox(sb)
     await rt.remove_image(ImageSpec("busybox"))
+    await rt.image_fs_info()
     await asyncio.wait_for(first, 10)
     await events.aclose()  # type: ignore[attr-defined]
 
@@ -393,7 +394,7 @@ async def test_events_unimplemented_when_the_runtime_has_none(sock_dir: Path) ->
 async def test_unserved_rpcs_answer_unimplemented_naming_themselves(
     rt: CRIRuntime, rpc: str
 ) -> None:
-    service = "RuntimeService" if rpc != "ImageFsInfo" else "ImageService"
+    service = "RuntimeService"
     method = pb.DESCRIPTOR.services_by_name[service].methods_by_name[rpc]
     stub = rt.image_stub if service == "ImageService" else rt.runtime_stub
     request = getattr(pb, method.input_type.name)()

@@ -265,3 +265,32 @@ def test_fake_stats_inject_error_names_the_method() -> None:
     fake = FakeStatsProvider()
     with pytest.raises(ValueError, match="no method 'stats'"):
         fake.inject_error("stats", RuntimeError("x"))
+
+
+async def test_imagefs_is_where_the_runtime_keeps_its_images(tmp_path: Path) -> None:
+    import os
+    import tempfile
+
+    from kubelet_kit.eviction.host_stats import fs_stats
+    from kubelet_kit.testing import FakeRuntime
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("needs /dev/shm on a filesystem of its own")
+    images = Path(tempfile.mkdtemp(dir=shm))
+    try:
+        proc = fake_proc(tmp_path / "proc")
+        runtime = FakeRuntime(image_fs=str(images))
+        provider = HostStatsProvider(root_dir=tmp_path, runtime=runtime, proc=proc)
+        summary = await provider.summary([])
+        assert summary.dedicated_image_fs
+        assert summary.imagefs.capacity_bytes == fs_stats(images).capacity_bytes
+        # An image_dir given explicitly wins over the runtime's answer.
+        given = HostStatsProvider(root_dir=tmp_path, image_dir=tmp_path, runtime=runtime,
+                                  proc=proc)
+        assert not (await given.summary([])).dedicated_image_fs
+        # A runtime that cannot tell leaves the state directory's filesystem.
+        silent = HostStatsProvider(root_dir=tmp_path, runtime=FakeRuntime(), proc=proc)
+        assert not (await silent.summary([])).dedicated_image_fs
+    finally:
+        images.rmdir()

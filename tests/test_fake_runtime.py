@@ -19,6 +19,7 @@ from kubelet_kit.container import (
     ContainerFilter,
     ContainerMetadata,
     ContainerState,
+    ImageFsReporter,
     ImageSpec,
     KeyValue,
     LinuxContainerResources,
@@ -119,9 +120,12 @@ def test_testing_all_is_honest() -> None:
         assert getattr(testing, name) is not None
 
 
-def test_runtime_methods_list_matches_the_protocol() -> None:
+def test_runtime_methods_list_matches_the_protocols() -> None:
     protocol_methods = {
-        name for name in vars(Runtime) if not name.startswith("_") and callable(vars(Runtime)[name])
+        name
+        for protocol in (Runtime, ImageFsReporter)
+        for name in vars(protocol)
+        if not name.startswith("_") and callable(vars(protocol)[name])
     }
     assert protocol_methods == RUNTIME_METHODS
 

@@ -30,7 +30,9 @@ __all__ = [
     "DNSConfig",
     "Device",
     "ExecResult",
+    "FilesystemUsage",
     "Image",
+    "ImageFsReporter",
     "ImageSpec",
     "KeyValue",
     "LinuxContainerResources",
@@ -442,6 +444,17 @@ class Image:
     pinned: bool = False
 
 
+@attrs.frozen
+class FilesystemUsage:
+    """One filesystem a runtime keeps images (or writable layers) on (CRI
+    ``FilesystemUsage``): its mount point and what the runtime's data uses of it."""
+
+    mountpoint: str
+    used_bytes: int | None = None
+    inodes_used: int | None = None
+    timestamp: float = 0.0
+
+
 # -------------------------------------------------------------------- runtime info
 
 
@@ -589,3 +602,16 @@ class Runtime(Protocol):
     def get_container_events(self) -> AsyncIterator[ContainerEvent]:
         """Stream of container events. Optional: a runtime without one raises
         UnimplementedError when iteration starts. Single consumer per call."""
+
+
+@runtime_checkable
+class ImageFsReporter(Protocol):
+    """A runtime that says where it keeps its images (CRI ``ImageFsInfo``).
+
+    Optional, beside :class:`Runtime`: the kubelet measures its image filesystem
+    (the ``imagefs.*`` eviction signals, image garbage collection) where the runtime
+    says; without this, the agent's own state directory stands in for it.
+    """
+
+    async def image_fs_info(self) -> list[FilesystemUsage]:
+        """The filesystems holding images; empty when the runtime cannot tell."""

@@ -35,6 +35,7 @@ from kubelet_kit.container.interfaces import (
     Device,
     DNSConfig,
     ExecResult,
+    FilesystemUsage,
     Image,
     ImageSpec,
     KeyValue,
@@ -783,6 +784,27 @@ def image_from_pb(msg: Message) -> Image:
         repo_digests=tuple(msg.repo_digests),
         size=int(msg.size),
         pinned=msg.pinned,
+    )
+
+
+def filesystem_usage_to_pb(usage: FilesystemUsage) -> Message:
+    """A :class:`FilesystemUsage` as ``runtime.v1.FilesystemUsage``."""
+    msg = pb.FilesystemUsage(timestamp=seconds_to_ns(usage.timestamp),
+                             fs_id=pb.FilesystemIdentifier(mountpoint=usage.mountpoint))
+    if usage.used_bytes is not None:
+        msg.used_bytes.value = usage.used_bytes
+    if usage.inodes_used is not None:
+        msg.inodes_used.value = usage.inodes_used
+    return msg
+
+
+def filesystem_usage_from_pb(msg: Message) -> FilesystemUsage:
+    """A ``runtime.v1.FilesystemUsage`` as :class:`FilesystemUsage` (unset counts: None)."""
+    return FilesystemUsage(
+        mountpoint=msg.fs_id.mountpoint,
+        used_bytes=int(msg.used_bytes.value) if msg.HasField("used_bytes") else None,
+        inodes_used=int(msg.inodes_used.value) if msg.HasField("inodes_used") else None,
+        timestamp=ns_to_seconds(msg.timestamp),
     )
 
 

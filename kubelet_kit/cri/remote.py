@@ -47,6 +47,7 @@ from kubelet_kit.container.interfaces import (
     ContainerStats,
     ContainerStatus,
     ExecResult,
+    FilesystemUsage,
     Image,
     ImageSpec,
     LinuxContainerResources,
@@ -563,6 +564,12 @@ class CRIRuntime:
             target=image.image, retry=True,
         )
         return convert.image_from_pb(resp.image) if resp.HasField("image") else None
+
+    async def image_fs_info(self) -> list[FilesystemUsage]:
+        """The filesystems the runtime keeps images on (ImageFsInfo). Retried on
+        UNAVAILABLE."""
+        resp = await self._call("image", "ImageFsInfo", pb.ImageFsInfoRequest(), retry=True)
+        return [convert.filesystem_usage_from_pb(u) for u in resp.image_filesystems]
 
     async def list_images(self) -> list[Image]:
         """Every image the runtime holds. Retried on UNAVAILABLE."""

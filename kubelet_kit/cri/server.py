@@ -28,11 +28,16 @@ import grpc
 import grpc.aio
 
 from kubelet_kit.clock import Clock, RealClock
-from kubelet_kit.container.interfaces import ContainerFilter, PodSandboxFilter, Runtime
+from kubelet_kit.container.interfaces import (
+    ContainerFilter,
+    ImageFsReporter,
+    PodSandboxFilter,
+    Runtime,
+)
 from kubelet_kit.cri import convert
 from kubelet_kit.cri.errors import to_status
 from kubelet_kit.cri.gen import api_pb2 as pb
-from kubelet_kit.errors import ConfigurationError, NotFoundError
+from kubelet_kit.errors import ConfigurationError, NotFoundError, UnimplementedError
 
 __all__ = ["SERVED_RPCS", "UNSERVED_RPCS", "CRIServer"]
 
@@ -53,7 +58,6 @@ UNSERVED_RPCS: dict[str, str] = {
     "StreamPodSandboxMetrics": "no pod metrics in the Runtime protocol",
     "RuntimeConfig": "no cgroup driver report in the Runtime protocol",
     "UpdatePodSandboxResources": "no pod-level resources in the Runtime protocol",
-    "ImageFsInfo": "no filesystem stats in the Runtime protocol",
 }
 
 #: The CRI version string answered in VersionResponse.version.
@@ -260,6 +264,14 @@ class _Servicer:
         )
         ref = await self.rt.pull_image(convert.image_spec_from_pb(req.image), sandbox)
         return pb.PullImageResponse(image_ref=ref)
+
+    async def ImageFsInfo(self, req: Any) -> Any:
+        if not isinstance(self.rt, ImageFsReporter):
+            raise UnimplementedError(
+                "ImageFsInfo: the runtime does not report its image filesystem")
+        usage = await self.rt.image_fs_info()
+        return pb.ImageFsInfoResponse(
+            image_filesystems=[convert.filesystem_usage_to_pb(u) for u in usage])
 
     async def RemoveImage(self, req: Any) -> Any:
         await self.rt.remove_image(convert.image_spec_from_pb(req.image))

@@ -50,7 +50,12 @@ import attrs
 
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.container import labels
-from kubelet_kit.container.interfaces import ContainerFilter, PodSandboxFilter, Runtime
+from kubelet_kit.container.interfaces import (
+    ContainerFilter,
+    ImageFsReporter,
+    PodSandboxFilter,
+    Runtime,
+)
 from kubelet_kit.errors import ContainerRuntimeError
 from kubelet_kit.eviction.stats import (
     ContainerUsage,
@@ -172,8 +177,9 @@ class HostStatsProvider:
 
     Args:
         root_dir: The kubelet's root directory; its filesystem is nodefs.
-        image_dir: Where images and writable layers live (imagefs); ``root_dir``
-            when None.
+        image_dir: Where images and writable layers live (imagefs); when None,
+            where the runtime says (:class:`~kubelet_kit.container.ImageFsReporter`,
+            such as a CRI runtime), else ``root_dir``.
         runtime: Gives containers' writable layers and logs, and pods' usage when
             no cgroup is known. Without one, pods are measured from cgroups and
             volumes only.
@@ -203,6 +209,8 @@ class HostStatsProvider:
     ) -> None:
         self.root_dir = Path(root_dir)
         self.image_dir = Path(image_dir) if image_dir is not None else self.root_dir
+        # Without a given image_dir, a runtime that says where its images are wins.
+        self._image_dir_given = image_dir is not None
         self.runtime = runtime
         self.pod_cgroup = pod_cgroup
         self.pods_cgroup = Path(pods_cgroup) if pods_cgroup is not None else None
@@ -214,7 +222,15 @@ class HostStatsProvider:
     async def summary(self, pods: Sequence[Pod]) -> NodeSummary:
         """Measure the node and ``pods``. Raises OSError when procfs or the
         filesystems cannot be read."""
-        node = await asyncio.to_thread(self._node)
+        image_dir = self.image_dir
+        if not self._image_dir_given and isinstance(self.runtime, ImageFsReporter):
+            try:
+                filesystems = await self.runtime.image_fs_info()
+            except ContainerRuntimeError:
+                filesystems = []
+            if filesystems and os.path.isdir(filesystems[0].mountpoint):
+                image_dir = Path(filesystems[0].mountpoint)
+        node = await asyncio.to_thread(self._node, image_dir)
         usages = []
         for pod in pods:
             usage = await self._pod(pod)
@@ -224,7 +240,7 @@ class HostStatsProvider:
 
     # -- node ------------------------------------------------------------------
 
-    def _node(self) -> NodeSummary:
+    def _node(self, image_dir: Path) -> NodeSummary:
         meminfo = read_meminfo(self.proc / "meminfo")
         total = meminfo.get("MemTotal", 0)
         root = cgroup_memory_working_set(self.memory_cgroup_root)
@@ -242,8 +258,8 @@ class HostStatsProvider:
                     available_bytes=max(0, limit - pods[0]), working_set_bytes=pods[0]
                 )
         nodefs = fs_stats(self.root_dir)
-        imagefs = fs_stats(self.image_dir)
-        dedicated = os.stat(self.root_dir).st_dev != os.stat(self.image_dir).st_dev
+        imagefs = fs_stats(image_dir)
+        dedicated = os.stat(self.root_dir).st_dev != os.stat(image_dir).st_dev
         max_pid = _read_int(self.proc / "sys/kernel/pid_max")
         threads_max = _read_int(self.proc / "sys/kernel/threads-max")
         if max_pid is not None and threads_max is not None:

@@ -56,6 +56,7 @@ from kubelet_kit.container.interfaces import (
     ContainerStats,
     ContainerStatus,
     ExecResult,
+    FilesystemUsage,
     Image,
     ImageSpec,
     LinuxContainerResources,
@@ -99,7 +100,8 @@ __all__ = [
     "normalize_image_ref",
 ]
 
-#: Every method of the Runtime protocol; the names latency and faults accept.
+#: Every method of the Runtime protocol, and ``image_fs_info`` of the optional
+#: ImageFsReporter; the names latency and faults accept.
 RUNTIME_METHODS: frozenset[str] = frozenset(
     {
         "version",
@@ -124,6 +126,7 @@ RUNTIME_METHODS: frozenset[str] = frozenset(
         "image_status",
         "list_images",
         "remove_image",
+        "image_fs_info",
         "get_container_events",
     }
 )
@@ -836,6 +839,8 @@ class FakeRuntime:
         images: Image references the registry knows *and* the node already holds.
         pull_latency: Clock seconds every successful or failed pull takes, on top of
             the ``pull_image`` latency.
+        image_fs: A directory standing for the filesystem the images are on, which
+            :meth:`image_fs_info` reports (with the present images' sizes as used).
     """
 
     def __init__(
@@ -846,11 +851,13 @@ class FakeRuntime:
         events: bool = False,
         images: Iterable[str] = (),
         pull_latency: float = 0.0,
+        image_fs: str | None = None,
     ) -> None:
         self.clock: Clock = clock if clock is not None else FakeClock()
         self.calls: list[Call] = []
         self.dropped_events = 0
         self.pull_latency = pull_latency
+        self.image_fs = image_fs
         self._default_latency = 0.0
         self._latency: dict[str, float] = {}
         if isinstance(latency, Mapping):
@@ -1521,6 +1528,16 @@ class FakeRuntime:
         await self._enter("list_images", ())
         return [self._registry[ref] for ref in sorted(self._present)]
 
+    async def image_fs_info(self) -> list[FilesystemUsage]:
+        """The image filesystem given as ``image_fs`` (a directory of the test's),
+        using the present images' sizes; empty without one."""
+        await self._enter("image_fs_info", ())
+        if self.image_fs is None:
+            return []
+        used = sum(self._registry[ref].size for ref in self._present)
+        return [FilesystemUsage(self.image_fs, used_bytes=used,
+                                inodes_used=len(self._present), timestamp=self.clock.now())]
+
     async def remove_image(self, image: ImageSpec) -> None:
         """Remove an image from the node (the registry still knows it). Idempotent."""
         await self._enter("remove_image", (image,))
@@ -1859,6 +1876,7 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "remove_pod_sandbox": ("pod_sandbox_id",),
     "pod_sandbox_status": ("pod_sandbox_id",),
     "list_pod_sandboxes": ("filter",),
+    "image_fs_info": (),
     "create_container": ("pod_sandbox_id", "config", "sandbox_config"),
     "start_container": ("container_id",),
     "stop_container": ("container_id", "timeout"),

@@ -80,6 +80,17 @@ async def test_images_imported_from_the_oci_tar_are_listed(cri: CRIRuntime) -> N
     assert await cri.image_status(ImageSpec("kubelet-kit.test/absent:1")) is None
 
 
+async def test_image_filesystem_is_under_containerds_root(
+    cri: CRIRuntime, containerd: Containerd
+) -> None:
+    (fs,) = await cri.image_fs_info()
+    # The snapshotter's directory under containerd's root. (containerd measures its
+    # usage in the background, so the bytes may still read 0 just after start.)
+    assert fs.mountpoint.startswith(f"{containerd.root}/io.containerd.snapshotter.")
+    assert fs.used_bytes is not None and fs.used_bytes >= 0
+    assert fs.timestamp > 0
+
+
 async def test_unknown_image_fails_as_image_pull_error(cri: CRIRuntime) -> None:
     ref = "kubelet-kit.test/nothing-here:1"
     with pytest.raises(ImagePullError, match=re.escape(f"PullImage {ref}")):
