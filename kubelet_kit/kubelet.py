@@ -42,6 +42,7 @@ from kubelet_kit.errors import ContainerRuntimeError
 from kubelet_kit.eviction import EvictionManager, StubEvictionManager
 from kubelet_kit.pleg import PLEG, PodLifecycleEventType
 from kubelet_kit.podsync.gc import CONTAINER_GC_PERIOD, collect_dead_containers
+from kubelet_kit.podsync.imagegc import IMAGE_GC_PERIOD, ImageGCError, ImageGCManager
 from kubelet_kit.podsync.syncer import EventLog, RuntimePodSyncer
 from kubelet_kit.podworkers import PodWorkers, UpdateType, WorkerPhase
 from kubelet_kit.prober import ProbeKind, ProbeManager, ProbeResult, ReferenceProbeManager
@@ -72,6 +73,14 @@ def default_root_dir() -> Path:
         return Path("/var/lib/kubelet-kit")
     base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
     return Path(base) / "kubelet-kit"
+
+
+async def _image_fs_usage(runtime: Runtime, root_dir: Path) -> tuple[int, int]:
+    """``(capacity, available)`` bytes of the filesystem the runtime keeps images on."""
+    from kubelet_kit.eviction.host_stats import fs_stats, image_fs_dir
+
+    stats = fs_stats(await image_fs_dir(runtime, root_dir))
+    return stats.capacity_bytes or 0, stats.available_bytes or 0
 
 
 def _pod_cgroup_stats(cm: ContainerManager) -> dict[str, Any]:
@@ -120,6 +129,11 @@ class Kubelet:
         container_gc_period: Seconds between collections of the dead containers
             and sandboxes beyond the newest per pod and container name
             (:mod:`kubelet_kit.podsync.gc`; the kubelet's one minute).
+        image_gc: Removes unused images when the image filesystem fills
+            (:mod:`kubelet_kit.podsync.imagegc`); ``from_config`` makes one from
+            the imageGC fields. None: images are never removed.
+        image_gc_period: Seconds between image collections (the kubelet's five
+            minutes); images are first noted at the first housekeeping.
         services: Returns the cluster's Services now, from which containers get
             the service-link variables (``KUBERNETES_SERVICE_HOST``, ...); cluster
             mode passes its API server's. None: no such variables.
@@ -145,6 +159,8 @@ class Kubelet:
         sync_frequency: float = 60.0,
         housekeeping_period: float = HOUSEKEEPING_PERIOD,
         container_gc_period: float = CONTAINER_GC_PERIOD,
+        image_gc: ImageGCManager | None = None,
+        image_gc_period: float = IMAGE_GC_PERIOD,
         on_pod_problem: Callable[[str], None] | None = None,
         registry: CollectorRegistry | None = None,
         config_source: ConfigSource | None = None,
@@ -173,6 +189,9 @@ class Kubelet:
         self.housekeeping_period = housekeeping_period
         self.container_gc_period = container_gc_period
         self._last_container_gc: float | None = None
+        self.image_gc = image_gc
+        self.image_gc_period = image_gc_period
+        self._last_image_gc: float | None = None
         self.pod_config = PodConfig(*self.sources, clock=self.clock, on_problem=on_pod_problem)
         self._pods: dict[str, Pod] = {}
         self._rejected: set[str] = set()
@@ -201,10 +220,13 @@ class Kubelet:
         process cannot make cgroups it warns and runs the pods without them), and
         the eviction fields (evictionHard, evictionSoft, ...: a
         ThresholdEvictionManager watching this machine's memory, filesystems and
-        pids, and measuring each pod by its cgroup, containers and disk volumes);
-        volumes are mounted by the reconciling VolumeManager under the state
-        directory. Keyword ``overrides`` go to the constructor (e.g. ``clock``,
-        ``node_name``, ``root_dir``, extra ``sources``, any manager).
+        pids, and measuring each pod by its cgroup, containers and disk volumes),
+        the image GC fields (imageGCHigh/LowThresholdPercent, imageMinimumGCAge:
+        an :class:`~kubelet_kit.podsync.imagegc.ImageGCManager` on the filesystem
+        the runtime keeps its images on); volumes are mounted by the reconciling
+        VolumeManager under the state directory. Keyword ``overrides`` go to the
+        constructor (e.g. ``clock``, ``node_name``, ``root_dir``, extra
+        ``sources``, any manager).
         """
         clock = overrides.get("clock") or RealClock()
         overrides["clock"] = clock
@@ -257,6 +279,15 @@ class Kubelet:
                 clock=clock,
                 registry=kubelet.registry,
                 node_allocatable=kubelet.container_manager.node_allocatable(),
+            )
+        if "image_gc" not in overrides:
+            kubelet.image_gc = ImageGCManager(
+                kubelet.runtime,
+                functools.partial(_image_fs_usage, kubelet.runtime, kubelet.root_dir),
+                clock=clock,
+                high_threshold_percent=config.image_gc_high_threshold_percent,
+                low_threshold_percent=config.image_gc_low_threshold_percent,
+                minimum_age=config.seconds("image_minimum_gc_age"),
             )
         if "eviction_manager" not in overrides:
             from kubelet_kit.eviction.host_stats import HostStatsProvider
@@ -595,6 +626,16 @@ class Kubelet:
                 or now - self._last_container_gc >= self.container_gc_period):
             self._last_container_gc = now
             await collect_dead_containers(self.runtime)
+        if self.image_gc is not None:
+            if self._last_image_gc is None:
+                self._last_image_gc = now
+                await self.image_gc.detect_images()  # first-seen times start now
+            elif now - self._last_image_gc >= self.image_gc_period:
+                self._last_image_gc = now
+                try:
+                    await self.image_gc.garbage_collect()
+                except ImageGCError as exc:
+                    log.warning("image garbage collection failed: %s", exc)
 
     async def _log_transitions(self) -> None:
         last: dict[str, str] = {}

@@ -74,6 +74,7 @@ __all__ = [
     "cgroup_memory_working_set",
     "directory_usage",
     "fs_stats",
+    "image_fs_dir",
     "read_meminfo",
 ]
 
@@ -172,6 +173,20 @@ def directory_usage(path: str | os.PathLike[str]) -> VolumeUsage:
     return VolumeUsage(used_bytes=used, inodes_used=inodes)
 
 
+async def image_fs_dir(runtime: Runtime | None, fallback: Path) -> Path:
+    """Where ``runtime`` keeps its images (its first image filesystem, when it is an
+    :class:`~kubelet_kit.container.ImageFsReporter` and the directory exists here),
+    else ``fallback``. A runtime error also gives ``fallback``."""
+    if isinstance(runtime, ImageFsReporter):
+        try:
+            filesystems = await runtime.image_fs_info()
+        except ContainerRuntimeError:
+            filesystems = []
+        if filesystems and os.path.isdir(filesystems[0].mountpoint):
+            return Path(filesystems[0].mountpoint)
+    return fallback
+
+
 class HostStatsProvider:
     """A :class:`~kubelet_kit.eviction.StatsProvider` reading this machine.
 
@@ -223,13 +238,8 @@ class HostStatsProvider:
         """Measure the node and ``pods``. Raises OSError when procfs or the
         filesystems cannot be read."""
         image_dir = self.image_dir
-        if not self._image_dir_given and isinstance(self.runtime, ImageFsReporter):
-            try:
-                filesystems = await self.runtime.image_fs_info()
-            except ContainerRuntimeError:
-                filesystems = []
-            if filesystems and os.path.isdir(filesystems[0].mountpoint):
-                image_dir = Path(filesystems[0].mountpoint)
+        if not self._image_dir_given:
+            image_dir = await image_fs_dir(self.runtime, self.image_dir)
         node = await asyncio.to_thread(self._node, image_dir)
         usages = []
         for pod in pods:

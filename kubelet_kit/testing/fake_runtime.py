@@ -1019,11 +1019,14 @@ class FakeRuntime:
         """Number of open event streams."""
         return sum(1 for s in self._streams if not s.closed)
 
-    def add_image(self, ref: str, *, present: bool = False, size: int = 1_048_576) -> Image:
+    def add_image(
+        self, ref: str, *, present: bool = False, size: int = 1_048_576, pinned: bool = False
+    ) -> Image:
         """Teach the registry ``ref`` (so pulling it succeeds); ``present`` also puts
-        it on the node. Returns the image."""
+        it on the node; ``pinned`` marks it as one image GC must keep (a sandbox
+        image). Returns the image."""
         norm = normalize_image_ref(ref)
-        image = Image(id=_image_id(norm), repo_tags=(norm,), size=size)
+        image = Image(id=_image_id(norm), repo_tags=(norm,), size=size, pinned=pinned)
         self._registry[norm] = image
         self._pull_failures.pop(norm, None)
         if present:
