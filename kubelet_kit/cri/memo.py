@@ -37,8 +37,9 @@ __all__ = ["DEFAULT_MEMO_SIZE", "ConversionMemo", "encoded_key", "listed_key"]
 
 T = TypeVar("T")
 
-#: Values kept per memo: a busy node's containers with room to spare.
-DEFAULT_MEMO_SIZE = 4096
+#: Values kept per memo: a full node's containers (110 pods of a few each) with
+#: room for their changes, in a few megabytes.
+DEFAULT_MEMO_SIZE = 1024
 
 
 def encoded_key(message: Any) -> Hashable:
