@@ -144,6 +144,21 @@ async def test_pods_ps_images_version(pod: tuple[str, FakeRuntime, str, str]) ->
     assert "RuntimeName:  fake" in out.getvalue()
 
 
+async def test_imagefsinfo(pod: tuple[str, FakeRuntime, str, str], sock_dir: Path) -> None:
+    endpoint, fake, _, _ = pod
+    fake.image_fs = str(sock_dir)
+    out = io.StringIO()
+    assert await run(parse("-r", endpoint, "imagefsinfo"), out) == 0
+    header, row = out.getvalue().splitlines()
+    assert header.split() == ["MOUNTPOINT", "USED", "INODES"]
+    assert row.split() == [str(sock_dir), "1.05MB", "1"]  # busybox: 1 MiB in the fake
+    out = io.StringIO()
+    assert await run(parse("-r", endpoint, "imagefsinfo", "-o", "json"), out) == 0
+    (fs,) = json.loads(out.getvalue())
+    assert (fs["mountpoint"], fs["used_bytes"], fs["inodes_used"]) == (
+        str(sock_dir), 1 << 20, 1)
+
+
 async def test_inspect_exec_logs(pod: tuple[str, FakeRuntime, str, str]) -> None:
     endpoint, _, sb, cid = pod
     out = io.StringIO()

@@ -1,6 +1,6 @@
 """``kubelet-kit cri``: a small crictl for any CRI endpoint.
 
-Subcommands: ``pods``, ``ps``, ``images``, ``inspect``, ``logs``, ``exec``,
+Subcommands: ``pods``, ``ps``, ``images``, ``imagefsinfo``, ``inspect``, ``logs``, ``exec``,
 ``version``; tables are aligned like crictl's, ``-o json`` prints JSON instead.
 The command-line owner wires it in with :func:`register`::
 
@@ -30,6 +30,7 @@ from kubelet_kit.container.interfaces import (
     ContainerFilter,
     ContainerInfo,
     ContainerState,
+    FilesystemUsage,
     Image,
     ImageSpec,
     PodSandbox,
@@ -135,6 +136,15 @@ def images_table(images: Sequence[Image]) -> str:
     return format_table(["IMAGE", "TAG", "IMAGE ID", "SIZE"], rows)
 
 
+def imagefs_table(filesystems: Sequence[FilesystemUsage]) -> str:
+    """The ``imagefsinfo`` table: where the runtime keeps images, and what they use."""
+    rows = [[fs.mountpoint,
+             _human_size(fs.used_bytes) if fs.used_bytes is not None else "-",
+             str(fs.inodes_used) if fs.inodes_used is not None else "-"]
+            for fs in filesystems]
+    return format_table(["MOUNTPOINT", "USED", "INODES"], rows)
+
+
 def to_jsonable(value: Any) -> Any:
     """attrs values, enums, mappings and sequences as plain JSON data."""
     if attrs.has(type(value)):
@@ -209,6 +219,12 @@ async def _images(rt: CRIRuntime, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+async def _imagefsinfo(rt: CRIRuntime, args: argparse.Namespace, out: TextIO) -> int:
+    filesystems = await rt.image_fs_info()
+    _emit(args, imagefs_table(filesystems), filesystems, out)
+    return 0
+
+
 async def _inspect(rt: CRIRuntime, args: argparse.Namespace, out: TextIO) -> int:
     target: Any
     try:
@@ -263,7 +279,8 @@ async def _version(rt: CRIRuntime, args: argparse.Namespace, out: TextIO) -> int
 
 
 _COMMANDS = {
-    "pods": _pods, "ps": _ps, "images": _images, "inspect": _inspect,
+    "pods": _pods, "ps": _ps, "images": _images, "imagefsinfo": _imagefsinfo,
+    "inspect": _inspect,
     "logs": _logs, "exec": _exec, "version": _version,
 }
 
@@ -315,6 +332,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     ps.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
 
     images = sub.add_parser("images", help="list images")
+    imagefs = sub.add_parser("imagefsinfo", help="where the runtime keeps its images")
 
     inspect = sub.add_parser("inspect", help="status of a container, pod or image as JSON")
     inspect.add_argument("id")
@@ -329,7 +347,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     ex.add_argument("cmd", nargs=argparse.REMAINDER)
 
     version = sub.add_parser("version", help="runtime name and version")
-    for child in (pods, ps, images, version):
+    for child in (pods, ps, images, imagefs, version):
         child.add_argument("-o", "--output", choices=["table", "json"], default=argparse.SUPPRESS)
     parser.set_defaults(func=_main)
     return parser
