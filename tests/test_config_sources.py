@@ -262,3 +262,9 @@ def test_http_source_parses_pod_lists() -> None:
     snap = HTTPSource("http://example.invalid/x").parse(body)
     assert [p.metadata.name for p in snap.pods] == ["a", "b"]
     assert len({p.metadata.uid for p in snap.pods}) == 2
+
+
+def test_sources_with_the_same_name_are_refused_with_the_fix() -> None:
+    with pytest.raises(ValueError, match=r"distinct names, got \['api', 'api'\].*"
+                                         r"ProgrammaticSource\('local'\)"):
+        PodConfig(ProgrammaticSource(), ProgrammaticSource())

@@ -38,7 +38,10 @@ class PodConfig:
     ) -> None:
         names = [s.name for s in sources]
         if len(set(names)) != len(names):
-            raise ValueError(f"pod sources need distinct names, got {names}")
+            raise ValueError(
+                f"pod sources need distinct names, got {names}: the API server's source "
+                "and ProgrammaticSource are both 'api' by default; name one of them "
+                "otherwise, e.g. ProgrammaticSource('local')")
         self.sources = list(sources)
         self._clock = clock or RealClock()
         self._storage = PodStorage()
