@@ -43,6 +43,7 @@ from kubelet_kit.eviction import EvictionManager, StubEvictionManager
 from kubelet_kit.pleg import PLEG, PodLifecycleEventType
 from kubelet_kit.podsync.gc import CONTAINER_GC_PERIOD, collect_dead_containers
 from kubelet_kit.podsync.imagegc import IMAGE_GC_PERIOD, ImageGCError, ImageGCManager
+from kubelet_kit.podsync.logrotate import LOG_MONITOR_PERIOD, ContainerLogManager
 from kubelet_kit.podsync.syncer import EventLog, RuntimePodSyncer
 from kubelet_kit.podworkers import PodWorkers, UpdateType, WorkerPhase
 from kubelet_kit.prober import ProbeKind, ProbeManager, ProbeResult, ReferenceProbeManager
@@ -134,6 +135,9 @@ class Kubelet:
             the imageGC fields. None: images are never removed.
         image_gc_period: Seconds between image collections (the kubelet's five
             minutes); images are first noted at the first housekeeping.
+        container_log_manager: Rotates containers' logs every 10 seconds
+            (:mod:`kubelet_kit.podsync.logrotate`); ``from_config`` makes one from
+            containerLogMaxSize and containerLogMaxFiles. None: no rotation.
         services: Returns the cluster's Services now, from which containers get
             the service-link variables (``KUBERNETES_SERVICE_HOST``, ...); cluster
             mode passes its API server's. None: no such variables.
@@ -161,6 +165,7 @@ class Kubelet:
         container_gc_period: float = CONTAINER_GC_PERIOD,
         image_gc: ImageGCManager | None = None,
         image_gc_period: float = IMAGE_GC_PERIOD,
+        container_log_manager: ContainerLogManager | None = None,
         on_pod_problem: Callable[[str], None] | None = None,
         registry: CollectorRegistry | None = None,
         config_source: ConfigSource | None = None,
@@ -192,6 +197,8 @@ class Kubelet:
         self.image_gc = image_gc
         self.image_gc_period = image_gc_period
         self._last_image_gc: float | None = None
+        self.container_log_manager = container_log_manager
+        self._last_log_rotation: float | None = None
         self.pod_config = PodConfig(*self.sources, clock=self.clock, on_problem=on_pod_problem)
         self._pods: dict[str, Pod] = {}
         self._rejected: set[str] = set()
@@ -221,7 +228,8 @@ class Kubelet:
         the eviction fields (evictionHard, evictionSoft, ...: a
         ThresholdEvictionManager watching this machine's memory, filesystems and
         pids, and measuring each pod by its cgroup, containers and disk volumes),
-        the image GC fields (imageGCHigh/LowThresholdPercent, imageMinimumGCAge:
+        containerLogMaxSize and containerLogMaxFiles (log rotation), the image GC
+        fields (imageGCHigh/LowThresholdPercent, imageMinimumGCAge:
         an :class:`~kubelet_kit.podsync.imagegc.ImageGCManager` on the filesystem
         the runtime keeps its images on); volumes are mounted by the reconciling
         VolumeManager under the state directory. Keyword ``overrides`` go to the
@@ -280,6 +288,18 @@ class Kubelet:
                 registry=kubelet.registry,
                 node_allocatable=kubelet.container_manager.node_allocatable(),
             )
+        if "container_log_manager" not in overrides:
+            from kubelet_kit.api import Quantity
+            from kubelet_kit.errors import ConfigurationError, QuantityError
+
+            try:
+                max_size = Quantity.parse(config.container_log_max_size).value()
+            except QuantityError as exc:
+                raise ConfigurationError(
+                    f"containerLogMaxSize: {config.container_log_max_size!r}: {exc}") from None
+            kubelet.container_log_manager = ContainerLogManager(
+                kubelet.runtime, max_size=max_size,
+                max_files=config.container_log_max_files, clock=clock)
         if "image_gc" not in overrides:
             kubelet.image_gc = ImageGCManager(
                 kubelet.runtime,
@@ -626,6 +646,11 @@ class Kubelet:
                 or now - self._last_container_gc >= self.container_gc_period):
             self._last_container_gc = now
             await collect_dead_containers(self.runtime)
+        if self.container_log_manager is not None and (
+                self._last_log_rotation is None
+                or now - self._last_log_rotation >= LOG_MONITOR_PERIOD):
+            self._last_log_rotation = now
+            await self.container_log_manager.rotate_logs()
         if self.image_gc is not None:
             if self._last_image_gc is None:
                 self._last_image_gc = now

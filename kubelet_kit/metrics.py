@@ -45,6 +45,7 @@ from kubelet_kit.container.interfaces import (
     ImageFsReporter,
     ImageSpec,
     LinuxContainerResources,
+    LogReopener,
     PodSandbox,
     PodSandboxConfig,
     PodSandboxFilter,
@@ -55,6 +56,7 @@ from kubelet_kit.container.interfaces import (
     RuntimeStatus,
     VersionInfo,
 )
+from kubelet_kit.errors import UnimplementedError
 
 if TYPE_CHECKING:
     from kubelet_kit.api import Pod
@@ -334,6 +336,19 @@ class InstrumentedRuntime:
     async def remove_image(self, image: ImageSpec) -> None:
         """Forwarded (``remove_image``)."""
         await self._record("remove_image", self.inner.remove_image(image))
+
+    async def reopen_container_log(self, container_id: str) -> None:
+        """Forwarded (``reopen_container_log``) when the runtime can reopen logs
+        (:class:`~kubelet_kit.container.LogReopener`).
+
+        Raises:
+            UnimplementedError: it cannot.
+        """
+        if not isinstance(self.inner, LogReopener):
+            raise UnimplementedError(
+                f"reopen_container_log: {type(self.inner).__name__} cannot reopen logs")
+        await self._record("reopen_container_log",
+                           self.inner.reopen_container_log(container_id))
 
     async def image_fs_info(self) -> list[FilesystemUsage]:
         """Forwarded (``image_fs_info``) when the runtime reports its image

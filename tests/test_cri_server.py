@@ -69,6 +69,7 @@ RPC_TO_RUNTIME: dict[str, str] = {
     "ListImages": "list_images",
     "RemoveImage": "remove_image",
     "ImageFsInfo": "image_fs_info",
+    "ReopenContainerLog": "reopen_container_log",
 }
 
 #: Served by the server from other Runtime methods, but never sent by the client
@@ -88,7 +89,6 @@ ALLOW_LIST: dict[str, str] = {
     "Exec": "needs an HTTP streaming server",
     "Attach": "needs an HTTP streaming server",
     "PortForward": "needs an HTTP streaming server",
-    "ReopenContainerLog": "no log rotation in the Runtime protocol",
     "CheckpointContainer": "no checkpoints in the Runtime protocol",
     "ListMetricDescriptors": "no pod metrics in the Runtime protocol",
     "ListPodSandboxMetrics": "no pod metrics in the Runtime protocol",
@@ -240,6 +240,7 @@ async def _exercise_every_method(
     cid = await rt.create_container(sb, container("app"), pod())
     await rt.start_container(cid)
     await rt.container_status(cid)
+    await rt.reopen_container_log(cid)
     await rt.list_containers()
     await rt.exec_sync(cid, ["echo", "x"], timeout=5)
     await rt.update_container_resources(cid, LinuxContainerResources(cpu_shares=512))

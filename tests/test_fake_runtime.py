@@ -23,6 +23,7 @@ from kubelet_kit.container import (
     ImageSpec,
     KeyValue,
     LinuxContainerResources,
+    LogReopener,
     PodSandboxConfig,
     PodSandboxFilter,
     PodSandboxMetadata,
@@ -123,7 +124,7 @@ def test_testing_all_is_honest() -> None:
 def test_runtime_methods_list_matches_the_protocols() -> None:
     protocol_methods = {
         name
-        for protocol in (Runtime, ImageFsReporter)
+        for protocol in (Runtime, ImageFsReporter, LogReopener)
         for name in vars(protocol)
         if not name.startswith("_") and callable(vars(protocol)[name])
     }

@@ -321,6 +321,39 @@ async def test_output_goes_to_the_cri_log_and_exit_code_is_recorded(
     assert records[-1].partial
 
 
+async def test_reopening_the_log_starts_a_new_file_and_loses_nothing(
+    runtime: HostProcessRuntime, sandbox: str, sandbox_config: PodSandboxConfig
+) -> None:
+    cfg = container("talker", "sh", "-c",
+                    "i=0; while true; do i=$((i+1)); echo line-$i; sleep 0.02; done")
+    cid = await run(runtime, sandbox, sandbox_config, cfg)
+    path = log_of(sandbox_config, cfg)
+    await wait_log(path, b"line-3\n")
+    rotated = path.with_name(path.name + ".20261202-000000")
+    path.rename(rotated)  # as the log manager renames it
+    await runtime.reopen_container_log(cid)
+    assert path.exists()
+    await wait_log(path, b"\n")  # the new file fills
+    await runtime.stop_container(cid, 0)
+    before = join_output(read_log(rotated)).decode().split()
+    after = join_output(read_log(path)).decode().split()
+    numbers = [int(line.removeprefix("line-")) for line in before + after]
+    # Every line is in one file or the other, in order, none twice.
+    assert numbers == list(range(1, len(numbers) + 1))
+    assert before and after
+
+
+async def test_reopening_the_log_of_a_container_not_running_fails(
+    runtime: HostProcessRuntime, sandbox: str, sandbox_config: PodSandboxConfig
+) -> None:
+    cid = await run(runtime, sandbox, sandbox_config, container("done", "true"))
+    await wait_exited(runtime, cid)
+    with pytest.raises(ContainerRuntimeError, match="not running"):
+        await runtime.reopen_container_log(cid)
+    with pytest.raises(NotFoundError):
+        await runtime.reopen_container_log("no-such-container")
+
+
 async def test_exit_zero_is_completed(
     runtime: HostProcessRuntime, sandbox: str, sandbox_config: PodSandboxConfig
 ) -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "KeyValue",
     "LinuxContainerResources",
     "LinuxContainerSecurityContext",
+    "LogReopener",
     "Mount",
     "MountPropagation",
     "NamespaceOptions",
@@ -615,3 +616,18 @@ class ImageFsReporter(Protocol):
 
     async def image_fs_info(self) -> list[FilesystemUsage]:
         """The filesystems holding images; empty when the runtime cannot tell."""
+
+
+@runtime_checkable
+class LogReopener(Protocol):
+    """A runtime that can start a new log file for a running container (CRI
+    ``ReopenContainerLog``), which the kubelet's log rotation needs.
+
+    Optional, beside :class:`Runtime`: without it, container logs are not rotated.
+    """
+
+    async def reopen_container_log(self, container_id: str) -> None:
+        """Make the runtime write the container's output to a new file at its log
+        path (the old one was renamed). Returns once the new file exists.
+        Raises NotFoundError for an unknown container, ContainerRuntimeError for
+        one that is not running."""

@@ -565,6 +565,18 @@ class CRIRuntime:
         )
         return convert.image_from_pb(resp.image) if resp.HasField("image") else None
 
+    async def reopen_container_log(self, container_id: str) -> None:
+        """Ask the runtime to start a new log file for the container
+        (ReopenContainerLog). Not retried.
+
+        Raises:
+            NotFoundError: unknown container.
+        """
+        await self._call(
+            "runtime", "ReopenContainerLog",
+            pb.ReopenContainerLogRequest(container_id=container_id), target=container_id,
+        )
+
     async def image_fs_info(self) -> list[FilesystemUsage]:
         """The filesystems the runtime keeps images on (ImageFsInfo). Retried on
         UNAVAILABLE."""

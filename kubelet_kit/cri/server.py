@@ -31,6 +31,7 @@ from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.container.interfaces import (
     ContainerFilter,
     ImageFsReporter,
+    LogReopener,
     PodSandboxFilter,
     Runtime,
 )
@@ -51,7 +52,6 @@ UNSERVED_RPCS: dict[str, str] = {
     "Attach": "no streaming server",
     "PortForward": "no streaming server",
     # The Runtime protocol has no such operation.
-    "ReopenContainerLog": "no log rotation in the Runtime protocol",
     "CheckpointContainer": "no checkpoints in the Runtime protocol",
     "ListMetricDescriptors": "no pod metrics in the Runtime protocol",
     "ListPodSandboxMetrics": "no pod metrics in the Runtime protocol",
@@ -264,6 +264,13 @@ class _Servicer:
         )
         ref = await self.rt.pull_image(convert.image_spec_from_pb(req.image), sandbox)
         return pb.PullImageResponse(image_ref=ref)
+
+    async def ReopenContainerLog(self, req: Any) -> Any:
+        if not isinstance(self.rt, LogReopener):
+            raise UnimplementedError(
+                "ReopenContainerLog: the runtime cannot reopen container logs")
+        await self.rt.reopen_container_log(req.container_id)
+        return pb.ReopenContainerLogResponse()
 
     async def ImageFsInfo(self, req: Any) -> Any:
         if not isinstance(self.rt, ImageFsReporter):

@@ -26,6 +26,8 @@ the part containerd's shim plays for a real container, for one host process:
    and closes that pipe. A process that could not start is reported there
    instead, and recorded as an exit with code 128 and reason ``StartError``.
 4. It copies the process's stdout and stderr into the log file as CRI records.
+   SIGUSR1 makes it open the log at its path again (the runtime's
+   ReopenContainerLog, once log rotation has renamed the file).
 5. When the process exits it kills what is left of its process group (a
    container's processes die with its main process, as in a PID namespace),
    and records ``exit.json``: the exit code (128 + signal number when killed by
@@ -139,15 +141,47 @@ def _open_log(log_path: str) -> int | None:
     return os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o640)
 
 
+#: Set by SIGUSR1: open the log file at its path again (the runtime's
+#: ReopenContainerLog, after the kubelet's log rotation renamed the file).
+_reopen_requested = False
+
+
+def _on_reopen_signal(signum: int, frame: Any) -> None:
+    global _reopen_requested
+    _reopen_requested = True
+
+
 def _copy_output(
-    proc: subprocess.Popen[bytes], out_fd: int, err_fd: int, log_fd: int | None, max_line: int
+    proc: subprocess.Popen[bytes],
+    out_fd: int,
+    err_fd: int,
+    log_fd: int | None,
+    max_line: int,
+    log_path: str = "",
+    wakeup_fd: int | None = None,
 ) -> None:
-    """Copy both pipes into the log until the process exits and the pipes drain."""
+    """Copy both pipes into the log until the process exits and the pipes drain.
+
+    ``wakeup_fd`` becomes readable when a signal arrives; after SIGUSR1 the log is
+    opened again at ``log_path`` (a new file, the old one having been renamed),
+    between two writes, so no output is lost or split across the files mid-record.
+    """
+    global _reopen_requested
+    log = [log_fd]
 
     def sink(line: bytes) -> None:
-        if log_fd is not None:
+        if log[0] is not None:
             with contextlib.suppress(OSError):  # a full disk must not stop the drain
-                os.write(log_fd, line)
+                os.write(log[0], line)
+
+    def reopen() -> None:
+        try:
+            new = _open_log(log_path)
+        except OSError:
+            return  # keep writing to the old file
+        old, log[0] = log[0], new
+        if old is not None:
+            os.close(old)
 
     writers = {
         out_fd: CRILogWriter(LogStream.STDOUT, sink, time.time_ns, max_line),
@@ -163,6 +197,8 @@ def _copy_output(
         pidfd = None
     if pidfd is not None:
         poller.register(pidfd, select.POLLIN)
+    if wakeup_fd is not None:
+        poller.register(wakeup_fd, select.POLLIN)
     exited = False
     while open_fds:
         # After the main process exits, its leftovers are killed, so the pipes
@@ -173,6 +209,13 @@ def _copy_output(
         if not events and exited:
             break
         for fd, _ in events:
+            if fd == wakeup_fd:
+                with contextlib.suppress(OSError):
+                    os.read(fd, 64)
+                if _reopen_requested:
+                    _reopen_requested = False
+                    reopen()
+                continue
             if fd == pidfd:
                 poller.unregister(pidfd)
                 exited = True
@@ -196,6 +239,8 @@ def _copy_output(
         writer.close()
     if pidfd is not None:
         os.close(pidfd)
+    if log[0] is not None:
+        os.close(log[0])
 
 
 def _has_exited(pid: int) -> bool:
@@ -432,6 +477,11 @@ def _start(
 
 def run(state_dir: Path) -> int:
     """Start and supervise the process described in ``state_dir``; see the module doc."""
+    # Before anything else (and so before start.json tells the runtime this shim
+    # is there to signal): SIGUSR1 reopens the log, where by default it would kill.
+    wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGUSR1, _on_reopen_signal)
     spec = json.loads((state_dir / SPEC_FILE).read_text(encoding="utf-8"))
     argv: list[str] = spec["argv"]
     cwd: str = spec["cwd"] or "/"
@@ -462,7 +512,8 @@ def run(state_dir: Path) -> int:
     }
     write_json_atomic(state_dir / START_FILE, start)
     _report(start)
-    _copy_output(proc, out_r, err_r, log_fd, int(spec.get("max_line_size", DEFAULT_MAX_LINE_SIZE)))
+    _copy_output(proc, out_r, err_r, log_fd, int(spec.get("max_line_size", DEFAULT_MAX_LINE_SIZE)),
+                 log_path=spec.get("log_path", ""), wakeup_fd=wake_r)
     # Wait without reaping, so the pid (and with it the process group id) cannot
     # be reused while what is left of the group is killed.
     with contextlib.suppress(ChildProcessError):

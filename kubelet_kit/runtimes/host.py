@@ -127,6 +127,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 import types
 import typing
 import uuid
@@ -1200,6 +1201,37 @@ class HostProcessRuntime:
             log_path=rec.log_path,
             resources=c.resources,
         )
+
+    async def reopen_container_log(self, container_id: str) -> None:
+        """Make the container's shim open its log path again (a new file, after log
+        rotation renamed the old one); returns once the new file is there.
+
+        Raises:
+            NotFoundError: unknown container.
+            ContainerRuntimeError: it is not running (or has no log), or its shim
+                did not open the new file within 5 seconds.
+        """
+        rec = self._load_container(container_id)
+        obs = self._observe(container_id)
+        if obs.state is not ContainerState.RUNNING or not obs.shim_alive:
+            raise ContainerRuntimeError(
+                f"reopen_container_log: container {container_id} is not running")
+        if not rec.log_path:
+            raise ContainerRuntimeError(
+                f"reopen_container_log: container {container_id} has no log file")
+        try:
+            os.kill(obs.shim_pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            raise ContainerRuntimeError(
+                f"reopen_container_log: container {container_id} is not running") from None
+        # The shim is another process: wait on real time, briefly.
+        deadline = time.monotonic() + 5.0
+        while not os.path.exists(rec.log_path):
+            if time.monotonic() > deadline:
+                raise ContainerRuntimeError(
+                    f"reopen_container_log: container {container_id}: no new log file at "
+                    f"{rec.log_path} after 5s")
+            await asyncio.sleep(0.01)
 
     async def exec_sync(
         self, container_id: str, cmd: Sequence[str], timeout: float | None = None

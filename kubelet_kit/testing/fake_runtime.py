@@ -100,8 +100,8 @@ __all__ = [
     "normalize_image_ref",
 ]
 
-#: Every method of the Runtime protocol, and ``image_fs_info`` of the optional
-#: ImageFsReporter; the names latency and faults accept.
+#: Every method of the Runtime protocol, and those of the optional ImageFsReporter
+#: and LogReopener; the names latency and faults accept.
 RUNTIME_METHODS: frozenset[str] = frozenset(
     {
         "version",
@@ -127,6 +127,7 @@ RUNTIME_METHODS: frozenset[str] = frozenset(
         "list_images",
         "remove_image",
         "image_fs_info",
+        "reopen_container_log",
         "get_container_events",
     }
 )
@@ -1531,6 +1532,24 @@ class FakeRuntime:
         await self._enter("list_images", ())
         return [self._registry[ref] for ref in sorted(self._present)]
 
+    async def reopen_container_log(self, container_id: str) -> None:
+        """Start a new, empty log file at the container's log path (the fake opens
+        the file for every line anyway, so later output lands in it).
+
+        Raises:
+            NotFoundError: unknown container.
+            ContainerRuntimeError: the container is not running.
+        """
+        await self._enter("reopen_container_log", (container_id,))
+        c = self._container(container_id)
+        if c.state != ContainerState.RUNNING:
+            raise ContainerRuntimeError(
+                f"reopen_container_log: container {container_id} is {c.state.value}, "
+                "not running")
+        if c.log_path and os.path.isabs(c.log_path):
+            Path(c.log_path).parent.mkdir(parents=True, exist_ok=True)
+            Path(c.log_path).touch()
+
     async def image_fs_info(self) -> list[FilesystemUsage]:
         """The image filesystem given as ``image_fs`` (a directory of the test's),
         using the present images' sizes; empty without one."""
@@ -1880,6 +1899,7 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "pod_sandbox_status": ("pod_sandbox_id",),
     "list_pod_sandboxes": ("filter",),
     "image_fs_info": (),
+    "reopen_container_log": ("container_id",),
     "create_container": ("pod_sandbox_id", "config", "sandbox_config"),
     "start_container": ("container_id",),
     "stop_container": ("container_id", "timeout"),

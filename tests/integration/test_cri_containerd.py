@@ -132,6 +132,43 @@ async def test_sandbox_lifecycle(cri: CRIRuntime, containerd: Containerd) -> Non
     assert sandbox_id not in {s.id for s in await cri.list_pod_sandboxes()}
 
 
+async def test_log_rotation_through_reopen_container_log(
+    cri: CRIRuntime, containerd: Containerd
+) -> None:
+    from kubelet_kit.podsync.logrotate import ContainerLogManager
+
+    pod = pod_config(containerd.logs)
+    sandbox_id = await cri.run_pod_sandbox(pod)
+    try:
+        cfg = container_config(
+            pod, "talker",
+            ("sh", "-c", "i=0; while true; do i=$((i+1)); echo line-$i; sleep 0.02; done"))
+        cid = await cri.create_container(sandbox_id, cfg, pod)
+        await cri.start_container(cid)
+        path = Path(pod.log_directory) / "talker" / "0.log"
+
+        async def size() -> int | None:
+            return path.stat().st_size if path.exists() and path.stat().st_size > 300 else None
+
+        await eventually(size)
+        manager = ContainerLogManager(cri, max_size=300)
+        assert await manager.rotate_logs() == [cid]
+
+        async def refilled() -> bool | None:
+            return True if path.exists() and "line-" in path.read_text() else None
+
+        await eventually(refilled)
+        await cri.stop_container(cid, 0)
+        (rotated,) = [p for p in path.parent.iterdir() if p.name != "0.log"]
+        lines = [line.split(" ", 3)[3] for p in (rotated, path)
+                 for line in p.read_text().splitlines()]
+        numbers = [int(text.removeprefix("line-")) for text in lines]
+        assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))  # none lost
+    finally:
+        await cri.stop_pod_sandbox(sandbox_id)
+        await cri.remove_pod_sandbox(sandbox_id)
+
+
 async def test_two_container_pod(cri: CRIRuntime, containerd: Containerd) -> None:
     pod = pod_config(containerd.logs, cgroup_parent=containerd.cgroup_parent)
     sandbox_id = await cri.run_pod_sandbox(pod)
