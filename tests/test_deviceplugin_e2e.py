@@ -245,3 +245,34 @@ async def test_a_plugin_whose_socket_the_agent_cleared_serves_again_and_register
         if task is not None:
             await asyncio.wait_for(task, 10)
         await dm.stop()
+
+
+async def test_a_socket_removed_as_the_plugin_starts_serving_is_served_again(
+    plugins_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent clearing its directory can remove the plugin's socket between the
+    server binding it and the plugin noting it: the plugin must still see it gone."""
+    from kubelet_kit.deviceplugin import plugin as plugin_module
+
+    clock = FakeClock()
+    dm = DeviceManager(plugins_dir=plugins_dir, clock=clock)
+    await dm.start()
+    plugin = example.WidgetPlugin(1, plugins_dir=plugins_dir, clock=clock)
+    real = plugin_module._identity
+    raced = []
+
+    def identity_with_a_race(path: Path) -> Any:
+        if path == plugin.socket_path and not raced and path.exists():
+            raced.append(path)
+            path.unlink()  # removed just as serve() notes it
+        return real(path)
+
+    monkeypatch.setattr(plugin_module, "_identity", identity_with_a_race)
+    task = asyncio.create_task(plugin.run())
+    try:
+        await step_until(clock, lambda: dm.capacity().get(RES) == 1, "registered")
+        assert raced
+    finally:
+        plugin.stop()
+        await asyncio.wait_for(task, 10)
+        await dm.stop()

@@ -334,7 +334,10 @@ class DevicePlugin:
             await self.close()
 
     async def _check(self) -> None:
-        if self._server is not None and _identity(self.socket_path) != self._socket_id:
+        current = _identity(self.socket_path)
+        # Gone, or another file: also when it vanished before serve() could note
+        # it (the kubelet clearing its directory as it starts), so both are None.
+        if self._server is not None and (current is None or current != self._socket_id):
             log.info("device plugin %s: socket %s removed, serving again",
                      self.resource_name, self.socket_path)
             await self.close()
