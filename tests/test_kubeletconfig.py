@@ -57,3 +57,24 @@ def test_wrong_kind_and_unreadable_file(tmp_path: Path) -> None:
         load_kubelet_config({**HEAD, "kind": "Pod"})
     with pytest.raises(ValidationError, match="cannot read"):
         load_kubelet_config(tmp_path / "missing.yaml")
+
+
+def test_fields_with_acronyms_use_the_kubelets_spelling() -> None:
+    # The kubelet's Go JSON tags keep acronyms upper case (QOS, GC, URL, CFS);
+    # a file written for a kubelet must set these, not land in ``extra``.
+    config = load_kubelet_config({
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "cgroupsPerQOS": False,
+        "imageGCHighThresholdPercent": 90, "imageGCLowThresholdPercent": 70,
+        "imageMinimumGCAge": "5m",
+        "staticPodURL": "http://127.0.0.1/pods", "staticPodURLHeader": {"A": ["b"]},
+        "cpuCFSQuota": False,
+    })
+    assert dict(config.extra) == {}
+    assert (config.cgroups_per_qos, config.image_gc_high_threshold_percent,
+            config.image_gc_low_threshold_percent, config.seconds("image_minimum_gc_age"),
+            config.static_pod_url, config.cpu_cfs_quota) == (
+        False, 90, 70, 300.0, "http://127.0.0.1/pods", False)
+    with pytest.raises(ValidationError, match='imageMinimumGCAge: Invalid value: "soon"'):
+        load_kubelet_config({"apiVersion": "kubelet.config.k8s.io/v1beta1",
+                             "kind": "KubeletConfiguration", "imageMinimumGCAge": "soon"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 from kubelet_kit.api import Container, EnvVar, ObjectMeta, Pod, PodSpec
 from kubelet_kit.container.interfaces import DNSConfig
@@ -16,7 +17,7 @@ def _now(clock: FakeClock) -> dt.datetime:
     return dt.datetime.fromtimestamp(clock.now(), dt.UTC)
 
 
-async def test_run_once_pod_from_start_to_failed() -> None:
+async def test_run_once_pod_from_start_to_failed(tmp_path: Path) -> None:
     clock = FakeClock()
     runtime = FakeRuntime(clock)
     manager = StatusManager(clock)
@@ -43,7 +44,8 @@ async def test_run_once_pod_from_start_to_failed() -> None:
     first = manager.get_pod_status(pod.uid)
     assert first is not None and first.phase == "Pending"
 
-    sb_config = sandbox_config(pod, attempt=0, pod_logs_dir="/var/log/pods",
+    # The fake writes the container's log there: the test's own directory.
+    sb_config = sandbox_config(pod, attempt=0, pod_logs_dir=str(tmp_path),
                                resolv_conf=DNSConfig())
     sandbox_id = await runtime.run_pod_sandbox(sb_config)
     env = resolve_env(pod, app, pod_ip="10.88.2.1")

@@ -16,7 +16,7 @@ import attrs
 import yaml
 
 from kubelet_kit.api.duration import parse_duration
-from kubelet_kit.api.serde import Model, decode, json_name
+from kubelet_kit.api.serde import Model, decode, json_name, json_names
 from kubelet_kit.errors import FieldError, ValidationError
 
 __all__ = ["KubeletConfiguration", "load_kubelet_config"]
@@ -65,7 +65,7 @@ class KubeletConfiguration(Model):
     max_pods: int = 110
     pod_pids_limit: int = -1
     cgroup_driver: str = "cgroupfs"
-    cgroups_per_qos: bool = True
+    cgroups_per_qos: bool = attrs.field(default=True, metadata=json_name("cgroupsPerQOS"))
     cgroup_root: str = ""
     enforce_node_allocatable: tuple[str, ...] = ("pods",)
     system_reserved: Mapping[str, str] = attrs.field(factory=dict)
@@ -76,9 +76,12 @@ class KubeletConfiguration(Model):
     eviction_minimum_reclaim: Mapping[str, str] = attrs.field(factory=dict)
     eviction_pressure_transition_period: str = "5m0s"
     eviction_max_pod_grace_period: int = 0
-    image_gc_high_threshold_percent: int = 85
-    image_gc_low_threshold_percent: int = 80
-    image_minimum_gc_age: str = "2m0s"
+    image_gc_high_threshold_percent: int = attrs.field(
+        default=85, metadata=json_name("imageGCHighThresholdPercent"))
+    image_gc_low_threshold_percent: int = attrs.field(
+        default=80, metadata=json_name("imageGCLowThresholdPercent"))
+    image_minimum_gc_age: str = attrs.field(
+        default="2m0s", metadata=json_name("imageMinimumGCAge"))
     container_log_max_size: str = "10Mi"
     container_log_max_files: int = 5
     address: str = "0.0.0.0"
@@ -106,9 +109,10 @@ def _validate(config: KubeletConfiguration) -> list[FieldError]:
     if config.kind != KIND:
         errors.append(FieldError("kind", f'Unsupported value: "{config.kind}": '
                                          f'supported values: "{KIND}"'))
+    names = json_names(KubeletConfiguration)
     for name in _DURATIONS:
         value = getattr(config, name)
-        json = _camel(name)
+        json = names[name]
         try:
             if parse_duration(value) < 0:
                 errors.append(FieldError(json, f'Invalid value: "{value}": must be >= 0'))
@@ -125,11 +129,6 @@ def _validate(config: KubeletConfiguration) -> list[FieldError]:
             errors.append(FieldError(name, f"Invalid value: {value}: must be between 0 and "
                                            "65535, inclusive"))
     return errors
-
-
-def _camel(name: str) -> str:
-    first, *rest = name.split("_")
-    return first + "".join(w.capitalize() for w in rest)
 
 
 def load_kubelet_config(

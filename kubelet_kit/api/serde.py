@@ -48,6 +48,7 @@ __all__ = [
     "format_time",
     "format_value",
     "json_name",
+    "json_names",
     "not_serialized",
     "parse_time",
 ]
@@ -118,6 +119,11 @@ def _camel(name: str) -> str:
 
 _FieldInfo = tuple[str, str, Any, "attrs.Attribute[Any]"]
 _FIELDS_CACHE: dict[type, tuple[_FieldInfo, ...]] = {}
+
+
+def json_names(cls: type) -> dict[str, str]:
+    """Each field of a model: attribute name -> its name in Kubernetes' JSON."""
+    return {name: json for name, json, *_ in _fields(cls)}
 
 
 def _fields(cls: type) -> tuple[_FieldInfo, ...]:
