@@ -193,12 +193,11 @@ class Kubelet:
         self.sync_frequency = sync_frequency
         self.housekeeping_period = housekeeping_period
         self.container_gc_period = container_gc_period
-        self._last_container_gc: float | None = None
         self.image_gc = image_gc
         self.image_gc_period = image_gc_period
-        self._last_image_gc: float | None = None
         self.container_log_manager = container_log_manager
-        self._last_log_rotation: float | None = None
+        # When each periodic housekeeping task last ran, by name.
+        self._last_run: dict[str, float] = {}
         self.pod_config = PodConfig(*self.sources, clock=self.clock, on_problem=on_pod_problem)
         self._pods: dict[str, Pod] = {}
         self._rejected: set[str] = set()
@@ -622,8 +621,9 @@ class Kubelet:
 
     async def housekeeping(self) -> None:
         """One round: stop runtime pods no source wants (once every source has
-        spoken), forget finished workers of pods that are gone, and, every
-        ``container_gc_period``, collect dead containers and sandboxes."""
+        spoken), forget finished workers of pods that are gone, and run what is
+        due: container GC, log rotation, image GC (images are first noted in the
+        first round, and collected from the next period on)."""
         workers = self.workers
         if self.pod_config.sources_ready():
             for runtime_pod in await get_pods(self.runtime):
@@ -641,26 +641,31 @@ class Kubelet:
             await self.container_manager.remove_orphaned_pod_cgroups(known)
         if self._syncer is not None:
             self._syncer.gc()
-        now = self.clock.monotonic()
-        if (self._last_container_gc is None
-                or now - self._last_container_gc >= self.container_gc_period):
-            self._last_container_gc = now
+        if self._due("container_gc", self.container_gc_period):
             await collect_dead_containers(self.runtime)
-        if self.container_log_manager is not None and (
-                self._last_log_rotation is None
-                or now - self._last_log_rotation >= LOG_MONITOR_PERIOD):
-            self._last_log_rotation = now
+        if self.container_log_manager is not None and self._due(
+                "log_rotation", LOG_MONITOR_PERIOD):
             await self.container_log_manager.rotate_logs()
         if self.image_gc is not None:
-            if self._last_image_gc is None:
-                self._last_image_gc = now
-                await self.image_gc.detect_images()  # first-seen times start now
-            elif now - self._last_image_gc >= self.image_gc_period:
-                self._last_image_gc = now
-                try:
-                    await self.image_gc.garbage_collect()
-                except ImageGCError as exc:
-                    log.warning("image garbage collection failed: %s", exc)
+            first = "image_gc" not in self._last_run
+            if self._due("image_gc", self.image_gc_period):
+                if first:
+                    await self.image_gc.detect_images()  # first-seen times start now
+                else:
+                    try:
+                        await self.image_gc.garbage_collect()
+                    except ImageGCError as exc:
+                        log.warning("image garbage collection failed: %s", exc)
+
+    def _due(self, task: str, period: float) -> bool:
+        """Whether ``task`` is due (never run, or ``period`` seconds since); if so,
+        it counts as run now."""
+        now = self.clock.monotonic()
+        last = self._last_run.get(task)
+        if last is not None and now - last < period:
+            return False
+        self._last_run[task] = now
+        return True
 
     async def _log_transitions(self) -> None:
         last: dict[str, str] = {}

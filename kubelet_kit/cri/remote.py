@@ -251,8 +251,7 @@ class CRIRuntime:
         attempt = 0
         while True:
             # Inside the loop: a close() during a back-off reopens lazily.
-            if self._channel is None:
-                self._ensure_channel()
+            self._ensure_channel()
             fn = getattr(self._runtime if service == "runtime" else self._images, method)
             try:
                 if self._real_clock:
