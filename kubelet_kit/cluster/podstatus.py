@@ -4,9 +4,12 @@ Each status the agent's StatusManager records is patched to the pod's
 ``status`` subresource, with the kubelet's rules for what a node may write
 (:func:`node_status_patch`), and re-sent every ``resync_period`` seconds until
 the server took it: losing the API server for a while loses nothing. A static
-pod's status goes to its mirror pod. A pod being deleted gracefully is deleted for
-good, with a zero grace period and its uid as a precondition, once its containers
-have stopped.
+pod's status goes to its mirror pod, and is sent again when the mirror pod is made
+again under a new uid (its status starts over as Pending). A pod being deleted
+gracefully is deleted for good, with a zero grace period and its uid as a
+precondition, once its containers have stopped; mirror pods are never deleted
+here (the mirror pod sync replaces them), and a static pod is never finished
+because of its mirror.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from kubelet_kit.config.apiserver import RAW_REQUEST, api_json
 from kubelet_kit.config.interfaces import CONFIG_SOURCE_ANNOTATION
 
 if TYPE_CHECKING:
-    from kubelet_kit.kubelet import Kubelet
+    from kubelet_kit.node.kubelet import KubeletCore as Kubelet
 
 __all__ = ["KUBELET_POD_CONDITIONS", "PodStatusSync", "node_status_patch"]
 
@@ -107,7 +110,8 @@ class PodStatusSync:
 
     Args:
         api_client: A ``kubernetes_asyncio`` ApiClient.
-        kubelet: The agent (its ``subscribe()``, ``pods()`` and ``active_pods()``).
+        kubelet: The agent (its ``subscribe()``, ``pods()``, ``active_pods()`` and
+            ``pod_status()``).
         clock: Resync schedule.
         resync_period: Seconds between retries of statuses not yet accepted (the
             kubelet's status manager syncs every 10 s).
@@ -136,6 +140,9 @@ class PodStatusSync:
         self._wake = asyncio.Event()
         self.sent: dict[str, Mapping[str, Any]] = {}
         self.final_deletes: set[str] = set()
+        # Pod uid -> the server uid its last status went to (accepted, or refused as
+        # gone): a static pod whose mirror now has another uid is sent again.
+        self._sent_to: dict[str, str] = {}
 
     def _target(self, pod: Pod) -> str | bool:
         """The uid on the server that carries ``pod``'s status; True when the pod
@@ -172,15 +179,33 @@ class PodStatusSync:
                 pod.name, pod.namespace, body, **RAW_REQUEST))
         except ApiException as exc:
             if exc.status in (404, 409):
-                # Gone, or the name belongs to another pod now: nothing to report to.
+                # Gone, or the name belongs to another pod now: nothing to report to
+                # (a static pod's new mirror gets the status once it is known).
                 log.info("pod %s/%s: status not written: %s %s", pod.namespace,
                          pod.name, exc.status, exc.reason)
+                self._sent_to[pod.uid] = target
                 return True
             log.warning("pod %s/%s: status update failed: %s %s", pod.namespace, pod.name,
                         exc.status, exc.reason)
             return False
         self.sent[pod.uid] = body["status"]
+        self._sent_to[pod.uid] = target
         return True
+
+    def _requeue_new_mirrors(self) -> None:
+        """Queue the current status of each static pod whose mirror pod is not the
+        one its status last went to (the kubelet's status manager reconciles a
+        mirror pod's status with the static pod's on every resync)."""
+        for pod in self.kubelet.pods():
+            if (pod.uid in self._pending
+                    or pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION) in (None, "api")):
+                continue
+            target = self._target(pod)
+            if isinstance(target, bool) or self._sent_to.get(pod.uid) == target:
+                continue
+            status = self.kubelet.pod_status(pod.uid)
+            if status is not None:
+                self._pending[pod.uid] = (pod, status)
 
     async def delete_finished(self) -> None:
         """Delete for good (grace 0, uid precondition) every API pod being deleted
@@ -204,6 +229,7 @@ class PodStatusSync:
 
     async def flush(self) -> None:
         """Send every pending status; keep those that could not be sent."""
+        self._requeue_new_mirrors()
         for uid, (pod, status) in list(self._pending.items()):
             try:
                 done = await self.sync_one(pod, status)
@@ -219,6 +245,8 @@ class PodStatusSync:
         known = {p.uid for p in self.kubelet.pods()} | set(self._pending)
         for uid in [u for u in self.sent if u not in known]:
             del self.sent[uid]
+        for uid in [u for u in self._sent_to if u not in known]:
+            del self._sent_to[uid]
         self.final_deletes &= known
 
     async def _collect(self) -> None:
