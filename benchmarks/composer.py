@@ -62,6 +62,7 @@ from kubelet_kit.cm import StubContainerManager
 from kubelet_kit.config import ProgrammaticSource
 from kubelet_kit.runner import prepare_gc
 from kubelet_kit.testing import FakeRuntime
+from kubelet_kit.testing.env import stub_parts
 
 TARGET_PODS_PER_S = 500.0
 TARGET_RSS_MB = 150.0
@@ -112,7 +113,7 @@ class Agent:
         for image in IMAGES:
             self.runtime.add_image(image, present=True)
         self.source = ProgrammaticSource(clock=self.clock)
-        self.kubelet = Kubelet(
+        self.kubelet = Kubelet(**stub_parts(
             runtime=self.runtime,
             clock=self.clock,
             sources=[self.source],
@@ -121,7 +122,7 @@ class Agent:
             pod_logs_dir=root / "logs",
             # The kubelet's default maxPods (110) would refuse most of the burst.
             container_manager=StubContainerManager(max_pods=max_pods),
-        )
+        ))
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Agent:

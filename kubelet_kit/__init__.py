@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 from kubelet_kit._version import __version__
 
 if TYPE_CHECKING:
+    from kubelet_kit.agent import Kubelet
     from kubelet_kit.cm import ContainerManager
     from kubelet_kit.container import Runtime
     from kubelet_kit.eviction import EvictionManager
-    from kubelet_kit.kubelet import Kubelet
     from kubelet_kit.pleg import PLEG
     from kubelet_kit.prober import ProbeManager
     from kubelet_kit.volume import VolumeManager
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Kubelet": "kubelet_kit.kubelet",
+    "Kubelet": "kubelet_kit.agent",
     "Runtime": "kubelet_kit.container",
     "PLEG": "kubelet_kit.pleg",
     "ContainerManager": "kubelet_kit.cm",

@@ -125,11 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, **parts: Any) -> int:
     """Run the command line.
+
+    A program that ships its own agent binary with one part of its own calls
+    ``main(sys.argv[1:], pleg=MyPLEG(...))``: ``run`` then wires that part in place
+    of the default (any keyword argument of :class:`kubelet_kit.agent.Kubelet`),
+    and every flag keeps working.
 
     Args:
         argv: Arguments without the program name; ``sys.argv[1:]`` when None.
+        parts: Parts for ``run``'s agent.
 
     Returns:
         The exit status: 0 success, 1 problems found, 2 usage or internal error.
@@ -139,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors exit from argparse
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    args.parts = parts
     func: Handler | None = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)

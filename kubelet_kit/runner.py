@@ -4,6 +4,15 @@
 
     kubelet-kit run --pod-manifest-path examples/pods
     kubelet-kit run --config kubelet.yaml --container-runtime-endpoint unix:///run/containerd/containerd.sock
+    kubelet-kit run --kubeconfig node.kubeconfig --config kubelet.yaml   # join a cluster
+
+The flags are folded into the KubeletConfiguration (a flag wins over the file, as
+with the kubelet), and the agent is built from it by the wiring root,
+:func:`kubelet_kit.agent.build_agent`, exactly as an embedding program builds it.
+With ``--kubeconfig`` the agent joins that API server as a Node (it needs
+``kubelet-kit[cluster]``): pods come from the API server as well as from the
+static-pod sources, and the Node publishes the node API's port, so ``kubectl
+logs`` reaches this node.
 
 Without a runtime endpoint the agent runs containers as host processes (the
 embedded HostProcessRuntime). Each pod transition is logged on one line. SIGINT or
@@ -28,15 +37,22 @@ import gc
 import logging
 import signal
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-from prometheus_client import CollectorRegistry
 
 from kubelet_kit.errors import ConfigurationError, KubeletKitError, ValidationError
 
-__all__ = ["GC_GEN0_THRESHOLD", "prepare_gc", "register", "run_agent", "server_settings"]
+if TYPE_CHECKING:
+    from kubelet_kit.api.kubeletconfig import KubeletConfiguration
+
+__all__ = [
+    "GC_GEN0_THRESHOLD",
+    "configuration_from_args",
+    "prepare_gc",
+    "register",
+    "run_agent",
+]
 
 #: The first-generation collection threshold of a running agent (Python's is 700).
 GC_GEN0_THRESHOLD = 10_000
@@ -62,6 +78,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--container-runtime-endpoint", metavar="ENDPOINT",
                         help="a CRI runtime (unix:///path or tcp://host:port); default: "
                         "containers are host processes")
+    cluster = parser.add_argument_group("cluster mode")
+    cluster.add_argument("--kubeconfig", metavar="FILE",
+                         help="join the API server of this kubeconfig as a Node")
+    cluster.add_argument("--context", metavar="NAME", help="the kubeconfig context")
+    cluster.add_argument("--node-ip", metavar="IP",
+                         help="the node's address (its InternalIP and pods' hostIP); default "
+                         "the address of the default route's interface")
+    cluster.add_argument("--register-with-taints", metavar="TAINTS", default="",
+                         help="comma-separated key[=value]:Effect taints to register with")
+    cluster.add_argument("--node-lease-duration-seconds", type=int, metavar="SECONDS",
+                         help="the node Lease's duration (default 40)")
     parser.add_argument("--cni-conf-dir", metavar="DIR",
                         help="host-process runtime, as root: give pods without hostNetwork "
                         "their own network namespace through the CNI config in DIR")
@@ -122,41 +149,52 @@ def _flag_bool(value: str) -> bool:
     raise argparse.ArgumentTypeError(f"{value!r} is not true or false")
 
 
-def server_settings(args: argparse.Namespace, config: Any) -> dict[str, Any]:
-    """The KubeletServer keyword arguments: the configuration file's settings with
-    the command line's flags on top.
+def configuration_from_args(args: argparse.Namespace) -> KubeletConfiguration:
+    """The KubeletConfiguration of ``--config`` (or the kubelet's defaults, on the
+    embedded runtime) with the command line's flags on top.
 
     Raises:
-        ConfigurationError: a setting is malformed (named by its field path).
+        ConfigurationError: a setting or flag is malformed (named by its field path
+            or flag).
     """
-    from kubelet_kit.server.config import build_authenticator, build_authorizer, server_options
+    from kubelet_kit.api.kubeletconfig import KubeletConfiguration, load_kubelet_config
 
-    options = server_options(config)
-    for flag, key in (("address", "address"), ("healthz_bind_address", "healthz_address"),
-                      ("tls_cert_file", "tls_cert_file"),
-                      ("tls_private_key_file", "tls_private_key_file")):
-        if getattr(args, flag, None):
-            options[key] = getattr(args, flag)
+    config = load_kubelet_config(args.config) if args.config else KubeletConfiguration()
+    fields: dict[str, Any] = {
+        "cgroups_per_qos": args.cgroups_per_qos, "cgroup_root": args.cgroup_root,
+        "cgroup_driver": args.cgroup_driver,
+        "container_runtime_endpoint": args.container_runtime_endpoint,
+        "static_pod_path": args.pod_manifest_path, "static_pod_url": args.manifest_url,
+        "address": args.address, "healthz_bind_address": args.healthz_bind_address,
+        "pod_logs_dir": args.pod_logs_dir,
+    }
+    if args.file_check_frequency is not None:
+        fields["file_check_frequency"] = f"{args.file_check_frequency:g}s"
     for flag in ("port", "read_only_port", "healthz_port"):
         value = getattr(args, flag, None)
-        if value is not None:
-            if not 0 <= value <= 65535:
-                raise ConfigurationError(f"--{flag.replace('_', '-')}: {value} is not a port")
-            options[flag] = value or None
-    authentication = dict(config.extra.get("authentication") or {})
-    if getattr(args, "client_ca_file", None):
+        if value is not None and not 0 <= value <= 65535:
+            raise ConfigurationError(f"--{flag.replace('_', '-')}: {value} is not a port")
+        fields[flag] = value
+    extra = dict(config.extra)
+    for flag, key in (("tls_cert_file", "tlsCertFile"),
+                      ("tls_private_key_file", "tlsPrivateKeyFile")):
+        if getattr(args, flag, None):
+            extra[key] = getattr(args, flag)
+    authentication = dict(extra.get("authentication") or {})
+    if args.client_ca_file:
         authentication["x509"] = {**(authentication.get("x509") or {}),
                                   "clientCAFile": args.client_ca_file}
-    if getattr(args, "token_auth_file", None):
+    if args.token_auth_file:
         authentication["tokenFile"] = args.token_auth_file
-    if getattr(args, "anonymous_auth", None) is not None:
+    if args.anonymous_auth is not None:
         authentication["anonymous"] = {"enabled": args.anonymous_auth}
-    options["authenticator"] = build_authenticator(authentication)
-    if getattr(args, "authorization_mode", None):
-        authorization = dict(config.extra.get("authorization") or {})
-        authorization["mode"] = args.authorization_mode
-        options["authorizer"] = build_authorizer(authorization)
-    return options
+    if authentication:
+        extra["authentication"] = authentication
+    if args.authorization_mode:
+        extra["authorization"] = {**(extra.get("authorization") or {}),
+                                  "mode": args.authorization_mode}
+    return attrs.evolve(config, extra=extra,
+                        **{k: v for k, v in fields.items() if v is not None})
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -169,7 +207,7 @@ def _run(args: argparse.Namespace) -> int:
     for noisy in ("aiohttp", "asyncio", "grpc"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        return asyncio.run(run_agent(args))
+        return asyncio.run(run_agent(args, **getattr(args, "parts", {})))
     except (ValidationError, KubeletKitError) as exc:
         print(f"kubelet-kit run: {exc}", file=sys.stderr)
         return 1
@@ -190,89 +228,44 @@ def prepare_gc(gen0_threshold: int = GC_GEN0_THRESHOLD) -> None:
     gc.set_threshold(gen0_threshold, gen1, gen2)
 
 
-async def run_agent(args: argparse.Namespace) -> int:
-    """Build the agent the arguments describe and run it until a signal."""
-    from kubelet_kit.api.kubeletconfig import KubeletConfiguration, load_kubelet_config
-    from kubelet_kit.clock import RealClock
-    from kubelet_kit.config import FileSource, HTTPSource
-    from kubelet_kit.container import Runtime
-    from kubelet_kit.kubelet import Kubelet, default_node_name, default_root_dir
-    from kubelet_kit.metrics import InstrumentedRuntime, KubeletMetrics
-    from kubelet_kit.server import KubeletServer
+async def run_agent(args: argparse.Namespace, **parts: Any) -> int:
+    """Build the agent the arguments describe (with ``parts``, keyword arguments of
+    :class:`kubelet_kit.agent.Kubelet`, in place of the defaults) and run it until
+    SIGINT or SIGTERM."""
+    from kubelet_kit.agent import ClusterOptions, build_agent
 
-    config = load_kubelet_config(args.config) if args.config else KubeletConfiguration()
-    flags = {"cgroups_per_qos": args.cgroups_per_qos, "cgroup_root": args.cgroup_root,
-             "cgroup_driver": args.cgroup_driver}
-    config = attrs.evolve(config, **{k: v for k, v in flags.items() if v is not None})
-    if not (args.pod_manifest_path or args.manifest_url or config.static_pod_path
-            or config.static_pod_url):
-        print("kubelet-kit run: give --pod-manifest-path, --manifest-url or a --config "
-              "with staticPodPath/staticPodURL", file=sys.stderr)
+    config = configuration_from_args(args)
+    if not (config.static_pod_path or config.static_pod_url or args.kubeconfig
+            or parts.get("sources")):
+        print("kubelet-kit run: give --pod-manifest-path, --manifest-url, --kubeconfig or a "
+              "--config with staticPodPath/staticPodURL", file=sys.stderr)
         return 2
-    node_name = args.hostname_override or default_node_name()
-    overrides: dict[str, Any] = {"node_name": node_name}
+    cluster = None
+    if args.kubeconfig:
+        from kubelet_kit.cluster.run import parse_taint
+
+        cluster = ClusterOptions(
+            kubeconfig=args.kubeconfig, context=args.context,
+            taints=[parse_taint(t) for t in args.register_with_taints.split(",") if t],
+            lease_duration=args.node_lease_duration_seconds or 40)
+    if args.hostname_override:
+        parts.setdefault("node_name", args.hostname_override)
     if args.root_dir:
-        overrides["root_dir"] = args.root_dir
-    if args.pod_logs_dir:
-        overrides["pod_logs_dir"] = args.pod_logs_dir
-    elif not args.config:
-        overrides["pod_logs_dir"] = None  # the agent's own default for its user
-    sources: list[Any] = []
-    check = args.file_check_frequency
-    if args.pod_manifest_path:
-        sources.append(FileSource(
-            args.pod_manifest_path, node_name=node_name,
-            check_frequency=check if check is not None else config.seconds("file_check_frequency"),
-        ))
-    if args.manifest_url:
-        sources.append(HTTPSource(args.manifest_url, node_name=node_name,
-                                  check_frequency=config.seconds("http_check_frequency")))
-    settings = server_settings(args, config)
-    clock = RealClock()
-    registry = CollectorRegistry(auto_describe=True)
-    metrics = KubeletMetrics.for_registry(registry, node_name=node_name)
-    root_dir = Path(args.root_dir) if args.root_dir else default_root_dir()
-    base: Runtime
-    if args.container_runtime_endpoint:
-        from kubelet_kit.cri import CRIRuntime
-
-        base = CRIRuntime(args.container_runtime_endpoint,
-                          timeout=config.seconds("runtime_request_timeout"))
-    else:
-        from kubelet_kit.runtimes.host import HostProcessRuntime
-
-        network = None
-        if args.cni_conf_dir:
-            from kubelet_kit.network import CNINetwork
-
-            bins = args.cni_bin_dir or ["/opt/cni/bin", "/usr/lib/cni"]
-            network = CNINetwork(args.cni_conf_dir, bins, cache_dir=root_dir / "cni",
-                                 clock=clock)
-        base = HostProcessRuntime(root_dir / "runtime", clock=clock, network=network)
-    # Every runtime call is counted under the kubelet's runtime operation metrics.
-    runtime = InstrumentedRuntime(base, metrics, clock)
-    kubelet = Kubelet.from_config(config, runtime=runtime, sources=sources, clock=clock,
-                                  registry=registry, **overrides)
-    log.info("kubelet-kit agent on node %s: runtime %s, state in %s, logs in %s",
-             node_name, type(base).__name__, kubelet.root_dir, kubelet.pod_logs_dir)
-    if settings["port"] is not None and not (settings["tls_cert_file"]
-                                             and settings["tls_private_key_file"]):
-        from kubelet_kit.server.config import ensure_self_signed
-
-        cert_dir = Path(args.cert_dir) if args.cert_dir else kubelet.root_dir / "pki"
-        try:
-            cert, key = await asyncio.to_thread(ensure_self_signed, cert_dir, node_name)
-        except ConfigurationError as exc:
-            log.warning("not serving the secure port: %s", exc)
-            settings["port"] = None
-        else:
-            settings["tls_cert_file"], settings["tls_private_key_file"] = cert, key
-    server = KubeletServer(kubelet, metrics=metrics, **settings)
+        parts.setdefault("root_dir", args.root_dir)
+    if not args.config and not args.pod_logs_dir:
+        parts.setdefault("pod_logs_dir", None)  # the agent's own default for its user
+    agent = await build_agent(config, cluster=cluster, cert_dir=args.cert_dir,
+                              node_ip=args.node_ip, cni_conf_dir=args.cni_conf_dir,
+                              cni_bin_dirs=args.cni_bin_dir or (), **parts)
+    kubelet = agent.kubelet
+    log.info("kubelet-kit agent on node %s: runtime %s, state in %s, logs in %s%s",
+             kubelet.node_name, type(kubelet.base_runtime).__name__, kubelet.root_dir,
+             kubelet.pod_logs_dir, f", API server of {args.kubeconfig}" if cluster else "")
     try:
-        await server.start()
+        await agent.start_server()
     except OSError as exc:
         print(f"kubelet-kit run: cannot serve the node API: {exc}", file=sys.stderr)
-        await runtime.close()
+        await agent.close()
         return 1
 
     loop = asyncio.get_running_loop()
@@ -280,20 +273,17 @@ async def run_agent(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop_requested.set)
     prepare_gc()
-    agent = asyncio.create_task(kubelet.run(), name="kubelet")
+    task = asyncio.create_task(agent.run(), name="agent")
     stopper = asyncio.create_task(stop_requested.wait())
-    await asyncio.wait([agent, stopper], return_when=asyncio.FIRST_COMPLETED)
-    if agent.done():
+    await asyncio.wait([task, stopper], return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
         stopper.cancel()
-        await server.stop()
-        agent.result()  # a component failed: raise it
+        task.result()  # a component failed: raise it
         return 1
     log.info("stopping%s", ", draining pods first" if args.drain_on_exit else
              "; pods keep running")
     if args.drain_on_exit:
-        await kubelet.drain()
-    kubelet.stop()
-    await agent
-    await server.stop()
-    await runtime.close()
+        await agent.drain()
+    agent.stop()
+    await task
     return 0

@@ -22,6 +22,7 @@ from kubelet_kit.config import FileSource
 from kubelet_kit.container import ContainerState, labels
 from kubelet_kit.kubelet import Kubelet
 from kubelet_kit.runtimes.host import HostProcessRuntime
+from kubelet_kit.testing.env import stub_parts
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "pods"
 NODE = "e2e-node"
@@ -42,14 +43,14 @@ class Agent:
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> Kubelet:
-        self.kubelet = Kubelet(
+        self.kubelet = Kubelet(**stub_parts(
             runtime=HostProcessRuntime(self.root / "runtime"),
             sources=[FileSource(self.manifests, node_name=NODE, check_frequency=0.3)],
             node_name=NODE,
             root_dir=self.root,
             pod_logs_dir=self.logs,
             on_pod_problem=self.problems.append,
-        )
+        ))
         self.task = asyncio.create_task(self.kubelet.run())
         return self.kubelet
 

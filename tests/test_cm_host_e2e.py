@@ -25,6 +25,7 @@ from kubelet_kit.cm.manager import CgroupContainerManager
 from kubelet_kit.config import FileSource
 from kubelet_kit.kubelet import Kubelet
 from kubelet_kit.runtimes.host import HostProcessRuntime
+from kubelet_kit.testing.env import stub_parts
 
 NODE = "cm-node"
 Q = Quantity.parse
@@ -57,11 +58,11 @@ class Node:
             capacity={"cpu": Q("2"), "memory": Q("4Gi"), "ephemeral-storage": Q("10Gi"),
                       "pods": Q("10")})
         self.runtime = HostProcessRuntime(tmp / "runtime", kill_timeout=5)
-        self.kubelet = Kubelet(
+        self.kubelet = Kubelet(**stub_parts(
             runtime=self.runtime,
             sources=[FileSource(self.manifests, node_name=NODE, check_frequency=0.3)],
             node_name=NODE, root_dir=tmp / "state", pod_logs_dir=tmp / "logs",
-            container_manager=self.cm)
+            container_manager=self.cm))
         self.task: asyncio.Task[None] | None = None
 
     def phase(self, name: str) -> str:

@@ -20,6 +20,7 @@ from kubelet_kit.cm.devicemanager import DeviceManager
 from kubelet_kit.config import FileSource
 from kubelet_kit.kubelet import Kubelet
 from kubelet_kit.runtimes.host import HostProcessRuntime
+from kubelet_kit.testing.env import stub_parts
 
 RES = "example.com/widget"
 NODE = "widget-node"
@@ -38,11 +39,11 @@ class Node:
         self.dm = DeviceManager(plugins_dir=plugins_dir)
         self.cm = StubContainerManager(device_manager=self.dm)
         self.runtime = HostProcessRuntime(tmp / "runtime", kill_timeout=5)
-        self.kubelet = Kubelet(
+        self.kubelet = Kubelet(**stub_parts(
             runtime=self.runtime,
             sources=[FileSource(self.manifests, node_name=NODE, check_frequency=0.3)],
             node_name=NODE, root_dir=tmp / "state", pod_logs_dir=tmp / "logs",
-            container_manager=self.cm)
+            container_manager=self.cm))
 
     def phase(self, name: str) -> str:
         for pod in self.kubelet.pods():

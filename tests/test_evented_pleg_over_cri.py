@@ -38,6 +38,7 @@ from kubelet_kit.kubelet import Kubelet
 from kubelet_kit.pleg import EventedPLEG
 from kubelet_kit.runtimes.host import HostProcessRuntime
 from kubelet_kit.testing import FakeClock
+from kubelet_kit.testing.env import stub_parts
 from kubelet_kit.testing.fake_runtime import FakeRuntime
 
 pytestmark = pytest.mark.timeout(60)
@@ -141,7 +142,7 @@ async def node(
     ):
         pleg = EventedPLEG(cri, clock, registry=registry)
         source = ProgrammaticSource(clock=clock)
-        kubelet = Kubelet(
+        kubelet = Kubelet(**stub_parts(
             runtime=cri,
             pleg=pleg,
             clock=clock,
@@ -150,7 +151,7 @@ async def node(
             root_dir=sock_dir / "state",
             pod_logs_dir=sock_dir / "logs",
             registry=registry,
-        )
+        ))
         task = asyncio.create_task(kubelet.run(), name="kubelet")
         try:
             if stream:

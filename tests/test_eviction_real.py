@@ -55,6 +55,7 @@ from kubelet_kit.eviction import (
 from kubelet_kit.kubelet import Kubelet
 from kubelet_kit.runtimes.host import HostProcessRuntime
 from kubelet_kit.testing import FakeClock
+from kubelet_kit.testing.env import stub_parts
 
 pytestmark = pytest.mark.integration
 
@@ -245,14 +246,14 @@ async def test_through_the_composer_the_filler_ends_failed_evicted(
         thresholds=parse_threshold_config(eviction_hard={"nodefs.available": "50%"}),
     )
     source = ProgrammaticSource()
-    kubelet = Kubelet(
+    kubelet = Kubelet(**stub_parts(
         runtime=runtime,
         sources=[source],
         eviction_manager=VolumeTeardown(manager, dirs),
         root_dir=tmp_path / "agent",
         pod_logs_dir=tmp_path / "logs",
         node_name="eviction-test",
-    )
+    ))
     try:
         async with kubelet:
             source.set_pods([quiet, filler])

@@ -18,7 +18,8 @@ def test_defaults_are_the_kubelets() -> None:
     assert c.seconds("file_check_frequency") == 20
     assert c.seconds("runtime_request_timeout") == 120
     assert (c.max_pods, c.pod_logs_dir, c.cgroup_driver) == (110, "/var/log/pods", "cgroupfs")
-    assert c.container_runtime_endpoint == "unix:///run/containerd/containerd.sock"
+    # Empty: the embedded host-process runtime (the kubelet's is containerd's socket).
+    assert c.container_runtime_endpoint == ""
     assert c == KubeletConfiguration()
 
 

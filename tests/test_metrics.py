@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry
 
 from kubelet_kit.container import ImageSpec
 from kubelet_kit.errors import RuntimeUnavailableError
-from kubelet_kit.metrics import InstrumentedRuntime, KubeletMetrics
+from kubelet_kit.node.instrumented import InstrumentedRuntime
+from kubelet_kit.node.metrics import KubeletMetrics
 from kubelet_kit.prober import ReferenceProbeManager
 from kubelet_kit.server import KubeletServer
 from kubelet_kit.testing import FakeClock, FakeRuntime
@@ -85,10 +86,9 @@ async def _agent_with_server(clock: FakeClock) -> tuple[KubeletEnv, KubeletServe
     env = KubeletEnv(clock=clock, runtime=fake,
                      probe_manager=ReferenceProbeManager(fake, clock))
     kubelet = env.kubelet
-    metrics = KubeletMetrics.for_registry(kubelet.registry, node_name=kubelet.node_name)
-    # KubeletEnv needs the FakeRuntime itself; the agent gets the instrumented one
-    # before it starts.
-    kubelet._runtime = InstrumentedRuntime(fake, metrics, clock)
+    # The wiring root wraps every runtime in the metrics wrapper.
+    assert isinstance(kubelet.runtime, InstrumentedRuntime)
+    assert kubelet.runtime.inner is fake
     server = KubeletServer(kubelet, address="127.0.0.1", port=None, read_only_port=0)
     return env, server
 

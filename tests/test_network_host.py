@@ -42,6 +42,7 @@ from kubelet_kit.errors import ContainerRuntimeError
 from kubelet_kit.kubelet import Kubelet
 from kubelet_kit.network import CNINetwork, PodRef, is_netns
 from kubelet_kit.runtimes.host import HostProcessRuntime
+from kubelet_kit.testing.env import stub_parts
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -276,14 +277,14 @@ async def test_a_pod_is_probed_ready_on_its_own_address_and_deleted_cleanly(net:
     manifests.mkdir()
     (manifests / "web.yaml").write_text(WEB_POD % {"python": json.dumps(sys.executable)})
     problems: list[str] = []
-    kubelet = Kubelet(
+    kubelet = Kubelet(**stub_parts(
         runtime=HostProcessRuntime(net.tmp / "runtime", network=net.network()),
         sources=[FileSource(manifests, node_name=NODE, check_frequency=0.3)],
         node_name=NODE,
         root_dir=net.tmp / "agent",
         pod_logs_dir=net.tmp / "logs",
         on_pod_problem=problems.append,
-    )
+    ))
     task = asyncio.create_task(kubelet.run())
 
     def status():  # type: ignore[no-untyped-def]

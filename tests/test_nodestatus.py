@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kubelet_kit import nodestatus
-from kubelet_kit.nodestatus import NodeStatusProvider, host_addresses
+from kubelet_kit.node import nodestatus
+from kubelet_kit.node.nodestatus import NodeStatusProvider, host_addresses
 from kubelet_kit.testing.env import KubeletEnv
 
 

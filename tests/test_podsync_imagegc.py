@@ -136,7 +136,7 @@ def test_from_config_makes_image_gc_from_the_imagegc_fields(tmp_path: Path) -> N
                                   image_minimum_gc_age="5m", cgroups_per_qos=False)
     kubelet = Kubelet.from_config(config, node_name="n1", root_dir=tmp_path,
                                   runtime=FakeRuntime())
-    gc = kubelet.image_gc
+    gc = kubelet.housekeeper.image_gc
     assert gc is not None
     assert (gc.high_threshold_percent, gc.low_threshold_percent, gc.minimum_age) == (
         90, 70, 300.0)

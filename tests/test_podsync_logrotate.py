@@ -111,7 +111,8 @@ async def test_a_runtime_that_cannot_reopen_logs_is_left_alone(
 ) -> None:
     from prometheus_client import CollectorRegistry
 
-    from kubelet_kit.metrics import InstrumentedRuntime, KubeletMetrics
+    from kubelet_kit.node.instrumented import InstrumentedRuntime
+    from kubelet_kit.node.metrics import KubeletMetrics
 
     _, rt, _, path = await _running(tmp_path)
     _grow(path, 2000)
@@ -142,7 +143,7 @@ def test_from_config_rotates_logs_by_the_configuration(tmp_path: Path) -> None:
                                   cgroups_per_qos=False)
     kubelet = Kubelet.from_config(config, node_name="n1", root_dir=tmp_path,
                                   runtime=FakeRuntime())
-    manager = kubelet.container_log_manager
+    manager = kubelet.housekeeper.container_log_manager
     assert manager is not None and (manager.max_size, manager.max_files) == (5 << 20, 3)
     with pytest.raises(ConfigurationError, match="containerLogMaxSize: 'lots'"):
         Kubelet.from_config(KubeletConfiguration(container_log_max_size="lots",

@@ -34,12 +34,12 @@ from kubelet_kit.api import (
 )
 from kubelet_kit.container.interfaces import ContainerState, ContainerStatus, DNSConfig
 from kubelet_kit.errors import ContainerStartError, PodSyncError
+from kubelet_kit.node.podworkers import PodWorkers, UpdateType, WorkerPhase
 from kubelet_kit.pleg.cache import PodCache
 from kubelet_kit.podsync import configs
 from kubelet_kit.podsync.backoff import stable_key
 from kubelet_kit.podsync.hooks import HandlerRunner
 from kubelet_kit.podsync.syncer import EventLog, RuntimePodSyncer
-from kubelet_kit.podworkers import PodWorkers, UpdateType, WorkerPhase
 from kubelet_kit.prober.interfaces import ProbeKind, ProbeResult, ProbeUpdate
 from kubelet_kit.status import StatusManager
 from kubelet_kit.testing import FakeClock, FakeRuntime

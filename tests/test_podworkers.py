@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kubelet_kit.podworkers import PodWorkers, SyncResult, UpdateType, WorkerPhase
+from kubelet_kit.node.podworkers import PodWorkers, SyncResult, UpdateType, WorkerPhase
 from kubelet_kit.testing import FakeClock
 
 

@@ -541,11 +541,12 @@ async def test_follow_streams_new_lines_from_a_real_container(
     from kubelet_kit.config import ProgrammaticSource
     from kubelet_kit.kubelet import Kubelet
     from kubelet_kit.runtimes.host import HostProcessRuntime
+    from kubelet_kit.testing.env import stub_parts
 
     source = ProgrammaticSource()
-    kubelet = Kubelet(runtime=HostProcessRuntime(tmp_path / "runtime"), sources=[source],
-                      node_name="e2e-node", root_dir=tmp_path / "state",
-                      pod_logs_dir=tmp_path / "logs")
+    kubelet = Kubelet(**stub_parts(
+        runtime=HostProcessRuntime(tmp_path / "runtime"), sources=[source],
+        node_name="e2e-node", root_dir=tmp_path / "state", pod_logs_dir=tmp_path / "logs"))
     source.add(load_pod({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "ticker", "namespace": "default", "uid": "uid-ticker"},

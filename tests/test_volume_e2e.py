@@ -20,6 +20,7 @@ from kubelet_kit.config import FileSource
 from kubelet_kit.container.logs import join_output, read_log
 from kubelet_kit.kubelet import Kubelet
 from kubelet_kit.runtimes.host import HostProcessRuntime
+from kubelet_kit.testing.env import stub_parts
 from kubelet_kit.volume import ManifestConfigSource, ReconcilingVolumeManager, mounter
 
 pytestmark = pytest.mark.timeout(90)
@@ -95,14 +96,14 @@ class Agent:
             self.root, config_source=ManifestConfigSource(self.configs),
             refresh_period=refresh_period,
         )
-        self.kubelet = Kubelet(
+        self.kubelet = Kubelet(**stub_parts(
             runtime=HostProcessRuntime(self.root / "runtime"),
             sources=[FileSource(self.manifests, node_name=NODE, check_frequency=0.3)],
             volume_manager=self.volumes,
             node_name=NODE,
             root_dir=self.root,
             pod_logs_dir=self.logs,
-        )
+        ))
         self.task: asyncio.Task[None] | None = None
 
     def app_log(self, pod: str = "vols") -> str:

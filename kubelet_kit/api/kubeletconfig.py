@@ -43,6 +43,10 @@ class KubeletConfiguration(Model):
 
     Durations are kept as Go strings (as written); read them in seconds with
     :meth:`seconds`, e.g. ``config.seconds("sync_frequency")``.
+
+    One default differs from the kubelet's: ``containerRuntimeEndpoint`` is empty,
+    which means the embedded host-process runtime; set it (for example to
+    ``unix:///run/containerd/containerd.sock``) to drive a CRI runtime.
     """
 
     api_version: str = API_VERSION
@@ -59,7 +63,7 @@ class KubeletConfiguration(Model):
     node_status_report_frequency: str = "5m0s"
     runtime_request_timeout: str = "2m0s"
     streaming_connection_idle_timeout: str = "4h0m0s"
-    container_runtime_endpoint: str = "unix:///run/containerd/containerd.sock"
+    container_runtime_endpoint: str = ""
     image_service_endpoint: str = ""
     pod_logs_dir: str = "/var/log/pods"
     max_pods: int = 110

@@ -14,7 +14,7 @@ from kubelet_kit.cluster.node import NodeController
 from kubelet_kit.cluster.podstatus import PodStatusSync
 
 if TYPE_CHECKING:
-    from kubelet_kit.kubelet import Kubelet
+    from kubelet_kit.node.kubelet import KubeletCore as Kubelet
 
 __all__ = ["ClusterNode"]
 
@@ -32,7 +32,7 @@ class ClusterNode:
         kubelet: The agent.
         api_client: A ``kubernetes_asyncio`` ApiClient (see :func:`connect`).
         node_status: Returns the v1 NodeStatus dict; default the
-            :class:`~kubelet_kit.nodestatus.NodeStatusProvider` of ``kubelet``.
+            :class:`~kubelet_kit.node.nodestatus.NodeStatusProvider` of ``kubelet``.
         labels: Extra node labels.
         taints: Taints to register with.
         lease_duration: nodeLeaseDurationSeconds.
@@ -54,7 +54,7 @@ class ClusterNode:
     ) -> None:
         clock = kubelet.clock
         if node_status is None:
-            from kubelet_kit.nodestatus import NodeStatusProvider
+            from kubelet_kit.node.nodestatus import NodeStatusProvider
 
             provider = NodeStatusProvider(kubelet)
 

@@ -37,7 +37,7 @@ from kubelet_kit.clock import Clock
 from kubelet_kit.errors import ContainerRuntimeError
 
 if TYPE_CHECKING:
-    from kubelet_kit.kubelet import Kubelet
+    from kubelet_kit.node.kubelet import KubeletCore as Kubelet
 
 __all__ = [
     "ContainerImage",

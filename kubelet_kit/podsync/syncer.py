@@ -1,7 +1,7 @@
 """RuntimePodSyncer: the kubelet's per-pod sync over any Runtime.
 
-It implements :class:`kubelet_kit.podworkers.PodSyncer`, so
-:class:`~kubelet_kit.podworkers.PodWorkers` drive it:
+It implements :class:`kubelet_kit.node.podworkers.PodSyncer`, so
+:class:`~kubelet_kit.node.podworkers.PodWorkers` drive it:
 
 ``sync_pod``
     read the pod's runtime status afresh (and store it in the PLEG's pod cache,
@@ -65,6 +65,7 @@ from kubelet_kit.errors import (
     NotFoundError,
     PodSyncError,
 )
+from kubelet_kit.node.podworkers import SyncResult, UpdateType
 from kubelet_kit.podsync import configs
 from kubelet_kit.podsync.actions import (
     KILL_REASON_LIVENESS,
@@ -81,7 +82,6 @@ from kubelet_kit.podsync.backoff import (
 )
 from kubelet_kit.podsync.hooks import HandlerRunner
 from kubelet_kit.podsync.images import ImagePuller
-from kubelet_kit.podworkers import SyncResult, UpdateType
 from kubelet_kit.prober.interfaces import ProbeKind, ProbeResult, ProbeUpdate
 from kubelet_kit.prober.stub import StubProbeManager
 from kubelet_kit.status import FAILED, TERMINAL_PHASES, StatusManager, generate_pod_status

@@ -41,7 +41,7 @@ from kubelet_kit.clock import wait_for
 from kubelet_kit.container import ContainerFilter, ContainerState, labels
 from kubelet_kit.container.pods import get_pods
 from kubelet_kit.errors import ConfigurationError, ContainerRuntimeError, DeadlineExceededError
-from kubelet_kit.metrics import KubeletMetrics
+from kubelet_kit.node.metrics import KubeletMetrics
 from kubelet_kit.server.auth import (
     AlwaysAllowAuthorizer,
     Authenticator,
@@ -60,7 +60,7 @@ from kubelet_kit.server.stats import SummaryProvider
 if TYPE_CHECKING:
     from kubelet_kit.api import Pod
     from kubelet_kit.api.kubeletconfig import KubeletConfiguration
-    from kubelet_kit.kubelet import Kubelet
+    from kubelet_kit.node.kubelet import KubeletCore as Kubelet
 
 __all__ = ["KubeletServer", "ServerLimits"]
 
@@ -556,7 +556,8 @@ class KubeletServer:
         except BaseException:
             await self.stop()
             raise
-        self._tasks.append(asyncio.create_task(self.metrics.watch_pod_starts(self.kubelet),
+        self._tasks.append(asyncio.create_task(self.metrics.watch_pod_starts(
+            self.kubelet.subscribe(), self.kubelet.clock),
                                                name="pod-start-metrics"))
 
     async def stop(self) -> None:

@@ -30,7 +30,7 @@ from kubelet_kit.testing.fake_runtime import (
 from kubelet_kit.testing.fake_stats import FakeStatsProvider, StatsCall
 
 if TYPE_CHECKING:
-    from kubelet_kit.testing.env import KubeletEnv
+    from kubelet_kit.testing.env import KubeletEnv, stub_parts
 
 __all__ = [
     "Call",
@@ -52,12 +52,13 @@ __all__ = [
     "format_rfc3339_nano",
     "normalize_image_ref",
     "run_conformance",
+    "stub_parts",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "KubeletEnv":
-        from kubelet_kit.testing.env import KubeletEnv
+    if name in ("KubeletEnv", "stub_parts"):
+        from kubelet_kit.testing import env
 
-        return KubeletEnv
+        return getattr(env, name)
     raise AttributeError(f"module 'kubelet_kit.testing' has no attribute {name!r}")

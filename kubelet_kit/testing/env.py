@@ -29,7 +29,30 @@ from kubelet_kit.container import ContainerFilter, ContainerState, labels
 from kubelet_kit.testing.clock import FakeClock
 from kubelet_kit.testing.fake_runtime import FakeRuntime
 
-__all__ = ["KubeletEnv"]
+__all__ = ["KubeletEnv", "stub_parts"]
+
+
+def stub_parts(**given: Any) -> dict[str, Any]:
+    """Keyword arguments for :class:`kubelet_kit.Kubelet` that leave the machine
+    alone, with ``given`` on top: stub container, volume and eviction managers
+    (no cgroups, no mounts, no host stats), no image GC and no log rotation.
+
+    ``Kubelet(**stub_parts(runtime=FakeRuntime()))`` is the composer with only
+    the parts under test real.
+    """
+    from kubelet_kit.cm import StubContainerManager
+    from kubelet_kit.eviction import StubEvictionManager
+    from kubelet_kit.volume import StubVolumeManager
+
+    parts: dict[str, Any] = {
+        "container_manager": StubContainerManager(),
+        "volume_manager": StubVolumeManager(),
+        "eviction_manager": StubEvictionManager(),
+        "image_gc": None,
+        "container_log_manager": None,
+    }
+    parts.update(given)
+    return parts
 
 
 class KubeletEnv:
@@ -43,7 +66,8 @@ class KubeletEnv:
         auto_images: Add each pod's images to the fake runtime before it runs.
         step: Clock seconds per step of :meth:`wait_for`.
         kubelet_options: Further keyword arguments for :class:`kubelet_kit.Kubelet`
-            (managers, ``sync_frequency``, ...).
+            (managers, ``sync_frequency``, ...); the parts not given are those of
+            :func:`stub_parts` and the reference PLEG and prober.
     """
 
     def __init__(
@@ -70,9 +94,8 @@ class KubeletEnv:
         kubelet_options.setdefault("root_dir", root)
         kubelet_options.setdefault("pod_logs_dir", root / "logs")
         sources = [self.source, *kubelet_options.pop("sources", ())]
-        self.kubelet = Kubelet(
-            runtime=self.runtime, clock=self.clock, sources=sources, **kubelet_options
-        )
+        self.kubelet = Kubelet(**stub_parts(
+            runtime=self.runtime, clock=self.clock, sources=sources, **kubelet_options))
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> KubeletEnv:

@@ -18,8 +18,9 @@ from kubelet_kit.config.apiserver import APIServerSource
 from kubelet_kit.container import ContainerFilter, ContainerState, labels
 from kubelet_kit.errors import ConfigurationError
 from kubelet_kit.kubelet import Kubelet
-from kubelet_kit.nodestatus import NodeStatusProvider
+from kubelet_kit.node.nodestatus import NodeStatusProvider
 from kubelet_kit.testing import FakeClock
+from kubelet_kit.testing.env import stub_parts
 from kubelet_kit.testing.fake_runtime import FakeRuntime
 
 from .apiserver_standin import StandInAPIServer
@@ -35,9 +36,9 @@ class Agent:
         self.runtime = FakeRuntime(self.clock)
         self.runtime.add_image("busybox")
         self.source = APIServerSource(api_client, "node-1", clock=self.clock)
-        self.kubelet = Kubelet(runtime=self.runtime, clock=self.clock, node_name="node-1",
-                               sources=[self.source, *extra_sources], root_dir=root,
-                               pod_logs_dir=root / "logs")
+        self.kubelet = Kubelet(**stub_parts(
+            runtime=self.runtime, clock=self.clock, node_name="node-1",
+            sources=[self.source, *extra_sources], root_dir=root, pod_logs_dir=root / "logs"))
         provider = NodeStatusProvider(self.kubelet, addresses=lambda: ["127.0.0.1"])
 
         async def node_status() -> Mapping[str, Any]:

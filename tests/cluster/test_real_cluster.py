@@ -25,7 +25,8 @@ import pytest
 from kubelet_kit.cluster import LEASE_NAMESPACE, ClusterNode, connect
 from kubelet_kit.config.apiserver import APIServerSource
 from kubelet_kit.kubelet import Kubelet
-from kubelet_kit.nodestatus import NodeStatusProvider
+from kubelet_kit.node.nodestatus import NodeStatusProvider
+from kubelet_kit.testing.env import stub_parts
 from kubelet_kit.testing.fake_runtime import FakeRuntime
 
 KUBECONFIG = os.environ.get("KUBELET_KIT_REAL_CLUSTER", "")
@@ -56,9 +57,9 @@ async def test_join_a_real_cluster(tmp_path: Path) -> None:
     core = k8s.CoreV1Api(api_client)
     runtime = FakeRuntime()
     runtime.add_image("busybox")
-    kubelet = Kubelet(runtime=runtime, node_name=node_name, root_dir=tmp_path,
+    kubelet = Kubelet(**stub_parts(runtime=runtime, node_name=node_name, root_dir=tmp_path,
                       pod_logs_dir=tmp_path / "logs",
-                      sources=[APIServerSource(api_client, node_name)])
+                      sources=[APIServerSource(api_client, node_name)]))
     provider = NodeStatusProvider(kubelet, addresses=lambda: ["127.0.0.1"])
 
     async def node_status() -> Any:

@@ -133,7 +133,7 @@ def test_the_core_does_not_import_the_client_library() -> None:
     import sys
 
     code = ("import sys, kubelet_kit, kubelet_kit.config, kubelet_kit.kubelet, "
-            "kubelet_kit.nodestatus\nprint('kubernetes_asyncio' in sys.modules)")
+            "kubelet_kit.node.nodestatus\nprint('kubernetes_asyncio' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"

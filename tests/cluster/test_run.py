@@ -56,8 +56,10 @@ async def test_an_agent_from_a_kubelet_configuration_joins_and_reads_configmaps(
     standin.put("services", {"metadata": {"name": "kubernetes", "namespace": "default"},
                              "spec": {"clusterIP": "10.96.0.1",
                                       "ports": [{"name": "https", "port": 443}]}})
-    # cgroupsPerQOS off: the host's cgroups stay as they are.
-    config = KubeletConfiguration(node_labels={"pool": "edge"}, cgroups_per_qos=False)
+    # cgroupsPerQOS off: the host's cgroups stay as they are; the node API off, as
+    # this test reads the API server only.
+    config = KubeletConfiguration(node_labels={"pool": "edge"}, cgroups_per_qos=False,
+                                  port=0, healthz_port=0)
     task = asyncio.create_task(run_cluster_node(
         standin.kubeconfig(), config, taints=[parse_taint("edge:NoSchedule")],
         node_name="node-1", clock=clock, runtime=runtime, root_dir=tmp_path,

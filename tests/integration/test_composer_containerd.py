@@ -36,6 +36,7 @@ from kubelet_kit.cri import CRIRuntime
 from kubelet_kit.errors import ContainerRuntimeError, RuntimeUnavailableError
 from kubelet_kit.kubelet import Kubelet
 from kubelet_kit.pleg import EventedPLEG
+from kubelet_kit.testing.env import stub_parts
 
 from .containerd import BUSYBOX_IMAGE, Containerd
 
@@ -84,7 +85,7 @@ class Agent:
         self.logs = tmp / "pod-logs"
         self.registry = CollectorRegistry()
         self.pleg = EventedPLEG(self.cri, registry=self.registry) if evented else None
-        self.kubelet = Kubelet(
+        self.kubelet = Kubelet(**stub_parts(
             runtime=self.cri,
             pleg=self.pleg,
             registry=self.registry,
@@ -93,7 +94,7 @@ class Agent:
             root_dir=tmp / "state",
             pod_logs_dir=self.logs,
             housekeeping_period=1.0,
-        )
+        ))
         self.task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Agent:

@@ -1,0 +1,224 @@
+"""A Runtime that counts its calls under the kubelet's runtime operation metrics.
+
+:class:`InstrumentedRuntime` wraps any Runtime: each call counts in
+``kubelet_runtime_operations_total`` and ``kubelet_runtime_operations_duration_seconds``
+(by ``operation_type``, with the kubelet's names: ``run_podsandbox``,
+``list_containers``, ``exec_sync``, ...), and a call that raises also in
+``kubelet_runtime_operations_errors_total``. The wiring root wraps every agent's
+runtime in one, as the kubelet wraps its runtime service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import TypeVar
+
+from kubelet_kit.clock import Clock, RealClock
+from kubelet_kit.container.interfaces import (
+    ContainerConfig,
+    ContainerEvent,
+    ContainerFilter,
+    ContainerInfo,
+    ContainerStats,
+    ContainerStatus,
+    ExecResult,
+    FilesystemUsage,
+    Image,
+    ImageFsReporter,
+    ImageSpec,
+    LinuxContainerResources,
+    LogReopener,
+    PodSandbox,
+    PodSandboxConfig,
+    PodSandboxFilter,
+    PodSandboxStats,
+    PodSandboxStatus,
+    Runtime,
+    RuntimeStatus,
+    VersionInfo,
+)
+from kubelet_kit.errors import UnimplementedError
+from kubelet_kit.node.metrics import KubeletMetrics
+
+__all__ = ["InstrumentedRuntime"]
+
+T = TypeVar("T")
+
+class InstrumentedRuntime:
+    """A Runtime that forwards every call and records it in :class:`KubeletMetrics`.
+
+    Each call counts in ``kubelet_runtime_operations_total`` and
+    ``kubelet_runtime_operations_duration_seconds`` under the kubelet's operation
+    name; a call that raises also counts in ``kubelet_runtime_operations_errors_total``.
+    Errors pass through unchanged. Durations come from ``clock``.
+
+    Args:
+        runtime: The runtime to wrap.
+        metrics: Where to record.
+        clock: Source of durations; default the real clock.
+    """
+
+    def __init__(self, runtime: Runtime, metrics: KubeletMetrics, clock: Clock | None = None):
+        self.inner = runtime
+        self.metrics = metrics
+        self.clock: Clock = clock or RealClock()
+
+    async def _record(self, operation: str, call: Awaitable[T]) -> T:
+        start = self.clock.monotonic()
+        try:
+            result = await call
+        except Exception:
+            self.metrics.record_operation(operation, self.clock.monotonic() - start, True)
+            raise
+        except BaseException:
+            # Cancellation is the caller giving up, not the runtime failing.
+            self.metrics.record_operation(operation, self.clock.monotonic() - start, False)
+            raise
+        self.metrics.record_operation(operation, self.clock.monotonic() - start, False)
+        return result
+
+    async def version(self) -> VersionInfo:
+        """Forwarded (``version``)."""
+        return await self._record("version", self.inner.version())
+
+    async def status(self) -> RuntimeStatus:
+        """Forwarded (``status``)."""
+        return await self._record("status", self.inner.status())
+
+    async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
+        """Forwarded (``run_podsandbox``)."""
+        return await self._record("run_podsandbox", self.inner.run_pod_sandbox(config))
+
+    async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None:
+        """Forwarded (``stop_podsandbox``)."""
+        await self._record("stop_podsandbox", self.inner.stop_pod_sandbox(pod_sandbox_id))
+
+    async def remove_pod_sandbox(self, pod_sandbox_id: str) -> None:
+        """Forwarded (``remove_podsandbox``)."""
+        await self._record("remove_podsandbox", self.inner.remove_pod_sandbox(pod_sandbox_id))
+
+    async def pod_sandbox_status(self, pod_sandbox_id: str) -> PodSandboxStatus:
+        """Forwarded (``podsandbox_status``)."""
+        return await self._record("podsandbox_status",
+                                  self.inner.pod_sandbox_status(pod_sandbox_id))
+
+    async def list_pod_sandboxes(self, filter: PodSandboxFilter | None = None) -> list[PodSandbox]:
+        """Forwarded (``list_podsandbox``)."""
+        return await self._record("list_podsandbox", self.inner.list_pod_sandboxes(filter))
+
+    async def create_container(
+        self, pod_sandbox_id: str, config: ContainerConfig, sandbox_config: PodSandboxConfig
+    ) -> str:
+        """Forwarded (``create_container``)."""
+        return await self._record(
+            "create_container",
+            self.inner.create_container(pod_sandbox_id, config, sandbox_config))
+
+    async def start_container(self, container_id: str) -> None:
+        """Forwarded (``start_container``)."""
+        await self._record("start_container", self.inner.start_container(container_id))
+
+    async def stop_container(self, container_id: str, timeout: float) -> None:
+        """Forwarded (``stop_container``)."""
+        await self._record("stop_container", self.inner.stop_container(container_id, timeout))
+
+    async def remove_container(self, container_id: str) -> None:
+        """Forwarded (``remove_container``)."""
+        await self._record("remove_container", self.inner.remove_container(container_id))
+
+    async def list_containers(self, filter: ContainerFilter | None = None) -> list[ContainerInfo]:
+        """Forwarded (``list_containers``)."""
+        return await self._record("list_containers", self.inner.list_containers(filter))
+
+    async def container_status(self, container_id: str) -> ContainerStatus:
+        """Forwarded (``container_status``)."""
+        return await self._record("container_status", self.inner.container_status(container_id))
+
+    async def exec_sync(
+        self, container_id: str, cmd: Sequence[str], timeout: float | None = None
+    ) -> ExecResult:
+        """Forwarded (``exec_sync``)."""
+        return await self._record("exec_sync", self.inner.exec_sync(container_id, cmd, timeout))
+
+    async def update_container_resources(
+        self, container_id: str, resources: LinuxContainerResources
+    ) -> None:
+        """Forwarded (``update_container``)."""
+        await self._record("update_container",
+                           self.inner.update_container_resources(container_id, resources))
+
+    async def container_stats(self, container_id: str) -> ContainerStats:
+        """Forwarded (``container_stats``)."""
+        return await self._record("container_stats", self.inner.container_stats(container_id))
+
+    async def list_container_stats(
+        self, filter: ContainerFilter | None = None
+    ) -> list[ContainerStats]:
+        """Forwarded (``list_container_stats``)."""
+        return await self._record("list_container_stats", self.inner.list_container_stats(filter))
+
+    async def pod_sandbox_stats(self, pod_sandbox_id: str) -> PodSandboxStats:
+        """Forwarded (``podsandbox_stats``)."""
+        return await self._record("podsandbox_stats", self.inner.pod_sandbox_stats(pod_sandbox_id))
+
+    async def pull_image(
+        self, image: ImageSpec, sandbox_config: PodSandboxConfig | None = None
+    ) -> str:
+        """Forwarded (``pull_image``)."""
+        return await self._record("pull_image", self.inner.pull_image(image, sandbox_config))
+
+    async def image_status(self, image: ImageSpec) -> Image | None:
+        """Forwarded (``image_status``)."""
+        return await self._record("image_status", self.inner.image_status(image))
+
+    async def list_images(self) -> list[Image]:
+        """Forwarded (``list_images``)."""
+        return await self._record("list_images", self.inner.list_images())
+
+    async def remove_image(self, image: ImageSpec) -> None:
+        """Forwarded (``remove_image``)."""
+        await self._record("remove_image", self.inner.remove_image(image))
+
+    async def reopen_container_log(self, container_id: str) -> None:
+        """Forwarded (``reopen_container_log``) when the runtime can reopen logs
+        (:class:`~kubelet_kit.container.LogReopener`).
+
+        Raises:
+            UnimplementedError: it cannot.
+        """
+        if not isinstance(self.inner, LogReopener):
+            raise UnimplementedError(
+                f"reopen_container_log: {type(self.inner).__name__} cannot reopen logs")
+        await self._record("reopen_container_log",
+                           self.inner.reopen_container_log(container_id))
+
+    async def image_fs_info(self) -> list[FilesystemUsage]:
+        """Forwarded (``image_fs_info``) when the runtime reports its image
+        filesystem (:class:`~kubelet_kit.container.ImageFsReporter`); else empty."""
+        if not isinstance(self.inner, ImageFsReporter):
+            return []
+        return await self._record("image_fs_info", self.inner.image_fs_info())
+
+    def get_container_events(self) -> AsyncIterator[ContainerEvent]:
+        """Forwarded; the stream itself is counted once, as ``get_container_events``,
+        when it ends (as the kubelet counts its long-lived call)."""
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[ContainerEvent]:
+        start = self.clock.monotonic()
+        failed = False
+        try:
+            async for event in self.inner.get_container_events():
+                yield event
+        except Exception:
+            failed = True
+            raise
+        finally:
+            self.metrics.record_operation("get_container_events",
+                                          self.clock.monotonic() - start, failed)
+
+    async def close(self) -> None:
+        """Close the wrapped runtime if it has a ``close()``."""
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            await close()
