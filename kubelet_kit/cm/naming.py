@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Final, Literal
 
 from kubelet_kit.api import Pod, qos_class
+from kubelet_kit.container.cgroups import SLICE_SUFFIX, expand_slice
 
 __all__ = [
     "KUBEPODS",
@@ -34,7 +35,7 @@ CgroupName = tuple[str, ...]
 CgroupDriverName = Literal["cgroupfs", "systemd"]
 
 KUBEPODS: Final = "kubepods"
-_SLICE: Final = ".slice"
+_SLICE: Final = SLICE_SUFFIX
 
 
 def new_cgroup_name(base: CgroupName, *parts: str) -> CgroupName:
@@ -48,27 +49,6 @@ def new_cgroup_name(base: CgroupName, *parts: str) -> CgroupName:
         if "/" in part or "_" in part:
             raise ValueError(f"invalid character in component {part!r} of cgroup name")
     return (*base, *parts)
-
-
-def expand_slice(slice_name: str) -> str:
-    """Expand a systemd slice name to its path: ``a-b.slice`` -> ``/a.slice/a-b.slice``.
-
-    Raises:
-        ValueError: Not a valid slice name (no ``.slice`` suffix, a ``/``, or an
-            empty ``-``-separated component).
-    """
-    if not slice_name.endswith(_SLICE) or "/" in slice_name:
-        raise ValueError(f"invalid slice name: {slice_name}")
-    stem = slice_name[: -len(_SLICE)]
-    if stem == "-":
-        return "/"
-    path, prefix = "", ""
-    for component in stem.split("-"):
-        if not component:
-            raise ValueError(f"invalid slice name: {slice_name}")
-        path += f"/{prefix}{component}{_SLICE}"
-        prefix += component + "-"
-    return path
 
 
 def to_systemd(name: CgroupName) -> str:

@@ -1,16 +1,13 @@
 """KubeletCore: the agent's sync loop over parts it is given.
 
-It is deliberately thin. What to do for one pod lives in the pod syncer
-(``kubelet_kit.podsync``); when to do it lives here: the sync loop reads pod
-updates from the sources, lifecycle events from the PLEG and results from the
-probe manager, admits new pods (:mod:`~kubelet_kit.node.admission`), and hands
-every change to the pod workers (:mod:`~kubelet_kit.node.podworkers`).
-Housekeeping (:mod:`~kubelet_kit.node.housekeeping`) runs every two seconds.
+What to do for one pod lives in the pod syncer (``kubelet_kit.podsync``); when
+to do it lives here: the loop reads pod updates from the sources, events from the
+PLEG and results from the prober, admits new pods (``node.admission``), hands
+every change to the pod workers, and runs housekeeping every two seconds.
 
-KubeletCore constructs no subsystem: every part is passed in. The wiring root,
-:mod:`kubelet_kit.agent`, picks and builds them from a KubeletConfiguration;
-its :class:`~kubelet_kit.agent.Kubelet` is this class with the missing parts
-wired as the kubelet wires them, and is what users normally construct.
+KubeletCore builds no subsystem: the wiring root (:mod:`kubelet_kit.agent`) picks
+them; its :class:`~kubelet_kit.agent.Kubelet`, what users construct, is this class
+with the missing parts wired as the kubelet wires them.
 """
 
 from __future__ import annotations

@@ -137,10 +137,10 @@ from typing import Any, TypeVar
 
 import attrs
 
-import kubelet_kit
 from kubelet_kit._version import __version__
 from kubelet_kit.clock import Clock, RealClock, wait_for
 from kubelet_kit.cni.types import CNIError
+from kubelet_kit.container.cgroups import cgroup_parent_path
 from kubelet_kit.container.images import IMAGE_ID_RE as _IMAGE_ID_RE
 from kubelet_kit.container.images import normalize_image_ref
 from kubelet_kit.container.interfaces import (
@@ -295,7 +295,8 @@ def _host_primary_ip() -> str:
 def _shim_env() -> dict[str, str]:
     env = dict(os.environ)
     # The shim runs from "/", so make sure it imports this very kubelet_kit.
-    pkg_root = str(Path(kubelet_kit.__file__).resolve().parent.parent)
+    # The directory holding the kubelet_kit package (runtimes/host.py is two below).
+    pkg_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
     return env
 
@@ -430,9 +431,7 @@ def cgroup_procs_files(cgroup_parent: str, mounts_file: str = "/proc/self/mounts
     """
     if not cgroup_parent:
         return []
-    from kubelet_kit.cm.naming import expand_slice
-
-    path = expand_slice(cgroup_parent) if cgroup_parent.endswith(".slice") else cgroup_parent
+    path = cgroup_parent_path(cgroup_parent)
     try:
         with open(mounts_file, encoding="utf-8") as f:
             lines = f.read().splitlines()
