@@ -1,4 +1,5 @@
-"""Fixtures of the integration tests: a private containerd for the whole session."""
+"""Fixtures of the integration tests: a private containerd, and a kube-apiserver on
+loopback, each for the whole session."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 from kubelet_kit.cri import CRIRuntime, CRIServer
 
 from .containerd import Containerd, missing_parts
+from .kube_apiserver import KubeAPIServer
+from .kube_apiserver import missing_parts as apiserver_missing_parts
 
 
 async def _remove_everything(endpoint: str) -> None:
@@ -85,3 +88,35 @@ async def cri(request: pytest.FixtureRequest, containerd: Containerd) -> AsyncIt
             yield rt
     finally:
         shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver_env() -> Iterator[KubeAPIServer | str]:
+    """A running etcd and kube-apiserver on loopback for the session, or the reason
+    there cannot be one."""
+    missing = apiserver_missing_parts()
+    if missing:
+        yield "kube-apiserver harness needs " + ", ".join(missing)
+        return
+    harness = KubeAPIServer(Path(tempfile.mkdtemp(prefix="kk-apiserver-")))
+    try:
+        harness.start()
+    except Exception as exc:
+        harness.cleanup()
+        yield f"kube-apiserver did not start: {exc}"
+        return
+    try:
+        yield harness
+    finally:
+        harness.cleanup()
+
+
+@pytest.fixture
+def kube_apiserver(
+    kube_apiserver_env: KubeAPIServer | str, require_real: Callable[[bool, str], None]
+) -> KubeAPIServer:
+    """The session's kube-apiserver; skips (or fails under CI) where there is none."""
+    if isinstance(kube_apiserver_env, str):
+        require_real(False, kube_apiserver_env)
+        raise AssertionError("unreachable")
+    return kube_apiserver_env
