@@ -202,8 +202,10 @@ def hello_pod(name: str, node: str) -> str:
             # network without an eth0, so the pods use the host's.
             "hostNetwork": True,
             "terminationGracePeriodSeconds": 1,
+            # IfNotPresent: an earlier test may have removed the image, and the
+            # harness's registry serves it again.
             "containers": [{"name": "hello", "image": BUSYBOX_IMAGE,
-                            "imagePullPolicy": "Never",
+                            "imagePullPolicy": "IfNotPresent",
                             "command": ["sh", "-c", f"echo {HELLO}; sleep 3600"]}],
         },
     })
@@ -282,7 +284,7 @@ async def test_a_deleted_mirror_pod_is_recreated_and_the_static_pod_keeps_runnin
         "metadata": {"name": "static", "namespace": "default"},
         "spec": {"hostNetwork": True, "terminationGracePeriodSeconds": 1,
                  "containers": [{"name": "main", "image": BUSYBOX_IMAGE,
-                                 "imagePullPolicy": "Never",
+                                 "imagePullPolicy": "IfNotPresent",
                                  "command": ["sh", "-c", "sleep 3600"]}]},
     }))
     node.start()
