@@ -102,6 +102,12 @@ def _add_cri(subparsers: _Subparsers) -> None:
     register(subparsers)
 
 
+def _add_exec(subparsers: _Subparsers) -> None:
+    from kubelet_kit.streams.cli import register
+
+    register(subparsers)
+
+
 #: Every subcommand, in the order ``--help`` lists them. To add one (``run``,
 #: ``cri``, ...), write a ``register(subparsers)`` function like
 #: :func:`_add_validate` (its return value is ignored) and append it here.
@@ -109,6 +115,7 @@ SUBCOMMANDS: list[Callable[[_Subparsers], object]] = [
     _add_validate,
     _add_run,
     _add_cri,
+    _add_exec,
 ]
 
 

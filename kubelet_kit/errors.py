@@ -17,6 +17,7 @@
         ├── RuntimeUnavailableError  the runtime cannot be reached (retry later)
         ├── DeadlineExceededError  the call did not finish within its deadline
         ├── UnimplementedError     the runtime does not offer this operation
+        ├── ResourceExhaustedError a limit of the runtime's is reached (retry later)
         ├── ImagePullError         an image could not be pulled (ErrImagePull)
         │   └── ImageNotFoundError the image reference does not exist
         └── ContainerStartError    a container could not be created or started
@@ -48,6 +49,7 @@ __all__ = [
     "NotFoundError",
     "PodSyncError",
     "QuantityError",
+    "ResourceExhaustedError",
     "RuntimeUnavailableError",
     "UnimplementedError",
     "ValidationError",
@@ -193,6 +195,10 @@ class DeadlineExceededError(ContainerRuntimeError):
 
 class UnimplementedError(ContainerRuntimeError):
     """The runtime does not implement this (optional) operation."""
+
+
+class ResourceExhaustedError(ContainerRuntimeError):
+    """A limit of the runtime's is reached (too many requests in flight)."""
 
 
 class ImagePullError(ContainerRuntimeError):

@@ -14,6 +14,7 @@ INVALID_ARGUMENT     InvalidArgumentError (ImagePullError for PullImage)
 UNAVAILABLE          RuntimeUnavailableError (retryable)
 DEADLINE_EXCEEDED    DeadlineExceededError (ImagePullError for PullImage)
 UNIMPLEMENTED        UnimplementedError
+RESOURCE_EXHAUSTED   ResourceExhaustedError
 anything else        ImagePullError for PullImage, ContainerStartError for
                      CreateContainer/StartContainer, else ContainerRuntimeError
 ===================  =====================================================
@@ -38,6 +39,7 @@ from kubelet_kit.errors import (
     InvalidArgumentError,
     KubeletKitError,
     NotFoundError,
+    ResourceExhaustedError,
     RuntimeUnavailableError,
     UnimplementedError,
     ValidationError,
@@ -55,6 +57,7 @@ _BY_CODE: dict[grpc.StatusCode, type[ContainerRuntimeError]] = {
     grpc.StatusCode.UNAVAILABLE: RuntimeUnavailableError,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
     grpc.StatusCode.UNIMPLEMENTED: UnimplementedError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
 }
 
 _START_METHODS = frozenset({"CreateContainer", "StartContainer"})
@@ -116,6 +119,7 @@ def to_status(exc: BaseException) -> tuple[grpc.StatusCode, str]:
         (DeadlineExceededError, grpc.StatusCode.DEADLINE_EXCEEDED),
         (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
         (UnimplementedError, grpc.StatusCode.UNIMPLEMENTED),
+        (ResourceExhaustedError, grpc.StatusCode.RESOURCE_EXHAUSTED),
         (NotImplementedError, grpc.StatusCode.UNIMPLEMENTED),
         (ConfigurationError, grpc.StatusCode.FAILED_PRECONDITION),
         (ContainerStartError, grpc.StatusCode.UNKNOWN),

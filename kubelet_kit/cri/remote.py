@@ -488,6 +488,51 @@ class CRIRuntime:
             ) from None
         return convert.exec_result_from_pb(resp)
 
+    async def get_exec_url(self, container_id: str, cmd: Sequence[str], *, tty: bool,
+                           stdin: bool, stdout: bool, stderr: bool) -> str:
+        """The runtime's streaming URL for one exec session (CRI ``Exec``; see
+        :class:`~kubelet_kit.container.streams.StreamURLRuntime`). Not retried.
+
+        Raises:
+            NotFoundError: unknown container.
+        """
+        resp = await self._call(
+            "runtime", "Exec",
+            pb.ExecRequest(container_id=container_id, cmd=list(cmd), tty=tty, stdin=stdin,
+                           stdout=stdout, stderr=stderr),
+            target=container_id,
+        )
+        return str(resp.url)
+
+    async def get_attach_url(self, container_id: str, *, tty: bool, stdin: bool,
+                             stdout: bool, stderr: bool) -> str:
+        """The runtime's streaming URL for one attach session (CRI ``Attach``).
+
+        Raises:
+            NotFoundError: unknown container.
+        """
+        resp = await self._call(
+            "runtime", "Attach",
+            pb.AttachRequest(container_id=container_id, tty=tty, stdin=stdin, stdout=stdout,
+                             stderr=stderr),
+            target=container_id,
+        )
+        return str(resp.url)
+
+    async def get_port_forward_url(self, sandbox_id: str, ports: Sequence[int]) -> str:
+        """The runtime's streaming URL for one port-forward session (CRI
+        ``PortForward``).
+
+        Raises:
+            NotFoundError: unknown sandbox.
+        """
+        resp = await self._call(
+            "runtime", "PortForward",
+            pb.PortForwardRequest(pod_sandbox_id=sandbox_id, port=list(ports)),
+            target=sandbox_id,
+        )
+        return str(resp.url)
+
     async def update_container_resources(
         self, container_id: str, resources: LinuxContainerResources
     ) -> None:

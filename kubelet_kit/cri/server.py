@@ -7,10 +7,12 @@ crictl, a kubelet or a :class:`~kubelet_kit.cri.CRIRuntime` can drive::
         ...
 
 Both services are registered with every RPC of the protocol. The RPCs listed in
-:data:`SERVED_RPCS` call the runtime; the others (streaming endpoints for
-exec/attach/port-forward, checkpoints, metrics, image filesystem info, runtime
+:data:`SERVED_RPCS` call the runtime; the others (checkpoints, metrics, runtime
 configuration) answer UNIMPLEMENTED with a message naming the method, as a CRI
-runtime does for what it lacks. Errors the runtime raises become status codes in
+runtime does for what it lacks. ``Exec``, ``Attach`` and ``PortForward`` answer
+with a URL of the server's streaming server (:mod:`kubelet_kit.streams.server`)
+when the runtime serves streams itself, and UNIMPLEMENTED when it serves none.
+Errors the runtime raises become status codes in
 :func:`kubelet_kit.cri.errors.to_status`, so a CRIRuntime on the other side
 raises the same error class again.
 """
@@ -35,10 +37,16 @@ from kubelet_kit.container.interfaces import (
     PodSandboxFilter,
     Runtime,
 )
+from kubelet_kit.container.streams import StreamURLRuntime, stream_mode
 from kubelet_kit.cri import convert
 from kubelet_kit.cri.errors import to_status
 from kubelet_kit.cri.gen import api_pb2 as pb
-from kubelet_kit.errors import ConfigurationError, NotFoundError, UnimplementedError
+from kubelet_kit.errors import (
+    ConfigurationError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnimplementedError,
+)
 
 __all__ = ["SERVED_RPCS", "UNSERVED_RPCS", "CRIServer"]
 
@@ -47,10 +55,6 @@ _IMAGE_SERVICE = "runtime.v1.ImageService"
 
 #: RPCs answered UNIMPLEMENTED, each with the reason it is not served.
 UNSERVED_RPCS: dict[str, str] = {
-    # Streaming (exec/attach/port-forward) needs an HTTP streaming server.
-    "Exec": "no streaming server",
-    "Attach": "no streaming server",
-    "PortForward": "no streaming server",
     # The Runtime protocol has no such operation.
     "CheckpointContainer": "no checkpoints in the Runtime protocol",
     "ListMetricDescriptors": "no pod metrics in the Runtime protocol",
@@ -73,9 +77,47 @@ def _all_rpcs(service: str) -> list[Any]:
 class _Servicer:
     """The RPC bodies: a protobuf request in, a protobuf response out."""
 
-    def __init__(self, runtime: Runtime, clock: Clock) -> None:
+    def __init__(self, runtime: Runtime, clock: Clock,
+                 urls: StreamURLRuntime | None = None) -> None:
         self.rt = runtime
         self.clock = clock
+        self.urls = urls
+
+    # -------------------------------------------------------------- streaming
+
+    def _streams(self, what: str) -> StreamURLRuntime:
+        if self.urls is None:
+            raise UnimplementedError(f"{what}: {type(self.rt).__name__} serves no streams")
+        return self.urls
+
+    @staticmethod
+    def _check_streams(what: str, req: Any) -> None:
+        # The kubelet's streaming server refuses these before handing out a URL.
+        if not (req.stdin or req.stdout or req.stderr):
+            raise InvalidArgumentError(f"{what}: one of stdin, stdout, or stderr must be set")
+        if req.tty and req.stderr:
+            raise InvalidArgumentError(f"{what}: tty and stderr cannot both be true")
+
+    async def Exec(self, req: Any) -> Any:
+        if not req.cmd:
+            raise InvalidArgumentError("Exec: cmd is empty")
+        self._check_streams("Exec", req)
+        url = await self._streams("Exec").get_exec_url(
+            req.container_id, list(req.cmd), tty=req.tty, stdin=req.stdin, stdout=req.stdout,
+            stderr=req.stderr)
+        return pb.ExecResponse(url=url)
+
+    async def Attach(self, req: Any) -> Any:
+        self._check_streams("Attach", req)
+        url = await self._streams("Attach").get_attach_url(
+            req.container_id, tty=req.tty, stdin=req.stdin, stdout=req.stdout,
+            stderr=req.stderr)
+        return pb.AttachResponse(url=url)
+
+    async def PortForward(self, req: Any) -> Any:
+        url = await self._streams("PortForward").get_port_forward_url(
+            req.pod_sandbox_id, list(req.port))
+        return pb.PortForwardResponse(url=url)
 
     # ----------------------------------------------------------- runtime info
 
@@ -367,6 +409,11 @@ class CRIServer:
         clock: Source of wall time for response timestamps.
         max_message_bytes: Largest message accepted or sent (the kubelet's 16 MiB).
         interceptors: ``grpc.aio.ServerInterceptor``s (logging, metrics, auth).
+        streaming_address: Where the streaming server listens for a runtime that
+            serves streams itself (:class:`~kubelet_kit.container.streams.StreamingRuntime`):
+            ``Exec``, ``Attach`` and ``PortForward`` answer with its one-time URLs.
+            A runtime with URLs of its own has them passed on.
+        streaming_port: Its port (0: any free one).
     """
 
     def __init__(
@@ -377,8 +424,13 @@ class CRIServer:
         clock: Clock | None = None,
         max_message_bytes: int = 16 * 1024 * 1024,
         interceptors: Sequence[Any] = (),
+        streaming_address: str = "127.0.0.1",
+        streaming_port: int = 0,
     ) -> None:
         self._runtime = runtime
+        self._streaming_address = streaming_address
+        self._streaming_port = streaming_port
+        self._streaming: Any = None
         self._path = Path(socket_path)
         if not self._path.is_absolute():
             raise ConfigurationError(f"socket_path: {str(self._path)!r} is not absolute")
@@ -416,7 +468,19 @@ class CRIServer:
                 ("grpc.max_send_message_length", self._max),
             ]
         )
-        servicer = _Servicer(self._runtime, self._clock)
+        urls: StreamURLRuntime | None = None
+        mode = stream_mode(self._runtime)
+        if mode == "direct":
+            from kubelet_kit.streams.server import StreamingServer
+
+            streaming = StreamingServer(
+                self._runtime,  # type: ignore[arg-type]  # stream_mode checked it
+                address=self._streaming_address, port=self._streaming_port, clock=self._clock)
+            await streaming.start()
+            self._streaming = urls = streaming
+        elif mode == "url":
+            urls = self._runtime  # type: ignore[assignment]  # stream_mode checked it
+        servicer = _Servicer(self._runtime, self._clock, urls)
         server.add_generic_rpc_handlers(
             (
                 _generic_handler(_RUNTIME_SERVICE, servicer),
@@ -437,6 +501,9 @@ class CRIServer:
             await server.stop(grace)
             with contextlib.suppress(FileNotFoundError):
                 self._path.unlink()
+        streaming, self._streaming = self._streaming, None
+        if streaming is not None:
+            await streaming.stop()
 
     async def run(self) -> None:
         """Start (if needed) and serve until :meth:`stop` is called."""

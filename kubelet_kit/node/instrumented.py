@@ -37,6 +37,13 @@ from kubelet_kit.container.interfaces import (
     RuntimeStatus,
     VersionInfo,
 )
+from kubelet_kit.container.streams import (
+    ByteSink,
+    ByteSource,
+    StreamingRuntime,
+    StreamIO,
+    StreamURLRuntime,
+)
 from kubelet_kit.errors import UnimplementedError
 from kubelet_kit.node.metrics import KubeletMetrics
 
@@ -198,6 +205,60 @@ class InstrumentedRuntime:
         if not isinstance(self.inner, ImageFsReporter):
             return []
         return await self._record("image_fs_info", self.inner.image_fs_info())
+
+    # -- streams: forwarded when the wrapped runtime has them ----------------------
+
+    def _streaming(self, what: str) -> StreamingRuntime:
+        if not isinstance(self.inner, StreamingRuntime):
+            raise UnimplementedError(f"{what}: {type(self.inner).__name__} serves no streams")
+        return self.inner
+
+    def _stream_urls(self, what: str) -> StreamURLRuntime:
+        if not isinstance(self.inner, StreamURLRuntime):
+            raise UnimplementedError(
+                f"{what}: {type(self.inner).__name__} hands out no streaming URLs")
+        return self.inner
+
+    async def exec_stream(self, container_id: str, cmd: Sequence[str], io: StreamIO) -> int:
+        """Forwarded and counted as ``exec`` (the session's whole length).
+
+        Raises:
+            UnimplementedError: the runtime serves no streams itself.
+        """
+        return await self._record("exec", self._streaming("exec").exec_stream(
+            container_id, cmd, io))
+
+    async def attach_stream(self, container_id: str, io: StreamIO) -> None:
+        """Forwarded and counted as ``attach``."""
+        await self._record("attach", self._streaming("attach").attach_stream(container_id, io))
+
+    async def port_forward_stream(self, sandbox_id: str, port: int, source: ByteSource,
+                                  sink: ByteSink) -> None:
+        """Forwarded and counted as ``port_forward``."""
+        await self._record("port_forward", self._streaming("port_forward").port_forward_stream(
+            sandbox_id, port, source, sink))
+
+    async def get_exec_url(self, container_id: str, cmd: Sequence[str], *, tty: bool,
+                           stdin: bool, stdout: bool, stderr: bool) -> str:
+        """Forwarded and counted as ``exec``.
+
+        Raises:
+            UnimplementedError: the runtime hands out no streaming URLs.
+        """
+        return await self._record("exec", self._stream_urls("exec").get_exec_url(
+            container_id, cmd, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr))
+
+    async def get_attach_url(self, container_id: str, *, tty: bool, stdin: bool,
+                             stdout: bool, stderr: bool) -> str:
+        """Forwarded and counted as ``attach``."""
+        return await self._record("attach", self._stream_urls("attach").get_attach_url(
+            container_id, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr))
+
+    async def get_port_forward_url(self, sandbox_id: str, ports: Sequence[int]) -> str:
+        """Forwarded and counted as ``port_forward``."""
+        return await self._record(
+            "port_forward",
+            self._stream_urls("port_forward").get_port_forward_url(sandbox_id, ports))
 
     def get_container_events(self) -> AsyncIterator[ContainerEvent]:
         """Forwarded; the stream itself is counted once, as ``get_container_events``,

@@ -56,6 +56,7 @@ from kubelet_kit.server.logs import (
     stream_log,
 )
 from kubelet_kit.server.stats import SummaryProvider
+from kubelet_kit.server.streams import STREAM_PATH_PREFIXES, StreamEndpoints
 
 if TYPE_CHECKING:
     from kubelet_kit.api import Pod
@@ -145,8 +146,9 @@ class KubeletServer:
         read_only_port: Plain-HTTP port without authentication (None: off).
         healthz_address: Address of the healthz port.
         healthz_port: Plain-HTTP ``/healthz`` port (None: off).
-        enable_debugging_handlers: Serve ``/containerLogs``, ``/run`` and
-            ``/runningpods/``; when False they answer 405.
+        enable_debugging_handlers: Serve ``/containerLogs``, ``/run``,
+            ``/runningpods/`` and the streams (``/exec``, ``/attach``,
+            ``/portForward``); when False they answer 405.
         limits: Request bounds.
         metrics: The agent metrics refreshed before each ``/metrics``; default the
             ones of ``kubelet.registry``.
@@ -247,6 +249,7 @@ class KubeletServer:
             ("POST", "/run/{namespace}/{pod}/{container}", self._run),
             ("POST", "/run/{namespace}/{pod}/{uid}/{container}", self._run),
         ]
+        debug.extend(StreamEndpoints(self).routes())
         for method, path, handler in debug:
             r.add_route(method, path, handler if self.enable_debugging_handlers
                         else self._debugging_disabled)
@@ -284,7 +287,7 @@ class KubeletServer:
             except web.HTTPRequestEntityTooLarge:
                 return _text(413, "request body is larger than "
                                   f"{self.limits.max_body_bytes} bytes")
-        if request.path.startswith("/containerLogs/"):
+        if request.path.startswith(("/containerLogs/", *STREAM_PATH_PREFIXES)):
             return await handler(request)  # streams: bounded by max_follow instead
         try:
             return await wait_for(self.kubelet.clock, handler(request),
@@ -392,7 +395,8 @@ class KubeletServer:
         for problem in (
             _check_name("namespace", m["namespace"], _LABEL, 63),
             _check_name("pod name", m["pod"], _SUBDOMAIN, 253),
-            _check_name("container name", m["container"], _LABEL, 63),
+            _check_name("container name", m["container"], _LABEL, 63)
+            if "container" in m else None,
             _check_name("pod uid", m["uid"], _UID, 128) if "uid" in m else None,
         ):
             if problem:
