@@ -35,6 +35,7 @@ NAMESPACE = "k8s.io"
 _APPLETS = (
     "sh", "sleep", "echo", "cat", "env", "ls", "true", "false", "printf", "id", "kill",
     "httpd", "wc", "head", "grep", "hostname", "ps", "mkdir", "touch", "test", "seq",
+    "tar", "stty",
 )
 
 

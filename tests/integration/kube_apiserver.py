@@ -398,16 +398,23 @@ current-context: admin@test
 
     # ---------------------------------------------------------------- use
 
+    def kubectl_argv(self, *args: str, request_timeout: float | None = None) -> list[str]:
+        """The command line of the built kubectl as admin (for a long-running one,
+        such as ``logs -f`` or ``port-forward``, started by the caller)."""
+        argv = [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.admin_kubeconfig}",
+                # Its discovery cache goes here rather than under the user's home.
+                f"--cache-dir={self.kubectl_cache}"]
+        if request_timeout is not None:
+            argv.append(f"--request-timeout={int(request_timeout)}s")
+        return [*argv, *args]
+
     def kubectl(self, *args: str, input: str | None = None, timeout: float = 60.0) -> Completed:
         """Run the built kubectl as admin.
 
         Raises:
             AssertionError: it did not finish within ``timeout`` seconds.
         """
-        argv = [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.admin_kubeconfig}",
-                # Its discovery cache goes here rather than under the user's home.
-                f"--cache-dir={self.kubectl_cache}", f"--request-timeout={int(timeout)}s",
-                *args]
+        argv = self.kubectl_argv(*args, request_timeout=timeout)
         try:
             done = subprocess.run(argv, input=input, capture_output=True, text=True,
                                   timeout=timeout, env=clean_env(), cwd=self.base)
