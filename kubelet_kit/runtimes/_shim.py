@@ -27,12 +27,24 @@ the part containerd's shim plays for a real container, for one host process:
    instead, and recorded as an exit with code 128 and reason ``StartError``.
 4. It copies the process's stdout and stderr into the log file as CRI records.
    SIGUSR1 makes it open the log at its path again (the runtime's
-   ReopenContainerLog, once log rotation has renamed the file).
+   ReopenContainerLog, once log rotation has renamed the file). The process's
+   stdin is /dev/null, or with the spec's ``stdin`` a pipe whose write end the
+   shim holds (the process waits for input); with ``tty`` the shim owns a
+   pseudo-terminal that is the process's stdin, stdout and stderr and its
+   controlling terminal (a session of its own), and the terminal's output is
+   logged as stdout. Before entering any namespace it listens on the attach
+   socket (``attach.sock`` in the state directory,
+   :mod:`kubelet_kit.runtimes._attach`): attached clients receive the output
+   from then on, and send stdin and terminal sizes (the I/O loop is
+   :mod:`kubelet_kit.runtimes._shim_io`). With ``stdin_once``, the first
+   attached client's end of stdin closes the process's stdin (EOT on a
+   terminal).
 5. When the process exits it kills what is left of its process group (a
    container's processes die with its main process, as in a PID namespace),
    and records ``exit.json``: the exit code (128 + signal number when killed by
    a signal, as a shell or containerd reports it), reason ``Completed`` for 0 and
-   ``Error`` otherwise, and the finish time.
+   ``Error`` otherwise, and the finish time. Only then are attached clients
+   disconnected and the attach socket removed.
 
 Run as ``python -m kubelet_kit.runtimes._shim --exec STATE_DIR PID -- CMD...``
 it is the runtime's exec helper for a container with its own mount namespace:
@@ -53,18 +65,22 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kubelet_kit.container.logs import DEFAULT_MAX_LINE_SIZE, CRILogWriter, LogStream
+from kubelet_kit.container.logs import DEFAULT_MAX_LINE_SIZE, LogStream
+from kubelet_kit.runtimes import _attach
+from kubelet_kit.runtimes._attach import ATTACH_SOCKET
+from kubelet_kit.runtimes._shim_io import ProcessIO, Supervisor, kill_group, listen, open_log
 
 SPEC_FILE = "spec.json"
 START_FILE = "start.json"
@@ -134,13 +150,6 @@ def _report(data: dict[str, Any]) -> None:
     os.close(devnull)
 
 
-def _open_log(log_path: str) -> int | None:
-    if not log_path:
-        return None
-    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-    return os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o640)
-
-
 #: Set by SIGUSR1: open the log file at its path again (the runtime's
 #: ReopenContainerLog, after the kubelet's log rotation renamed the file).
 _reopen_requested = False
@@ -151,110 +160,10 @@ def _on_reopen_signal(signum: int, frame: Any) -> None:
     _reopen_requested = True
 
 
-def _copy_output(
-    proc: subprocess.Popen[bytes],
-    out_fd: int,
-    err_fd: int,
-    log_fd: int | None,
-    max_line: int,
-    log_path: str = "",
-    wakeup_fd: int | None = None,
-) -> None:
-    """Copy both pipes into the log until the process exits and the pipes drain.
-
-    ``wakeup_fd`` becomes readable when a signal arrives; after SIGUSR1 the log is
-    opened again at ``log_path`` (a new file, the old one having been renamed),
-    between two writes, so no output is lost or split across the files mid-record.
-    """
+def _take_reopen_request() -> bool:
     global _reopen_requested
-    log = [log_fd]
-
-    def sink(line: bytes) -> None:
-        if log[0] is not None:
-            with contextlib.suppress(OSError):  # a full disk must not stop the drain
-                os.write(log[0], line)
-
-    def reopen() -> None:
-        try:
-            new = _open_log(log_path)
-        except OSError:
-            return  # keep writing to the old file
-        old, log[0] = log[0], new
-        if old is not None:
-            os.close(old)
-
-    writers = {
-        out_fd: CRILogWriter(LogStream.STDOUT, sink, time.time_ns, max_line),
-        err_fd: CRILogWriter(LogStream.STDERR, sink, time.time_ns, max_line),
-    }
-    poller = select.poll()
-    for fd in writers:
-        poller.register(fd, select.POLLIN)
-    open_fds = set(writers)
-    try:
-        pidfd: int | None = os.pidfd_open(proc.pid)
-    except OSError:
-        pidfd = None
-    if pidfd is not None:
-        poller.register(pidfd, select.POLLIN)
-    if wakeup_fd is not None:
-        poller.register(wakeup_fd, select.POLLIN)
-    exited = False
-    while open_fds:
-        # After the main process exits, its leftovers are killed, so the pipes
-        # reach EOF soon; the bounded wait only guards a descendant that escaped
-        # the process group while holding a pipe.
-        timeout_ms = 1000 if exited else (-1 if pidfd is not None else 200)
-        events = poller.poll(timeout_ms)
-        if not events and exited:
-            break
-        for fd, _ in events:
-            if fd == wakeup_fd:
-                with contextlib.suppress(OSError):
-                    os.read(fd, 64)
-                if _reopen_requested:
-                    _reopen_requested = False
-                    reopen()
-                continue
-            if fd == pidfd:
-                poller.unregister(pidfd)
-                exited = True
-                _kill_group(proc.pid)
-                continue
-            try:
-                data = os.read(fd, _READ_SIZE)
-            except OSError as exc:
-                if exc.errno == errno.EINTR:
-                    continue
-                data = b""
-            if data:
-                writers[fd].write(data)
-            else:
-                poller.unregister(fd)
-                open_fds.discard(fd)
-        if pidfd is None and not exited and _has_exited(proc.pid):
-            exited = True
-            _kill_group(proc.pid)
-    for writer in writers.values():
-        writer.close()
-    if pidfd is not None:
-        os.close(pidfd)
-    if log[0] is not None:
-        os.close(log[0])
-
-
-def _has_exited(pid: int) -> bool:
-    """Whether the child ``pid`` has exited, without reaping it."""
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return True
-    return info is not None
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(OSError):
-        os.killpg(pgid, signal.SIGKILL)
+    requested, _reopen_requested = _reopen_requested, False
+    return requested
 
 
 # --------------------------------------------------------------- mount namespace
@@ -404,21 +313,29 @@ def join_cgroups(procs_files: Sequence[str]) -> None:
             continue
 
 
-def _joiner(procs_files: Sequence[str]) -> Callable[[], None] | None:
-    """A ``preexec_fn`` joining the container's cgroups in the child, or None."""
-    if not procs_files:
-        return None
+def _child_setup(procs_files: Sequence[str], tty: bool) -> Callable[[], None] | None:
+    """A ``preexec_fn`` joining the container's cgroups in the child and, on a
+    terminal, making it the controlling one of the child's new session; or None."""
     files = list(procs_files)
-    return lambda: join_cgroups(files)
+    if not files and not tty:
+        return None
+
+    def setup() -> None:
+        if files:
+            join_cgroups(files)
+        if tty:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    return setup
 
 
 def _start(
     spec: dict[str, Any], argv: list[str], cwd: str, env: dict[str, str]
-) -> tuple[subprocess.Popen[bytes], int, int, int | None]:
+) -> tuple[subprocess.Popen[bytes], ProcessIO, int | None]:
     """Make the working directory, open the log, start the process.
 
-    Returns the process, the read ends of its stdout and stderr pipes and the
-    log file descriptor (None without a log).
+    Returns the process, the descriptors the shim keeps for it (its output, its
+    stdin, its terminal) and the log file descriptor (None without a log).
 
     Raises:
         _StartFailure: any step failed; the message names the step and the path.
@@ -441,27 +358,54 @@ def _start(
         raise _StartFailure(f'mkdir working directory "{cwd}": {_os_error_text(exc)}') from None
     log_path = spec.get("log_path", "")
     try:
-        log_fd = _open_log(log_path)
+        log_fd = open_log(log_path)
     except OSError as exc:
         raise _StartFailure(f'open log file "{log_path}": {_os_error_text(exc)}') from None
-    out_r, out_w = os.pipe2(os.O_CLOEXEC)
-    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    tty = bool(spec.get("tty"))
+    ours: list[int] = []  # the shim's ends, closed if the start fails
+    theirs: list[int] = []  # the process's ends, closed here once it has them
+    stdin: int = subprocess.DEVNULL
+    if tty:
+        # A terminal of the shim's own: the process's stdin, stdout and stderr,
+        # and its controlling terminal in a session of its own (as runc's console).
+        master, slave = os.openpty()
+        ours.append(master)
+        theirs.append(slave)
+        stdin = stdout = stderr = slave
+        pio = ProcessIO({master: (LogStream.STDOUT, _attach.STDOUT)},
+                        master if spec.get("stdin") else None, master)
+    else:
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        ours += [out_r, err_r]
+        theirs += [out_w, err_w]
+        stdout, stderr = out_w, err_w
+        stdin_w = None
+        if spec.get("stdin"):
+            # The shim holds the write end, so the process waits for input (from an
+            # attach) instead of reading the end of /dev/null.
+            stdin, stdin_w = os.pipe2(os.O_CLOEXEC)
+            ours.append(stdin_w)
+            theirs.append(stdin)
+        pio = ProcessIO({out_r: (LogStream.STDOUT, _attach.STDOUT),
+                         err_r: (LogStream.STDERR, _attach.STDERR)}, stdin_w, None)
     try:
         proc = subprocess.Popen(
             argv,
             env=env,
             cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=out_w,
-            stderr=err_w,
-            process_group=0,
-            preexec_fn=_joiner(spec.get("cgroup_procs") or ()),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            preexec_fn=_child_setup(spec.get("cgroup_procs") or (), tty),
             user=spec.get("user"),
             group=spec.get("group"),
             extra_groups=spec.get("extra_groups"),
+            start_new_session=tty,
+            process_group=None if tty else 0,
         )
     except OSError as exc:
-        for fd in (out_r, err_r, log_fd):
+        for fd in (*ours, log_fd):
             if fd is not None:
                 os.close(fd)
         if exc.filename == cwd and exc.filename != argv[0]:
@@ -470,9 +414,9 @@ def _start(
             message = describe_start_error(exc, argv)
         raise _StartFailure(message) from None
     finally:
-        os.close(out_w)
-        os.close(err_w)
-    return proc, out_r, err_r, log_fd
+        for fd in theirs:
+            os.close(fd)
+    return proc, pio, log_fd
 
 
 def run(state_dir: Path) -> int:
@@ -486,9 +430,15 @@ def run(state_dir: Path) -> int:
     argv: list[str] = spec["argv"]
     cwd: str = spec["cwd"] or "/"
     env: dict[str, str] = spec["env"]
+    # Made before any namespace is entered, so it is the host's file system's.
+    listener = listen(state_dir)
     try:
-        proc, out_r, err_r, log_fd = _start(spec, argv, cwd, env)
+        proc, pio, log_fd = _start(spec, argv, cwd, env)
     except _StartFailure as exc:
+        if listener is not None:
+            listener.close()
+            with contextlib.suppress(OSError):
+                (state_dir / ATTACH_SOCKET).unlink()
         message = str(exc)
         write_json_atomic(
             state_dir / EXIT_FILE,
@@ -512,13 +462,23 @@ def run(state_dir: Path) -> int:
     }
     write_json_atomic(state_dir / START_FILE, start)
     _report(start)
-    _copy_output(proc, out_r, err_r, log_fd, int(spec.get("max_line_size", DEFAULT_MAX_LINE_SIZE)),
-                 log_path=spec.get("log_path", ""), wakeup_fd=wake_r)
+    supervisor = Supervisor(
+        proc,
+        pio,
+        log_fd=log_fd,
+        log_path=spec.get("log_path", ""),
+        max_line=int(spec.get("max_line_size", DEFAULT_MAX_LINE_SIZE)),
+        wakeup_fd=wake_r,
+        take_reopen=_take_reopen_request,
+        listener=listener,
+        stdin_once=bool(spec.get("stdin_once")),
+    )
+    supervisor.run()
     # Wait without reaping, so the pid (and with it the process group id) cannot
     # be reused while what is left of the group is killed.
     with contextlib.suppress(ChildProcessError):
         os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-    _kill_group(proc.pid)
+    kill_group(proc.pid)
     code = proc.wait()
     finished_at = time.time()
     # Popen gives -N for death by signal N; a shell and containerd say 128 + N.
@@ -533,6 +493,8 @@ def run(state_dir: Path) -> int:
             "finished_at": finished_at,
         },
     )
+    # Attached clients see their end only now, when the exit is on record.
+    supervisor.close(state_dir)
     return 0
 
 

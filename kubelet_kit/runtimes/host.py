@@ -104,6 +104,30 @@ Exec
     limit; past it the command's session is killed and DeadlineExceededError
     raised.
 
+Streams
+    The runtime is a :class:`~kubelet_kit.container.streams.StreamingRuntime`
+    (plumbing in :mod:`kubelet_kit.runtimes.streams`). ``exec_stream`` starts
+    the command exactly as ``exec_sync`` does, on pipes or, with ``tty``, on a
+    pseudo-terminal that becomes its controlling terminal; the client's sizes
+    are applied to it. ``port_forward_stream`` connects to ``localhost:PORT``
+    inside the sandbox's network namespace (a short-lived thread joins it to
+    make the socket) or the host's, and copies both ways.
+
+    A container with ``stdin`` gets a pipe as its stdin, held open by its shim,
+    so it waits for input instead of reading end of file; with ``tty`` the shim
+    owns a pseudo-terminal that is the process's stdin, stdout, stderr and
+    controlling terminal, and whose output goes to the log as stdout.
+    ``attach_stream`` reaches the container through its shim's attach socket
+    (``attach.sock`` in its state directory; see
+    :mod:`kubelet_kit.runtimes._attach`), so it survives agent restarts like the
+    shim: the client's stdin goes to the container, the container's output
+    from then on (of any container, stdin or not; the log still gets all of it)
+    to the client, and sizes to the terminal. With ``stdin_once`` the first
+    attach's end of stdin closes the container's stdin (EOT on a terminal);
+    otherwise an attach ends with its stdin and the container's stays open.
+    Containers started by a shim without attach support raise
+    ContainerRuntimeError on attach.
+
 Stats come from ``/proc``: CPU is utime + stime of the container's process
 group and descendants, memory working set and usage are their summed RSS.
 Events: :meth:`HostProcessRuntime.get_container_events` streams the changes
@@ -168,6 +192,7 @@ from kubelet_kit.container.interfaces import (
     VersionInfo,
 )
 from kubelet_kit.container.logs import DEFAULT_MAX_LINE_SIZE
+from kubelet_kit.container.streams import ByteSink, ByteSource, StreamIO
 from kubelet_kit.errors import (
     AlreadyExistsError,
     ContainerRuntimeError,
@@ -185,6 +210,12 @@ from kubelet_kit.runtimes._shim import (
     START_FILE,
     process_start_ticks,
     write_json_atomic,
+)
+from kubelet_kit.runtimes.streams import (
+    attach_session,
+    exec_session,
+    forward_port,
+    take_controlling_tty,
 )
 
 __all__ = ["DEFAULT_PATH", "RUNTIME_NAME", "HostProcessRuntime", "normalize_image_ref"]
@@ -921,6 +952,10 @@ class HostProcessRuntime:
             "env": env,
             "cwd": cwd,
             "max_line_size": self._max_line,
+            # Read by the shim: a stdin pipe it holds open, a terminal it owns.
+            "stdin": config.stdin,
+            "stdin_once": config.stdin_once,
+            "tty": config.tty,
         }
         if config.mounts:
             spec["mounts"] = [
@@ -1232,6 +1267,88 @@ class HostProcessRuntime:
                     f"{rec.log_path} after 5s")
             await asyncio.sleep(0.01)
 
+    def _running_record(self, container_id: str, what: str) -> _ContainerRecord:
+        """The record of a running container.
+
+        Raises:
+            NotFoundError: unknown id.
+            ContainerRuntimeError: the container is not running.
+        """
+        rec = self._load_container(container_id)
+        state = self._observe(container_id).state
+        if state is not ContainerState.RUNNING:
+            # No more specific code in the CRI either (containerd: "container is in
+            # CONTAINER_EXITED state"), hence the base class.
+            raise ContainerRuntimeError(
+                f'container "{container_id}" ({rec.config.metadata.name}) is in {state.value} '
+                f"state; {what} needs a running container"
+            )
+        return rec
+
+    def _check_exec(self, container_id: str, cmd: Sequence[str]) -> None:
+        """Raise what an exec of ``cmd`` in the container raises before it runs."""
+        self._load_container(container_id)
+        if not cmd:
+            raise InvalidArgumentError(f'exec in container "{container_id}": cmd is empty')
+        self._running_record(container_id, "exec")
+
+    async def _spawn_exec(
+        self,
+        container_id: str,
+        cmd: Sequence[str],
+        stdin: int,
+        stdout: int,
+        stderr: int,
+        tty: bool = False,
+    ) -> asyncio.subprocess.Process:
+        """Start ``cmd`` as the container's processes run: its environment, working
+        directory and user, its mount and network namespaces and cgroups when it has
+        them, in a session of its own (with ``tty``, on the terminal given as its
+        stdio, made its controlling terminal). The one path of every exec.
+
+        Raises:
+            OSError: the command could not be started.
+        """
+        cdir = self._container_dir(container_id)
+        spec = _read_json(cdir / SPEC_FILE) or {}
+        pid = self._observe(container_id).pid
+        preexec = take_controlling_tty if tty else None
+        in_namespace = bool(spec.get("apply_mounts") and spec.get("mounts"))
+        in_namespace = in_namespace or bool(spec.get("netns"))
+        if (in_namespace or spec.get("cgroup_procs")) and pid > 0:
+            # The command must see the container's mounts and count against its
+            # cgroups: the shim's exec helper joins them, then becomes the command.
+            return await asyncio.create_subprocess_exec(
+                self._python,
+                "-m",
+                "kubelet_kit.runtimes._shim",
+                "--exec",
+                str(cdir),
+                str(pid),
+                "--",
+                *cmd,
+                env=_shim_env(),
+                cwd="/",
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                start_new_session=True,
+                preexec_fn=preexec,
+            )
+        return await asyncio.create_subprocess_exec(
+            *cmd,
+            env=spec.get("env", {}),
+            cwd=spec.get("cwd") or "/",
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            user=spec.get("user"),
+            group=spec.get("group"),
+            extra_groups=spec.get("extra_groups"),
+            preexec_fn=preexec,
+        )
+
     async def exec_sync(
         self, container_id: str, cmd: Sequence[str], timeout: float | None = None
     ) -> ExecResult:
@@ -1245,55 +1362,10 @@ class HostProcessRuntime:
             DeadlineExceededError: it ran longer than ``timeout`` seconds (None or
                 0: no limit); the command and its children are killed.
         """
-        rec = self._load_container(container_id)
-        if not cmd:
-            raise InvalidArgumentError(f'exec in container "{container_id}": cmd is empty')
-        state = self._observe(container_id).state
-        if state is not ContainerState.RUNNING:
-            # No more specific code in the CRI either (containerd: "container is in
-            # CONTAINER_EXITED state"), hence the base class.
-            raise ContainerRuntimeError(
-                f'container "{container_id}" ({rec.config.metadata.name}) is in {state.value} '
-                "state; exec needs a running container"
-            )
-        cdir = self._container_dir(container_id)
-        spec = _read_json(cdir / SPEC_FILE) or {}
-        pid = self._observe(container_id).pid
+        self._check_exec(container_id, cmd)
+        devnull, pipe = asyncio.subprocess.DEVNULL, asyncio.subprocess.PIPE
         try:
-            in_namespace = bool(spec.get("apply_mounts") and spec.get("mounts"))
-            in_namespace = in_namespace or bool(spec.get("netns"))
-            if (in_namespace or spec.get("cgroup_procs")) and pid > 0:
-                # The command must see the container's mounts and count against its
-                # cgroups: the shim's exec helper joins them, then becomes the command.
-                proc = await asyncio.create_subprocess_exec(
-                    self._python,
-                    "-m",
-                    "kubelet_kit.runtimes._shim",
-                    "--exec",
-                    str(cdir),
-                    str(pid),
-                    "--",
-                    *cmd,
-                    env=_shim_env(),
-                    cwd="/",
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    start_new_session=True,
-                )
-            else:
-                proc = await asyncio.create_subprocess_exec(
-                    *cmd,
-                    env=spec.get("env", {}),
-                    cwd=spec.get("cwd") or "/",
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    start_new_session=True,
-                    user=spec.get("user"),
-                    group=spec.get("group"),
-                    extra_groups=spec.get("extra_groups"),
-                )
+            proc = await self._spawn_exec(container_id, cmd, devnull, pipe, pipe)
         except OSError as exc:
             # What a shell says and returns for a command it cannot run.
             code = 127 if isinstance(exc, FileNotFoundError) else 126
@@ -1312,6 +1384,85 @@ class HostProcessRuntime:
                 os.killpg(proc.pid, signal.SIGKILL)
             raise
         return ExecResult(exit_code=proc.returncode or 0, stdout=out, stderr=err)
+
+    # ------------------------------------------------------------- streams
+
+    async def exec_stream(self, container_id: str, cmd: Sequence[str], io: StreamIO) -> int:
+        """Run ``cmd`` as :meth:`exec_sync` does, wired to the client's streams; return
+        its exit code (128 + N when killed by signal N) once its output is written.
+        Blocks for the whole session; not idempotent. See
+        :mod:`kubelet_kit.runtimes.streams` for pipes, terminals and stdin's end.
+        Closes ``io.stdout`` and ``io.stderr``; cancelling kills the command.
+
+        Raises:
+            NotFoundError: unknown id.
+            InvalidArgumentError: ``cmd`` is empty.
+            ContainerRuntimeError: the container is not running.
+        """
+        self._check_exec(container_id, cmd)
+
+        async def spawn(
+            stdin: int, stdout: int, stderr: int, tty: bool
+        ) -> asyncio.subprocess.Process:
+            return await self._spawn_exec(container_id, cmd, stdin, stdout, stderr, tty)
+
+        return await exec_session(spawn, cmd[0], io)
+
+    async def attach_stream(self, container_id: str, io: StreamIO) -> None:
+        """Wire ``io`` to the container's own stdin and output (or terminal) through
+        its shim, until the container exits, the client's stdin ends and the
+        output goes quiet (with ``stdin_once``: the container's stdin is closed
+        then, and the output keeps coming until it exits) or the call is
+        cancelled. The container's ``stdin``
+        and ``tty`` settings decide what flows (the client's stdin is dropped for a
+        container without stdin; a terminal has no stderr). Output is streamed from
+        the moment of attaching, for any container; everything also goes to the
+        log. Blocks for the whole session. Closes ``io.stdout`` and ``io.stderr``.
+
+        Raises:
+            NotFoundError: unknown id.
+            ContainerRuntimeError: the container is not running, or its shim was
+                started by a runtime without attach support.
+        """
+        rec = self._running_record(container_id, "attach")
+        c = rec.config
+        await attach_session(
+            self._container_dir(container_id),
+            io,
+            stdin=c.stdin,
+            stdin_once=c.stdin_once,
+            tty=c.tty,
+            where=f'container "{container_id}" ({c.metadata.name})',
+        )
+
+    async def port_forward_stream(
+        self, sandbox_id: str, port: int, source: ByteSource, sink: ByteSink
+    ) -> None:
+        """Connect to ``localhost:port`` in the sandbox's network (its own
+        namespace with CNI networking, else the host's) and copy bytes both ways
+        until the server closes or either side fails; the client's end of input
+        half-closes the connection. Blocks for the whole session. Closes ``sink``.
+
+        Raises:
+            NotFoundError: unknown sandbox.
+            InvalidArgumentError: ``port`` is not a TCP port number.
+            ContainerRuntimeError: the sandbox is not ready, or nothing accepts
+                connections on that port.
+        """
+        rec = self._load_sandbox(sandbox_id)
+        if not 0 < port < 65536:
+            raise InvalidArgumentError(
+                f'port-forward in sandbox "{sandbox_id}": port {port} is not in 1-65535'
+            )
+        if rec.state is not PodSandboxState.READY:
+            raise ContainerRuntimeError(
+                f'sandbox "{sandbox_id}" ({rec.config.metadata.name}) is not ready; '
+                "port-forward needs a ready sandbox"
+            )
+        await forward_port(
+            rec.netns, port, source, sink,
+            where=f'sandbox "{sandbox_id}" ({rec.config.metadata.name})',
+        )
 
     async def update_container_resources(
         self, container_id: str, resources: LinuxContainerResources

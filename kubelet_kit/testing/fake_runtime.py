@@ -72,6 +72,7 @@ from kubelet_kit.container.interfaces import (
     VersionInfo,
 )
 from kubelet_kit.container.logs import format_timestamp
+from kubelet_kit.container.streams import ByteSink, ByteSource, StreamIO, TerminalSize
 from kubelet_kit.errors import (
     AlreadyExistsError,
     ContainerRuntimeError,
@@ -79,6 +80,7 @@ from kubelet_kit.errors import (
     DeadlineExceededError,
     ImageNotFoundError,
     ImagePullError,
+    InvalidArgumentError,
     NotFoundError,
     RuntimeUnavailableError,
     UnimplementedError,
@@ -91,6 +93,7 @@ _R = TypeVar("_R", "_Sandbox", "_Container")
 __all__ = [
     "EVENT_QUEUE_SIZE",
     "RUNTIME_METHODS",
+    "STREAMING_METHODS",
     "Call",
     "FakeRuntime",
     "InjectedError",
@@ -131,6 +134,19 @@ RUNTIME_METHODS: frozenset[str] = frozenset(
         "get_container_events",
     }
 )
+
+#: The methods of the optional StreamingRuntime protocol, which latency and faults
+#: also accept.
+STREAMING_METHODS: frozenset[str] = frozenset(
+    {"exec_stream", "attach_stream", "port_forward_stream"}
+)
+
+#: ``handler(container_id, cmd, io)`` of :meth:`FakeRuntime.set_exec_stream_handler`.
+ExecStreamHandler = Callable[[str, Sequence[str], StreamIO], int | Awaitable[int] | None]
+#: ``handler(container_id, io)`` of :meth:`FakeRuntime.set_attach_handler`.
+AttachHandler = Callable[[str, StreamIO], Awaitable[None] | None]
+#: ``handler(sandbox_id, port, source, sink)`` of :meth:`FakeRuntime.set_port_forward_handler`.
+PortForwardHandler = Callable[[str, int, ByteSource, ByteSink], Awaitable[None] | None]
 
 # States in which a container may still have processes to kill.
 _ALIVE = frozenset({ContainerState.RUNNING, ContainerState.UNKNOWN})
@@ -814,6 +830,17 @@ class FakeRuntime:
     answers ``exec_sync`` calls. An exec'd command still running when its container
     exits ends with 137.
 
+    **Streams.** The fake is a :class:`~kubelet_kit.container.streams.StreamingRuntime`
+    (exec, attach and port-forward on the client's streams, in memory, with the
+    host runtime's typed errors). ``exec_stream`` echoes the client's stdin to
+    stdout (as ``cat``), or without stdin runs the command as ``exec_sync`` does;
+    ``attach_stream`` streams the lines the container writes from then on (and
+    echoes stdin for a container with ``stdin``); ``port_forward_stream`` echoes
+    the connection's bytes. :meth:`set_exec_stream_handler`,
+    :meth:`set_attach_handler` and :meth:`set_port_forward_handler` script them;
+    :meth:`terminal_sizes` and :meth:`stdin_closed` tell what the sessions did.
+    Their names (:data:`STREAMING_METHODS`) take latency and faults too.
+
     **Images.** The registry knows the references given to ``images`` or
     :meth:`add_image`; pulling one puts it on the node, pulling anything else raises
     ``ImageNotFoundError`` (or what :meth:`fail_pull` scripted). References are
@@ -899,6 +926,12 @@ class FakeRuntime:
         self._exec_handler: (
             Callable[[str, Sequence[str]], ExecResult | Awaitable[ExecResult] | None] | None
         ) = None
+        self._exec_stream_handler: ExecStreamHandler | None = None
+        self._attach_handler: AttachHandler | None = None
+        self._port_forward_handler: PortForwardHandler | None = None
+        self._attached: dict[str, list[asyncio.Queue[tuple[str, str]]]] = {}
+        self._sizes: dict[str, list[TerminalSize]] = {}
+        self._stdin_closed: set[str] = set()
         for ref in images:
             self.add_image(ref, present=True)
 
@@ -1126,6 +1159,36 @@ class FakeRuntime:
         """Script ``exec_sync``: ``handler(container_id, cmd)`` returns the result
         (or an awaitable of it), or None to let the shell run the command."""
         self._exec_handler = handler
+
+    def set_exec_stream_handler(self, handler: ExecStreamHandler | None) -> None:
+        """Script :meth:`exec_stream`: ``handler(container_id, cmd, io)`` runs the
+        session on ``io`` and returns the exit code (or an awaitable of it), or
+        None to let the default behaviour run. The fake closes ``io.stdout`` and
+        ``io.stderr`` afterwards either way."""
+        self._exec_stream_handler = handler
+
+    def set_attach_handler(self, handler: AttachHandler | None) -> None:
+        """Script :meth:`attach_stream`: ``handler(container_id, io)`` returns an
+        awaitable that runs the session, or None to let the default behaviour run.
+        The fake closes ``io.stdout`` and ``io.stderr`` afterwards either way."""
+        self._attach_handler = handler
+
+    def set_port_forward_handler(self, handler: PortForwardHandler | None) -> None:
+        """Script :meth:`port_forward_stream`: ``handler(sandbox_id, port, source,
+        sink)`` returns an awaitable that serves the connection (it may raise
+        ContainerRuntimeError, as for a port nothing listens on), or None to let
+        the default echo run. The fake closes ``sink`` afterwards either way."""
+        self._port_forward_handler = handler
+
+    def terminal_sizes(self, container_id: str) -> list[TerminalSize]:
+        """Every terminal size the exec and attach sessions of a container were
+        sent, oldest first (what the client's ``resize`` stream carried)."""
+        return list(self._sizes.get(container_id, ()))
+
+    def stdin_closed(self, container_id: str) -> bool:
+        """Whether the container's stdin was closed by the end of the first attach's
+        stdin (a container with ``stdin_once``)."""
+        return container_id in self._stdin_closed
 
     def set_stats(
         self,
@@ -1446,6 +1509,171 @@ class FakeRuntime:
                 f"after {timeout:g}s"
             ) from None
 
+    # ====================================================== StreamingRuntime
+
+    async def exec_stream(self, container_id: str, cmd: Sequence[str], io: StreamIO) -> int:
+        """Run an exec session on ``io`` in a running container; return its exit code.
+
+        With :meth:`set_exec_stream_handler` the handler runs it. Otherwise a client
+        with stdin gets it echoed back on stdout (as ``cat`` would) until its end,
+        and the exit code is 0; a client without stdin gets ``cmd`` run as
+        :meth:`exec_sync` runs it (its exec handler, or the shell), its output
+        written to stdout and stderr (both to stdout with ``tty``) and its exit
+        code returned. Sizes from ``io.resize`` are recorded
+        (:meth:`terminal_sizes`). Closes ``io.stdout`` and ``io.stderr``.
+
+        Raises:
+            NotFoundError: unknown container.
+            InvalidArgumentError: ``cmd`` is empty.
+            ContainerRuntimeError: the container is not running.
+        """
+        await self._enter("exec_stream", (container_id, tuple(cmd), io))
+        c = self._container(container_id)
+        if not cmd:
+            raise InvalidArgumentError(f"exec_stream: container {container_id}: cmd is empty")
+        self._check_running(c, "exec_stream")
+        sizes = self._record_sizes(c.id, io)
+        try:
+            if self._exec_stream_handler is not None:
+                result = self._exec_stream_handler(c.id, tuple(cmd), io)
+                if isinstance(result, Awaitable):
+                    result = await result
+                if result is not None:
+                    return result
+            if io.stdin is not None:
+                await _echo(io.stdin, io.stdout)
+                return 0
+            res = await self._exec(c, cmd)
+            await _send(io.stdout, res.stdout)
+            await _send(io.stdout if io.tty else io.stderr, res.stderr)
+            return res.exit_code
+        finally:
+            await _stop(sizes)
+            await _close(io.stdout)
+            await _close(io.stderr)
+
+    async def attach_stream(self, container_id: str, io: StreamIO) -> None:
+        """Attach ``io`` to a running container until it exits, the client's stdin
+        ends, or the call is cancelled.
+
+        With :meth:`set_attach_handler` the handler runs the session. Otherwise
+        each line the container writes from now on goes to ``io.stdout`` (stderr
+        lines to ``io.stderr``; to stdout when the container has ``tty``), and a
+        container with ``stdin`` echoes the client's stdin to stdout. When the
+        client's stdin ends the attach ends, except for a container with
+        ``stdin_once``: its stdin is closed (:meth:`stdin_closed`) and the attach
+        lasts until it exits. Sizes are recorded (:meth:`terminal_sizes`).
+        Closes ``io.stdout`` and ``io.stderr``.
+
+        Raises:
+            NotFoundError: unknown container.
+            ContainerRuntimeError: the container is not running.
+        """
+        await self._enter("attach_stream", (container_id, io))
+        c = self._container(container_id)
+        self._check_running(c, "attach_stream")
+        sizes = self._record_sizes(c.id, io)
+        queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self._attached.setdefault(c.id, []).append(queue)
+        tasks: list[asyncio.Future[Any]] = []
+        try:
+            if self._attach_handler is not None:
+                result = self._attach_handler(c.id, io)
+                if isinstance(result, Awaitable):
+                    await result
+                    return
+            tty = c.config.tty
+
+            async def lines() -> None:
+                while True:
+                    stream, text = await queue.get()
+                    sink = io.stdout if stream == "stdout" or tty else io.stderr
+                    await _send(sink, (text + "\n").encode())
+
+            async def stdin() -> None:
+                assert io.stdin is not None
+                await _echo(io.stdin, io.stdout)
+                if c.config.stdin_once:
+                    self._stdin_closed.add(c.id)
+                    await self._sleep_while_running(c, math.inf)
+
+            tasks.append(asyncio.ensure_future(lines()))
+            ends: set[asyncio.Future[Any]] = {
+                asyncio.ensure_future(self._sleep_while_running(c, math.inf))
+            }
+            if c.config.stdin and io.stdin is not None:
+                ends.add(asyncio.ensure_future(stdin()))
+            tasks.extend(ends)
+            await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
+            # Lines written before the end still reach the client.
+            while not queue.empty():
+                stream, text = queue.get_nowait()
+                await _send(io.stdout if stream == "stdout" or tty else io.stderr,
+                            (text + "\n").encode())
+        finally:
+            listeners = self._attached[c.id]
+            listeners.remove(queue)
+            if not listeners:
+                del self._attached[c.id]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await _stop(sizes)
+            await _close(io.stdout)
+            await _close(io.stderr)
+
+    async def port_forward_stream(
+        self, sandbox_id: str, port: int, source: ByteSource, sink: ByteSink
+    ) -> None:
+        """Serve one forwarded connection to ``port`` of a ready sandbox.
+
+        With :meth:`set_port_forward_handler` the handler serves it; otherwise
+        every byte from ``source`` is echoed to ``sink`` until ``source`` ends.
+        Closes ``sink``.
+
+        Raises:
+            NotFoundError: unknown sandbox.
+            InvalidArgumentError: ``port`` is not in 1-65535.
+            ContainerRuntimeError: the sandbox is not ready (or what the handler
+                raised, e.g. for a port nothing listens on).
+        """
+        await self._enter("port_forward_stream", (sandbox_id, port, source, sink))
+        sb = self._sandbox(sandbox_id)
+        if not 0 < port < 65536:
+            raise InvalidArgumentError(f"port_forward_stream: port {port} is not in 1-65535")
+        if sb.state != PodSandboxState.READY:
+            raise ContainerRuntimeError(
+                f"port_forward_stream: pod sandbox {sandbox_id} is {sb.state.value}, not ready"
+            )
+        try:
+            if self._port_forward_handler is not None:
+                result = self._port_forward_handler(sb.id, port, source, sink)
+                if isinstance(result, Awaitable):
+                    await result
+                    return
+            await _echo(source, sink)
+        finally:
+            await _close(sink)
+
+    def _check_running(self, c: _Container, method: str) -> None:
+        if c.state != ContainerState.RUNNING:
+            raise ContainerRuntimeError(
+                f"{method}: container {c.id} is in {c.state.value} state"
+            )
+
+    def _record_sizes(self, container_id: str, io: StreamIO) -> asyncio.Future[None] | None:
+        """Start recording the session's terminal sizes; the task to stop."""
+        if io.resize is None:
+            return None
+        sizes = io.resize
+        record = self._sizes.setdefault(container_id, [])
+
+        async def follow() -> None:
+            async for size in sizes:
+                record.append(size)
+
+        return asyncio.ensure_future(follow())
+
     async def update_container_resources(
         self, container_id: str, resources: LinuxContainerResources
     ) -> None:
@@ -1603,10 +1831,10 @@ class FakeRuntime:
         return [records[i] for i in by_pod.get(uid, {}) if i in records]
 
     def _check_method(self, method: str) -> None:
-        if method not in RUNTIME_METHODS:
+        if method not in RUNTIME_METHODS and method not in STREAMING_METHODS:
             raise ValueError(
                 f"{method!r} is not a Runtime method; expected one of "
-                f"{', '.join(sorted(RUNTIME_METHODS))}"
+                f"{', '.join(sorted(RUNTIME_METHODS | STREAMING_METHODS))}"
             )
 
     async def _enter(self, method: str, args: tuple[Any, ...]) -> None:
@@ -1728,6 +1956,8 @@ class FakeRuntime:
     def _write_log(self, c: _Container, stream: str, text: str) -> None:
         now = self.clock.now()
         self._logs[c.id].append(LogLine(now, stream, text))
+        for queue in self._attached.get(c.id, ()):
+            queue.put_nowait((stream, text))
         if c.log_path and os.path.isabs(c.log_path):
             path = Path(c.log_path)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -1884,6 +2114,28 @@ class FakeRuntime:
                 self.dropped_events += 1
 
 
+async def _send(sink: ByteSink | None, data: bytes) -> None:
+    if sink is not None and data:
+        await sink.write(data)
+
+
+async def _close(sink: ByteSink | None) -> None:
+    if sink is not None:
+        await sink.close()
+
+
+async def _echo(source: ByteSource, sink: ByteSink | None) -> None:
+    """Copy ``source`` to ``sink`` until the source ends."""
+    while data := await source.read(65536):
+        await _send(sink, data)
+
+
+async def _stop(task: asyncio.Future[None] | None) -> None:
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 def _sandbox_name(config: PodSandboxConfig) -> str:
     md = config.metadata
     return f"{md.name}_{md.namespace}_{md.uid}_{md.attempt}"
@@ -1916,4 +2168,7 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "list_images": (),
     "remove_image": ("image",),
     "get_container_events": (),
+    "exec_stream": ("container_id", "cmd", "io"),
+    "attach_stream": ("container_id", "io"),
+    "port_forward_stream": ("sandbox_id", "port", "source", "sink"),
 }

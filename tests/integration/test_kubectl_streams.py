@@ -21,7 +21,10 @@ import pytest
 
 from .containerd import BUSYBOX_IMAGE
 from .kube_apiserver import free_port
-from .test_kube_apiserver import Node, node  # noqa: F401  (the node fixture)
+from .test_kube_apiserver import Node
+from .test_kube_apiserver import node as node_fixture
+
+node = node_fixture  # the same fixture: one agent per test, joined to the API server
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
