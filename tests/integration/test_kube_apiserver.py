@@ -62,6 +62,16 @@ class Node:
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self._reader: threading.Thread | None = None
+        #: More flags for ``kubelet-kit run``.
+        self.extra_args: list[str] = []
+
+    def use_host_runtime(self) -> None:
+        """Run the pods as host processes (the embedded runtime) instead of in
+        containerd, and stop them when the agent stops."""
+        config = json.loads(self.config.read_text())
+        config.pop("containerRuntimeEndpoint", None)
+        self.config.write_text(json.dumps(config))
+        self.extra_args.append("--drain-on-exit")
 
     def start(self) -> None:
         self.proc, self.lines = start_agent(
@@ -73,6 +83,7 @@ class Node:
             "--port", str(self.port),
             "--healthz-port", "0",
             "--client-ca-file", str(self.apiserver.kubelet_client_ca),
+            *self.extra_args,
             until=self.name, timeout=60)
         # Keep reading its log, so that a full pipe never stalls the agent and a
         # failure can show what it said.

@@ -1,16 +1,18 @@
 """kubectl's streaming commands through a real kube-apiserver 1.20.2 to a
-kubelet-kit node on containerd: ``exec`` (with stdin, exit codes), ``attach``,
-``port-forward``, ``cp`` and ``logs -f``.
+kubelet-kit node: ``exec`` (with stdin, exit codes), ``attach``, ``port-forward``,
+``cp`` and ``logs -f``, on both runtimes.
 
 kubectl 1.20 speaks SPDY/3.1 to the API server, which upgrades a connection to
-the node's published port; the node finds the container and proxies the
-connection to containerd's streaming URL (as the kubelet does with
-``redirectContainerStreaming`` off). Every wait is bounded in real time.
+the node's published port. On containerd the node finds the container and
+proxies the connection to containerd's streaming URL (as the kubelet does with
+``redirectContainerStreaming`` off); on the embedded host-process runtime the
+node speaks SPDY itself. Every wait is bounded in real time.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -22,9 +24,17 @@ import pytest
 from .containerd import BUSYBOX_IMAGE
 from .kube_apiserver import free_port
 from .test_kube_apiserver import Node
-from .test_kube_apiserver import node as node_fixture
+from .test_kube_apiserver import node as plain_node
 
-node = node_fixture  # the same fixture: one agent per test, joined to the API server
+plain = plain_node  # one agent per test, joined to the API server
+
+
+@pytest.fixture(params=["containerd", "host"])
+def node(plain_node: Node, request: pytest.FixtureRequest) -> Node:
+    """The test's agent, on containerd or on the embedded host-process runtime."""
+    if request.param == "host":
+        plain_node.use_host_runtime()
+    return plain_node
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -123,9 +133,13 @@ async def test_kubectl_logs_follow_streams_new_lines(node: Node) -> None:
 
 async def test_kubectl_port_forward_reaches_a_server_in_the_pod(node: Node) -> None:
     remote = free_port()
+    # busybox's httpd: an applet in the image, ``busybox httpd`` on a host that has
+    # no httpd of its own; its directory under /tmp, which both have.
+    www = f"/tmp/kk-www-{remote}"
     name = await running_pod(
-        node, f"mkdir -p /www && echo port-forward-ok > /www/index.html && "
-              f"exec httpd -f -p 127.0.0.1:{remote} -h /www")
+        node, f"mkdir -p {www} && echo port-forward-ok > {www}/index.html && "
+              f"if command -v httpd >/dev/null; then h=httpd; else h='busybox httpd'; fi; "
+              f"exec $h -f -p 127.0.0.1:{remote} -h {www}")
     local = free_port()
     proc = subprocess.Popen(
         node.apiserver.kubectl_argv("port-forward", name, f"{local}:{remote}"),
@@ -147,3 +161,4 @@ async def test_kubectl_port_forward_reaches_a_server_in_the_pod(node: Node) -> N
     finally:
         proc.kill()
         proc.wait(10)
+        shutil.rmtree(www, ignore_errors=True)  # the host runtime's is on this machine
