@@ -107,6 +107,36 @@ async def test_follow_reads_appended_records_until_the_container_stops(tmp_path:
     assert rest == [b"c\n"]
 
 
+async def test_follow_goes_on_across_a_log_rotation(tmp_path: Path) -> None:
+    path = tmp_path / "0.log"
+    write_log(path, [(T0, "stdout", False, b"before")])
+    clock = FakeClock()
+    alive = True
+
+    async def running() -> bool:
+        return alive
+
+    stream = stream_log(path, LogOptions(follow=True), clock=clock, running=running,
+                        poll_interval=1.0)
+    assert await anext(stream) == b"before\n"
+    # The last line of the old file, then rotation (rename), then the new file.
+    write_log(path, [(T0 + NS, "stdout", False, b"last-of-old")])
+    path.rename(tmp_path / "0.log.20261203-000000")
+    task = asyncio.ensure_future(anext(stream))
+    await clock.run_for(1)
+    assert await task == b"last-of-old\n"
+    task = asyncio.ensure_future(anext(stream))
+    await clock.run_for(2)  # renamed, no new file yet: nothing lost, nothing ends
+    assert not task.done()
+    write_log(path, [(T0 + 2 * NS, "stdout", False, b"first-of-new")])
+    await clock.run_for(2)
+    assert await task == b"first-of-new\n"
+    alive = False
+    write_log(path, [(T0 + 3 * NS, "stdout", False, b"end")])
+    rest = [chunk async for chunk in stream]
+    assert rest == [b"end\n"]
+
+
 async def test_follow_stops_at_the_byte_limit(tmp_path: Path) -> None:
     path = tmp_path / "0.log"
     write_log(path, [(T0, "stdout", False, b"abc")])

@@ -18,6 +18,7 @@ import os
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 import attrs
 
@@ -175,6 +176,17 @@ def _render(record: LogRecord, timestamps: bool) -> bytes:
     return record.content
 
 
+def _rotated(path: Path, f: BinaryIO) -> bool:
+    """Whether ``path`` now names another file than the open ``f`` (it was rotated:
+    renamed, and a new log begun under its name)."""
+    try:
+        now = os.stat(path)
+    except FileNotFoundError:
+        return False  # renamed, the new one not made yet: keep reading the old
+    mine = os.fstat(f.fileno())
+    return (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino)
+
+
 async def stream_log(
     path: Path,
     opts: LogOptions,
@@ -209,7 +221,8 @@ async def stream_log(
     def accept(record: LogRecord) -> bool:
         return opts.since_ns is None or record.timestamp_ns >= opts.since_ns
 
-    with open(path, "rb") as f:
+    f = open(path, "rb")  # noqa: SIM115  (reopened when the log is rotated)
+    try:
         lines = f.readlines()
         offset = f.tell()
         # An unterminated last line is still being written: leave it for the follow.
@@ -258,8 +271,21 @@ async def stream_log(
                 continue  # more may be waiting: read again before sleeping
             if stopped:
                 return
+            if not data and _rotated(path, f):
+                # Log rotation renamed the file and the runtime opened a new one:
+                # what the old one held is read; go on with the new one, as the
+                # kubelet's follow does.
+                f.close()
+                try:
+                    f = open(path, "rb")  # noqa: SIM115
+                except FileNotFoundError:
+                    f = open(os.devnull, "rb")  # noqa: SIM115  (not there yet)
+                offset = 0
+                continue
             if not data and not await running():
                 # Read once more: the container may have written just before it exited.
                 stopped = True
                 continue
             await clock.sleep(poll_interval)
+    finally:
+        f.close()
