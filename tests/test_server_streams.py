@@ -107,6 +107,12 @@ async def node(tmp_path: Path, require_real: Any) -> AsyncIterator[Node]:
             yield Node(env, server)
 
 
+@pytest.fixture(params=["websocket", "spdy"])
+def protocol(request: pytest.FixtureRequest) -> Any:
+    """Each session test runs over both wire protocols."""
+    return request.param
+
+
 @pytest.fixture
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as session:
@@ -114,61 +120,67 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 
 
 async def test_exec_runs_the_command_and_reports_success(
-        node: Node, http: aiohttp.ClientSession) -> None:
+        node: Node, http: aiohttp.ClientSession, protocol: Any) -> None:
     url = node_exec_url(node.base, "default", "web", "main", ["echo", "hello world"])
-    out = await exec_command(http, url, headers=AUTH, ssl=False)
+    out = await exec_command(http, url, headers=AUTH, ssl=False,
+                             protocol=protocol)
     assert (out.exit_code, out.stdout, out.stderr) == (0, b"echo hello world\n", b"")
 
 
-async def test_exec_with_stdin(node: Node, http: aiohttp.ClientSession) -> None:
+async def test_exec_with_stdin(node: Node, http: aiohttp.ClientSession, protocol: Any) -> None:
     url = node_exec_url(node.base, "default", "web", "main", ["cat"], stdin=True)
-    out = await exec_command(http, url, input=b"line one\nline two\n", headers=AUTH, ssl=False)
+    out = await exec_command(http, url, input=b"line one\nline two\n", headers=AUTH, ssl=False,
+                             protocol=protocol)
     assert out.stdout == b"line one\nline two\n"
 
 
 async def test_a_non_zero_exit_comes_back_as_its_code(
-        node: Node, http: aiohttp.ClientSession) -> None:
+        node: Node, http: aiohttp.ClientSession, protocol: Any) -> None:
     url = node_exec_url(node.base, "default", "web", "main", ["fail", "3"])
-    out = await exec_command(http, url, headers=AUTH, ssl=False)
+    out = await exec_command(http, url, headers=AUTH, ssl=False,
+                             protocol=protocol)
     assert (out.exit_code, out.stderr) == (3, b"it failed\n")
 
 
-async def test_a_tty_session_gets_its_size(node: Node, http: aiohttp.ClientSession) -> None:
+async def test_a_tty_session_gets_its_size(
+        node: Node, http: aiohttp.ClientSession, protocol: Any) -> None:
     url = node_exec_url(node.base, "default", "web", "main", ["size"], stdin=True, tty=True)
-    async with open_exec(http, url, stdin=True, tty=True, headers=AUTH, ssl=False) as session:
+    async with open_exec(http, url, stdin=True, tty=True, headers=AUTH, ssl=False,
+                             protocol=protocol) as session:
         await session.resize(132, 43)
         assert await asyncio.wait_for(session.stdout.read(), 10) == b"43 132\r\n"
         assert await asyncio.wait_for(session.wait(), 10) == 0
 
 
-async def test_attach(node: Node, http: aiohttp.ClientSession) -> None:
+async def test_attach(node: Node, http: aiohttp.ClientSession, protocol: Any) -> None:
     url = attach_url(node.base, "default", "web", "main", stdin=True)
-    async with open_exec(http, url, stdin=True, headers=AUTH, ssl=False) as session:
+    async with open_exec(http, url, stdin=True, headers=AUTH, ssl=False,
+                             protocol=protocol) as session:
         assert await asyncio.wait_for(session.stdout.read(), 10) == b"attached\n"
         assert session.stdin is not None
         await session.stdin.write(b"typed\n")
         assert await asyncio.wait_for(session.stdout.read(), 10) == b"typed\n"
 
 
-async def test_port_forward(node: Node, http: aiohttp.ClientSession) -> None:
+async def test_port_forward(node: Node, http: aiohttp.ClientSession, protocol: Any) -> None:
     async with open_port_forward(http, node.base, "default", "web", 8080, headers=AUTH,
-                                 ssl=False) as conn:
+                                 ssl=False, protocol=protocol) as conn:
         await conn.write(b"ping")
         assert await asyncio.wait_for(conn.read(), 10) == b"pong:ping"
 
 
 async def test_port_forward_to_a_closed_port_reports_the_error(
-        node: Node, http: aiohttp.ClientSession) -> None:
+        node: Node, http: aiohttp.ClientSession, protocol: Any) -> None:
     async with open_port_forward(http, node.base, "default", "web", 9, headers=AUTH,
-                                 ssl=False) as conn:
+                                 ssl=False, protocol=protocol) as conn:
         assert "connection refused on port 9" in await asyncio.wait_for(conn.error(), 10)
 
 
 async def test_an_unauthenticated_exec_is_refused(
-        node: Node, http: aiohttp.ClientSession) -> None:
+        node: Node, http: aiohttp.ClientSession, protocol: Any) -> None:
     url = node_exec_url(node.base, "default", "web", "main", ["echo"])
     with pytest.raises(StreamError, match="401"):
-        await exec_command(http, url, ssl=False)
+        await exec_command(http, url, ssl=False, protocol=protocol)
     assert node.env.runtime.calls_to("exec_stream") == []
 
 
