@@ -36,6 +36,7 @@ from kubelet_kit.errors import (
     AlreadyExistsError,
     ConfigurationError,
     ContainerStartError,
+    InvalidArgumentError,
     NotFoundError,
     UnimplementedError,
 )
@@ -479,3 +480,56 @@ async def test_conformance_kit_through_the_cri(sock_dir: Path) -> None:
     assert [r.status for r in report.results] == ["passed"] * len(report.results), (
         report.summary()
     )
+
+
+# ------------------------------------------------------------------ streaming
+
+
+@pytest.mark.parametrize("protocol", ["websocket", "spdy"])
+async def test_exec_attach_and_port_forward_through_the_cri_streaming_urls(
+    fake: FakeRuntime, sock_dir: Path, protocol: Any
+) -> None:
+    import aiohttp
+
+    from kubelet_kit.streams.client import StreamError, exec_command
+
+    async with CRIServer(fake, sock_dir / "stream.sock") as srv, CRIRuntime(
+            srv.endpoint, retries=0) as client, aiohttp.ClientSession() as http:
+        sb = await client.run_pod_sandbox(pod())
+        cid = await client.create_container(sb, container("app"), pod())
+        await client.start_container(cid)
+        url = await client.get_exec_url(cid, ["cat"], tty=False, stdin=True, stdout=True,
+                                        stderr=True)
+        assert url.startswith("http://127.0.0.1:") and "/exec/" in url
+        # The URL's session is the stored request's (stdin and stdout on).
+        out = await exec_command(http, url + "?input=1&output=1&error=1", input=b"via cri\n",
+                                 protocol=protocol)
+        assert out == type(out)(0, b"via cri\n", b"")
+        # One use only.
+        with pytest.raises(StreamError, match="404"):
+            await exec_command(http, url + "?input=1&output=1", input=b"again",
+                               protocol=protocol)
+        with pytest.raises(InvalidArgumentError, match="stdin, stdout, or stderr"):
+            await client.get_exec_url(cid, ["ls"], tty=False, stdin=False, stdout=False,
+                                      stderr=False)
+        pf = await client.get_port_forward_url(sb, [8080])
+        assert "/portforward/" in pf
+
+
+async def test_streams_unimplemented_for_a_runtime_without_them(sock_dir: Path) -> None:
+    class NoStreams:
+        """Delegates everything but streams to a fake."""
+
+        def __init__(self) -> None:
+            self._fake = FakeRuntime()
+
+        def __getattr__(self, name: str) -> Any:
+            if name in ("exec_stream", "attach_stream", "port_forward_stream"):
+                raise AttributeError(name)
+            return getattr(self._fake, name)
+
+    async with CRIServer(NoStreams(), sock_dir / "nostream.sock") as srv, CRIRuntime(  # type: ignore[arg-type]
+            srv.endpoint, retries=0) as client:
+        with pytest.raises(UnimplementedError, match="Exec"):
+            await client.get_exec_url("c", ["ls"], tty=False, stdin=False, stdout=True,
+                                      stderr=False)

@@ -167,7 +167,8 @@ async def _ws_connect(http: aiohttp.ClientSession, url: str, protocols: Sequence
     ws_url = url.replace("https://", "wss://", 1).replace("http://", "ws://", 1)
     try:
         ws = await http.ws_connect(ws_url, protocols=tuple(protocols), headers=headers,
-                                   ssl=ssl, max_msg_size=0, autoping=True)
+                                   ssl=True if ssl is None else ssl, max_msg_size=0,
+                                   autoping=True)
     except aiohttp.WSServerHandshakeError as exc:
         raise StreamError(f"{url}: {exc.status} {exc.message}") from None
     protocol = ws.protocol or ""
