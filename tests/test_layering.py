@@ -199,6 +199,15 @@ def test_the_agent_core_never_imports_the_wiring_root_or_the_faces_above_it() ->
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_streaming_protocols_stand_alone() -> None:
+    # Shared by the node API and the CRI server, so they import neither, nor any
+    # subsystem: the runtime side of a session is the container package's protocols.
+    allowed = ("streams", "container", "errors", "clock")
+    wrong = [f"{i.source}:{i.line} imports {i.target}" for i in all_imports()
+             if top(i.source) == "streams" and top(i.target) not in allowed]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_no_module_level_import_cycle() -> None:
     modules = all_modules()
     found = cycles(executed_edges(all_imports(), modules))
