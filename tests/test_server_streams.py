@@ -218,3 +218,16 @@ async def test_a_runtime_without_streams_answers_501(
                          headers={**AUTH, "Connection": "Upgrade", "Upgrade": "websocket"},
                          ssl=False) as resp:
         assert resp.status == 501
+
+
+async def test_stdin_over_websocket_needs_v5_and_falls_back_to_spdy(
+        node: Node, http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A node without v5 (as the 1.20 kubelet) cannot be told that stdin ended over
+    # WebSocket: the client, like kubectl, asks for v5 alone and speaks SPDY instead.
+    import kubelet_kit.streams.remotecommand as remotecommand
+
+    monkeypatch.setattr(remotecommand, "EXEC_PROTOCOLS", ("v4.channel.k8s.io",))
+    url = node_exec_url(node.base, "default", "web", "main", ["cat"], stdin=True)
+    out = await exec_command(http, url, input=b"to the end\n", headers=AUTH, ssl=False,
+                             protocol="websocket", timeout=20)
+    assert out.stdout == b"to the end\n"

@@ -216,6 +216,24 @@ async def test_reset_ends_both_sides() -> None:
         await bounded(opened)
 
 
+async def test_what_arrived_before_the_peers_reset_stays_readable() -> None:
+    # Go's streaming servers end an exec by writing its Status on the error stream
+    # and resetting that stream (CANCEL), without a FIN: the Status must survive.
+    async with sessions() as (client, server):
+        opened = asyncio.create_task(client.open_stream({"streamtype": "error"}))
+        accepted: SpdyStream = await bounded(server.accept_stream())  # type: ignore[assignment]
+        stream: SpdyStream = await bounded(opened)  # type: ignore[assignment]
+        await accepted.write(b'{"status":"Failure","reason":"NonZeroExitCode"}')
+        await accepted.reset()
+        await bounded(_until(lambda: stream.is_reset))
+        assert await bounded(read_all(stream)) == b'{"status":"Failure","reason":"NonZeroExitCode"}'
+
+
+async def _until(predicate: object) -> None:
+    while not predicate():  # type: ignore[operator]
+        await asyncio.sleep(0.01)
+
+
 async def test_refused_stream_fails_open_stream() -> None:
     async with sessions(server_max_pending=0) as (client, _server):
         with pytest.raises(ConnectionResetError, match="REFUSED_STREAM"):
@@ -315,6 +333,8 @@ async def test_window_updates_are_sent_as_data_is_consumed() -> None:
     (cr, cw), (sr, sw) = await _connected_pair()
     async with SpdySession(sr, sw, server=True) as server:
         compressor = zlib.compressobj(zdict=HEADER_DICTIONARY)
+        # A peer that counts windows says so (SETTINGS with its initial window).
+        cw.write(control(FrameType.SETTINGS, 0, struct.pack(">III", 1, 7, 65536)))
         cw.write(control(FrameType.SYN_STREAM, 0, struct.pack(">IIBB", 1, 0, 0, 0)
                          + header_block(compressor, {"streamtype": "stdin"})))
         stream: SpdyStream = await bounded(server.accept_stream())  # type: ignore[assignment]
@@ -328,6 +348,30 @@ async def test_window_updates_are_sent_as_data_is_consumed() -> None:
                 sid, delta = struct.unpack(">II", payload)
                 updates[sid] = updates.get(sid, 0) + delta
         assert updates == {0: 65536, 1: 65536}
+        cw.close()
+
+
+async def test_no_window_updates_to_a_peer_that_does_not_count_windows() -> None:
+    # Go's spdystream ignores them; one sent after it closed the connection would
+    # draw a TCP reset that discards the last frames it sent (an exec's Status).
+    (cr, cw), (sr, sw) = await _connected_pair()
+    async with SpdySession(sr, sw, server=True) as server:
+        compressor = zlib.compressobj(zdict=HEADER_DICTIONARY)
+        cw.write(control(FrameType.SYN_STREAM, 0, struct.pack(">IIBB", 1, 0, 0, 0)
+                         + header_block(compressor, {"streamtype": "stdin"})))
+        stream: SpdyStream = await bounded(server.accept_stream())  # type: ignore[assignment]
+        for _ in range(8):
+            cw.write(struct.pack(">II", 1, 16384) + b"z" * 16384)
+        assert len(await bounded(read_exactly(stream, 131072))) == 131072  # type: ignore[arg-type]
+        await stream.write(b"done")
+        kinds = []
+        while True:
+            is_control, kind, _flags, payload = await bounded(read_frame(cr))  # type: ignore[misc]
+            if not is_control:
+                assert payload == b"done"
+                break
+            kinds.append(kind)
+        assert FrameType.WINDOW_UPDATE not in kinds
         cw.close()
 
 

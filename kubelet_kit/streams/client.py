@@ -54,7 +54,15 @@ Protocol = Literal["websocket", "spdy"]
 
 
 class StreamError(KubeletKitError):
-    """The node refused the session, or it failed (the message says why)."""
+    """The node refused the session, or it failed (the message says why).
+
+    Attributes:
+        status: The HTTP status of a refused upgrade (None otherwise).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _node_url(base: str, kind: str, namespace: str, pod: str, *rest: str,
@@ -144,8 +152,10 @@ class ExecSession:
         status = b"".join(chunks)
         code = exit_code_of(status)
         if code is None:
-            if not status:
+            if not status and not self.protocol.startswith(("v4.", "v5.")):
                 return 0  # older protocols say nothing on success
+            if not status:
+                raise StreamError(f"the session ({self.protocol}) ended without a status")
             try:
                 message = json.loads(status).get("message", status.decode())
             except (ValueError, AttributeError):
@@ -170,11 +180,12 @@ async def _ws_connect(http: aiohttp.ClientSession, url: str, protocols: Sequence
                                    ssl=True if ssl is None else ssl, max_msg_size=0,
                                    autoping=True)
     except aiohttp.WSServerHandshakeError as exc:
-        raise StreamError(f"{url}: {exc.status} {exc.message}") from None
+        raise StreamError(f"{url}: {exc.status} {exc.message}", status=exc.status) from None
     protocol = ws.protocol or ""
     if protocol not in protocols:
         await ws.close()
-        raise StreamError(f"{url}: the node chose no subprotocol of {list(protocols)}")
+        raise StreamError(f"{url}: the node chose no subprotocol of {list(protocols)}",
+                          status=101)
     conn = ChannelConnection(ws, protocol, channels=channels)
     conn.start()
     return conn
@@ -230,7 +241,8 @@ async def _spdy_connect(url: str, versions: Sequence[str], headers: Mapping[str,
             length = int(got.get("content-length", "0") or 0)
             body = await asyncio.wait_for(reader.readexactly(min(length, 65536)), 5)
         writer.close()
-        raise StreamError(f"{url}: {status} {body.decode('utf-8', 'replace').strip()}")
+        raise StreamError(f"{url}: {status} {body.decode('utf-8', 'replace').strip()}",
+                          status=status)
     session = SpdySession(reader, writer, server=False)
     await session.__aenter__()
     return session, got.get("x-stream-protocol-version", "")
@@ -301,8 +313,37 @@ async def exec_command(http: aiohttp.ClientSession, url: str, *, input: bytes | 
         StreamError: The node refused, or the session failed.
         TimeoutError: It took longer than ``timeout`` seconds.
     """
-    async with open_exec(http, url, stdin=input is not None, tty=tty, headers=headers,
-                         ssl=ssl, protocol=protocol) as session:
+    if protocol == "websocket" and input is not None:
+        # Only v5 can tell the command its stdin ended; like kubectl 1.30 and later,
+        # ask for v5 alone and speak SPDY to a node that does not have it.
+        try:
+            return await _exec_to_end(http, url, input=input, tty=tty, headers=headers,
+                                      ssl=ssl, timeout=timeout, protocol="websocket",
+                                      protocols=("v5.channel.k8s.io",))
+        except _Refused:
+            protocol = "spdy"
+    return await _exec_to_end(http, url, input=input, tty=tty, headers=headers, ssl=ssl,
+                              timeout=timeout, protocol=protocol, protocols=None)
+
+
+class _Refused(StreamError):
+    """The node would not upgrade to the protocol asked for."""
+
+
+async def _exec_to_end(http: aiohttp.ClientSession, url: str, *, input: bytes | None,
+                       tty: bool, headers: Mapping[str, str] | None, ssl: Any,
+                       timeout: float, protocol: Protocol,
+                       protocols: Sequence[str] | None) -> ExecOutput:
+    try:
+        opened = open_exec(http, url, stdin=input is not None, tty=tty, headers=headers,
+                           ssl=ssl, protocol=protocol, protocols=protocols)
+        session = await opened.__aenter__()
+    except StreamError as exc:
+        # Refused for its protocol (not for its credentials): the caller falls back.
+        if protocols is not None and exc.status not in (None, 401):
+            raise _Refused(str(exc), status=exc.status) from None
+        raise
+    try:
 
         async def drain(source: ByteSource) -> bytes:
             parts = []
@@ -318,6 +359,8 @@ async def exec_command(http: aiohttp.ClientSession, url: str, *, input: bytes | 
         async with asyncio.timeout(timeout):
             _, out, err, code = await asyncio.gather(
                 feed(), drain(session.stdout), drain(session.stderr), session.wait())
+    finally:
+        await opened.__aexit__(None, None, None)
     return ExecOutput(code, out, err)
 
 

@@ -562,7 +562,7 @@ class SpdySession:
         settings = struct.pack(">III", 1, _SETTINGS_INITIAL_WINDOW_SIZE, self._recv_window)
         self._send_quiet(_control(FrameType.SETTINGS, 0, settings))
         if self._recv_window > DEFAULT_WINDOW:
-            self._send_window_update(0, self._recv_window - DEFAULT_WINDOW)
+            self._send_window_update(0, self._recv_window - DEFAULT_WINDOW, always=True)
 
     def _send(self, frame: bytes) -> None:
         if self._writer_closed:
@@ -586,7 +586,12 @@ class SpdySession:
         stream._send_window -= len(data)
         self._send_window -= len(data)
 
-    def _send_window_update(self, stream_id: int, delta: int) -> None:
+    def _send_window_update(self, stream_id: int, delta: int, *, always: bool = False) -> None:
+        # Only to a peer that counts windows: Go's spdystream ignores them, and a
+        # frame sent after it closed the connection makes the kernel answer with a
+        # reset that discards what it sent last (an exec's final Status) unread.
+        if not always and not self._enforce_windows():
+            return
         self._send_quiet(_control(FrameType.WINDOW_UPDATE, 0,
                                   struct.pack(">II", stream_id, delta)))
 
@@ -626,10 +631,12 @@ class SpdySession:
         self._mark_reset(stream, reason)
         self._send_quiet(_control(FrameType.RST_STREAM, 0, struct.pack(">II", stream.id, status)))
 
-    def _mark_reset(self, stream: SpdyStream, reason: str) -> None:
+    def _mark_reset(self, stream: SpdyStream, reason: str, *,
+                    keep_received: bool = False) -> None:
         stream._reset = True
         stream._reset_reason = reason
-        stream._buffer.clear()
+        if not keep_received:
+            stream._buffer.clear()
         stream._wake()
         if stream._reply is not None and not stream._reply.done():
             stream._reply.set_exception(
@@ -825,7 +832,10 @@ class SpdySession:
                     reason = RstStatus(status).name
                 except ValueError:
                     reason = str(status)
-                self._mark_reset(stream, f"reset by the peer ({reason})")
+                # What the peer sent before its reset stays readable: Go's
+                # streaming servers send an exec's final Status on the error stream
+                # and then reset it (CANCEL) rather than sending a FIN.
+                self._mark_reset(stream, f"reset by the peer ({reason})", keep_received=True)
         elif kind is FrameType.SETTINGS:
             self._on_settings(payload)
         elif kind is FrameType.PING:

@@ -17,6 +17,8 @@ from kubelet_kit.cri import CRIRuntime, CRIServer
 from .containerd import Containerd, missing_parts
 from .kube_apiserver import KubeAPIServer
 from .kube_apiserver import missing_parts as apiserver_missing_parts
+from .real_kubelet import StandaloneNode, start_node
+from .real_kubelet import missing_parts as real_kubelet_missing_parts
 
 
 async def _remove_everything(endpoint: str) -> None:
@@ -120,3 +122,54 @@ def kube_apiserver(
         require_real(False, kube_apiserver_env)
         raise AssertionError("unreachable")
     return kube_apiserver_env
+
+
+@pytest.fixture(scope="module", params=["kubelet", "kubelet-kit"])
+def standalone_node_env(
+    request: pytest.FixtureRequest, containerd_env: Containerd | str
+) -> Iterator[StandaloneNode | str]:
+    """A standalone node on the session's containerd for the module's tests: the
+    real kubelet 1.20.2, then ``kubelet-kit run``, with the same node API settings
+    (client certificates only); or the reason there cannot be one.
+
+    One at a time, and only for one module: the real kubelet stops every
+    kubelet-labelled pod in the runtime that is not one of its own.
+    """
+    kind = str(request.param)
+    if isinstance(containerd_env, str):
+        yield containerd_env
+        return
+    missing = real_kubelet_missing_parts() if kind == "kubelet" else []
+    if shutil.which("openssl") is None:
+        missing.append("openssl")
+    if missing:
+        yield f"the {kind} node needs " + ", ".join(missing)
+        return
+    if containerd_env.proc is None or containerd_env.proc.poll() is not None:
+        containerd_env.start()  # a test that crashed it on purpose failed before restarting
+    try:
+        node = start_node(kind, Path(tempfile.mkdtemp(prefix=f"kk-{kind}-")),
+                          containerd_env.endpoint)
+    except Exception as exc:
+        yield f"the {kind} node did not start: {exc}"
+        return
+
+    def runtime_up() -> bool:
+        return containerd_env.proc is not None and containerd_env.proc.poll() is None
+
+    try:
+        yield node
+    finally:
+        node.cleanup(runtime_up)
+
+
+@pytest.fixture
+def standalone_node(
+    standalone_node_env: StandaloneNode | str, require_real: Callable[[bool, str], None]
+) -> StandaloneNode:
+    """The module's standalone node; skips (or fails under CI) where there is none."""
+    if isinstance(standalone_node_env, str):
+        require_real(False, standalone_node_env)
+        raise AssertionError("unreachable")
+    standalone_node_env.check()
+    return standalone_node_env
