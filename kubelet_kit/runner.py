@@ -89,6 +89,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                          help="comma-separated key[=value]:Effect taints to register with")
     cluster.add_argument("--node-lease-duration-seconds", type=int, metavar="SECONDS",
                          help="the node Lease's duration (default 40)")
+    cluster.add_argument("--kube-api-qps", type=int, metavar="QPS",
+                         help="API requests per second after the burst (default 50) "
+                         "[kubeAPIQPS]")
+    cluster.add_argument("--kube-api-burst", type=int, metavar="N",
+                         help="API requests that may go at once (default 100) [kubeAPIBurst]")
     parser.add_argument("--cni-conf-dir", metavar="DIR",
                         help="host-process runtime, as root: give pods without hostNetwork "
                         "their own network namespace through the CNI config in DIR")
@@ -174,6 +179,12 @@ def configuration_from_args(args: argparse.Namespace) -> KubeletConfiguration:
         value = getattr(args, flag, None)
         if value is not None and not 0 <= value <= 65535:
             raise ConfigurationError(f"--{flag.replace('_', '-')}: {value} is not a port")
+        fields[flag] = value
+    for flag in ("kube_api_qps", "kube_api_burst"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 0:
+            raise ConfigurationError(f"--{flag.replace('_', '-')}: {value} must not be a "
+                                     "negative number")
         fields[flag] = value
     extra = dict(config.extra)
     for flag, key in (("tls_cert_file", "tlsCertFile"),

@@ -79,3 +79,30 @@ def test_fields_with_acronyms_use_the_kubelets_spelling() -> None:
     with pytest.raises(ValidationError, match='imageMinimumGCAge: Invalid value: "soon"'):
         load_kubelet_config({"apiVersion": "kubelet.config.k8s.io/v1beta1",
                              "kind": "KubeletConfiguration", "imageMinimumGCAge": "soon"})
+
+
+def test_the_api_client_budget_loads_from_a_kubelet_file(tmp_path: Path) -> None:
+    # kubeAPIQPS/kubeAPIBurst: the current kubelet's defaults (50 and 100), read
+    # under the kubelet's JSON names.
+    defaults = load_kubelet_config(HEAD)
+    assert (defaults.kube_api_qps, defaults.kube_api_burst) == (50, 100)
+    f = tmp_path / "kubelet.yaml"
+    f.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\n"
+                 "kind: KubeletConfiguration\n"
+                 "kubeAPIQPS: 20\n"
+                 "kubeAPIBurst: 40\n")
+    c = load_kubelet_config(f)
+    assert (c.kube_api_qps, c.kube_api_burst) == (20, 40) and dict(c.extra) == {}
+    # Zero passes validation, as in the kubelet (client-go reads it as 5 and 10).
+    zero = load_kubelet_config({**HEAD, "kubeAPIQPS": 0, "kubeAPIBurst": 0})
+    assert (zero.kube_api_qps, zero.kube_api_burst) == (0, 0)
+
+
+def test_a_bad_api_client_budget_names_its_field() -> None:
+    # The kubelet's validation: neither may be negative; both are int32 fields.
+    with pytest.raises(ValidationError) as info:
+        load_kubelet_config({**HEAD, "kubeAPIQPS": -1, "kubeAPIBurst": -5})
+    assert sorted(e.path for e in info.value.errors) == ["kubeAPIBurst", "kubeAPIQPS"]
+    assert "kubeAPIQPS: Invalid value: -1: must not be a negative number" in str(info.value)
+    with pytest.raises(ValidationError, match=r"kubeAPIBurst: .*expected an integer"):
+        load_kubelet_config({**HEAD, "kubeAPIBurst": "lots"})

@@ -178,7 +178,9 @@ async def build_agent(
         from kubelet_kit.cluster.services import APIServices
         from kubelet_kit.config.apiserver import APIServerSource
 
-        api_client = await connect(cluster.kubeconfig, context=cluster.context)
+        api_client = await connect(cluster.kubeconfig, context=cluster.context,
+                                   qps=config.kube_api_qps, burst=config.kube_api_burst,
+                                   clock=parts.get("clock"))
         closers.append(api_client.close)
         node_name = parts.get("node_name") or default_node_name()
         parts["node_name"] = node_name

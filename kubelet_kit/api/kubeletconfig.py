@@ -93,6 +93,10 @@ class KubeletConfiguration(Model):
     read_only_port: int = 0
     healthz_bind_address: str = "127.0.0.1"
     healthz_port: int = 10248
+    # The API client's token bucket; the kubelet's int32 fields, with the defaults
+    # of current kubelets (5 and 10 until 1.26); 0 means client-go's 5 and 10.
+    kube_api_qps: int = attrs.field(default=50, metadata=json_name("kubeAPIQPS"))
+    kube_api_burst: int = attrs.field(default=100, metadata=json_name("kubeAPIBurst"))
     serialize_image_pulls: bool = True
     register_node: bool = True
     node_labels: Mapping[str, str] = attrs.field(factory=dict)
@@ -132,6 +136,13 @@ def _validate(config: KubeletConfiguration) -> list[FieldError]:
         if not 0 <= value <= 65535:
             errors.append(FieldError(name, f"Invalid value: {value}: must be between 0 and "
                                            "65535, inclusive"))
+    # The kubelet's rule (pkg/kubelet/apis/config/validation): not negative; zero
+    # is allowed and means client-go's defaults.
+    for name, value in (("kubeAPIQPS", config.kube_api_qps),
+                        ("kubeAPIBurst", config.kube_api_burst)):
+        if value < 0:
+            errors.append(FieldError(name, f"Invalid value: {value}: must not be a "
+                                           "negative number"))
     return errors
 
 

@@ -26,6 +26,7 @@ import aiohttp
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from kubelet_kit.cluster.client import client_like
 from kubelet_kit.config.apiserver import api_json
 from kubelet_kit.errors import ConfigurationError
 
@@ -59,6 +60,8 @@ class APIConfigSource:
     def __init__(self, api_client: Any, *, timeout: float = 30.0,
                  loop_timeout: float = 5.0) -> None:
         self.configuration = api_client.configuration
+        # The private client shares this one's request budget (kubeAPIQPS/Burst).
+        self._api_client = api_client
         self.timeout = timeout
         self.loop_timeout = loop_timeout
         self._lock = threading.Lock()
@@ -101,7 +104,7 @@ class APIConfigSource:
         """
         key = (kind, namespace, name)
         if self.core is None:
-            self.core = k8s.CoreV1Api(k8s.ApiClient(self.configuration))
+            self.core = k8s.CoreV1Api(await client_like(self._api_client))
         call = (self.core.read_namespaced_config_map if kind == "ConfigMap"
                 else self.core.read_namespaced_secret)
         try:
