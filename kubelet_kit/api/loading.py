@@ -43,6 +43,7 @@ __all__ = [
     "MANIFEST_SUFFIXES",
     "ManifestResult",
     "apply_defaults",
+    "load_api_pod",
     "load_manifests",
     "load_pod",
     "parse_documents",
@@ -322,6 +323,48 @@ def load_pod(
     if pod is None:
         raise ValidationError(errors, source=source)
     return pod
+
+
+def load_api_pod(data: Mapping[str, Any], *, source: str = "api", node_name: str = "") -> Pod:
+    """Load a pod the API server serves: decoded and defaulted, never validated.
+
+    The rule: the API server is the judge of the pods it serves. It validated
+    each one when it was created, with its own version's rules, and the kubelet
+    validates only the pods of its file and HTTP sources (its
+    ``pkg/kubelet/config/common.go``), never those of the API server. So none of
+    :func:`~kubelet_kit.api.validation.validate_pod`'s rules, upstream's or this
+    package's stricter ones, is applied here: a rule of this package that the API
+    server lacks (or lacks in its version) must not keep a pod the cluster accepted
+    from running. What is left is what the agent cannot read at all: a value its
+    model cannot hold (a field of another type, a quantity it cannot parse). Such
+    a pod is still returned, with those problems in ``Pod.problems``, so that the
+    agent rejects it at admission (phase Failed, an event, its status reported)
+    instead of leaving it Pending in silence.
+
+    Args:
+        data: The pod as the API server sent it (camelCase, with kind and apiVersion).
+        source: Kept as ``Pod.source``.
+        node_name: The node's name, used in a generated uid.
+
+    Returns:
+        The pod; ``problems`` lists what could not be read (empty for a good pod).
+
+    Raises:
+        ValidationError: The pod cannot even be named (no metadata that says which
+            pod it is), so there is nothing to reject and report on.
+    """
+    problem = _shape_problem(data)
+    if problem:
+        raise ValidationError.single("", problem, source=source)
+    errors: list[FieldError] = []
+    pod = decode(Pod, data, errors=errors)
+    if not pod.metadata.name or not pod.metadata.uid:
+        named = [e for e in errors if e.path.startswith("metadata")]
+        raise ValidationError(named or [FieldError("metadata", "Required value: a pod served "
+                                                   "by the API server has a name and a uid")],
+                              source=source)
+    pod = apply_defaults(pod)
+    return attrs.evolve(pod, source=source, problems=tuple(errors))
 
 
 def _manifest_files(path: Path) -> list[Path]:

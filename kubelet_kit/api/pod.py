@@ -20,6 +20,7 @@ from kubelet_kit.api.meta import ObjectMeta
 from kubelet_kit.api.quantity import Quantity
 from kubelet_kit.api.serde import Model, not_serialized
 from kubelet_kit.api.status import PodStatus
+from kubelet_kit.errors import FieldError
 
 __all__ = [
     "OTHER_VOLUME_SOURCES",
@@ -674,6 +675,10 @@ class Pod(Model):
         status: Observed state (see :mod:`kubelet_kit.api.status`).
         source: Where the pod was loaded from (file path or URL); not serialized
             and not part of equality.
+        problems: What the loader could not read in a pod it still served (a pod
+            of the API server, see :func:`kubelet_kit.api.loading.load_api_pod`);
+            the agent rejects such a pod at admission. Not serialized and not part
+            of equality.
     """
 
     api_version: str = "v1"
@@ -682,6 +687,8 @@ class Pod(Model):
     spec: PodSpec = attrs.field(factory=PodSpec)
     status: PodStatus = attrs.field(factory=PodStatus)
     source: str | None = attrs.field(default=None, eq=False, metadata=not_serialized())
+    problems: tuple[FieldError, ...] = attrs.field(
+        default=(), eq=False, metadata=not_serialized())
 
     @property
     def name(self) -> str:

@@ -191,6 +191,13 @@ _RESOURCE_FIELDS = ("limits.cpu", "limits.ephemeral-storage", "limits.memory",
 _STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 _SUBSCRIPT_FIELD = re.compile(r"^metadata\.(labels|annotations)\['(.*)'\]$")
 _ZERO = Quantity.parse("0")
+#: The divisors a resourceFieldRef may have (besides zero, which reads as 1), by
+#: their canonical spelling.
+_CPU_DIVISORS: tuple[str, ...] = ("1m", "1")
+_BYTE_DIVISORS: tuple[str, ...] = (
+    "1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei")
+#: Resources counted in bytes, and how upstream's divisor message names them.
+_BYTE_RESOURCE_NAMES = {"memory": "memory", "ephemeral-storage": "local ephemeral storage"}
 
 
 class _Validator:
@@ -435,8 +442,29 @@ class _Validator:
         elif ref.resource not in _RESOURCE_FIELDS and not ref.resource.startswith(
                 ("limits.hugepages-", "requests.hugepages-")):
             self.not_supported(f"{path}.resource", ref.resource, _RESOURCE_FIELDS)
-        if ref.divisor is not None and not ref.divisor > _ZERO:
-            self.invalid(f"{path}.divisor", str(ref.divisor), "must be greater than zero")
+        self.divisor(ref, path)
+
+    def divisor(self, ref: ResourceFieldSelector, path: str) -> None:
+        # Upstream validateContainerResourceDivisor. A zero divisor is the unset
+        # Quantity, which the API server writes for a divisor nobody gave; it reads
+        # as 1 (ExtractContainerResourceValue). Any other divisor must be one of the
+        # unit values of its resource, shown with the resource as the bad value.
+        divisor = ref.divisor
+        if divisor is None or divisor.is_zero():
+            return
+        section, _, name = ref.resource.partition(".")
+        if section not in ("limits", "requests"):
+            return  # an unsupported resource, reported as such already
+        if name == "cpu":
+            allowed, what = _CPU_DIVISORS, "1m and 1 are supported with the cpu resource"
+        elif name in _BYTE_RESOURCE_NAMES or name.startswith("hugepages-"):
+            noun = _BYTE_RESOURCE_NAMES.get(name, "hugepages")
+            allowed = _BYTE_DIVISORS
+            what = f"{', '.join(allowed)} are supported with the {noun} resource"
+        else:
+            return  # an unsupported resource, reported as such already
+        if str(divisor) not in allowed:
+            self.invalid(f"{path}.divisor", ref.resource, f"only divisor's values {what}")
 
     def env(self, env: Sequence[EnvVar], path: str) -> None:
         for i, var in enumerate(env):

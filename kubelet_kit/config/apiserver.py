@@ -11,6 +11,11 @@ Mirror pods (the API server's copies of this node's static pods, annotated
 ``kubernetes.io/config.mirror``) are left out of the snapshots: the static pod
 itself runs from its file or URL source, never its mirror.
 
+The API server is the judge of the pods it serves: they are loaded without this
+package's validation (:func:`~kubelet_kit.api.loading.load_api_pod`), and one the
+agent cannot read is still served, carrying its problems, so that the agent
+rejects it at admission and reports that to the server.
+
 Needs the optional extra ``kubelet-kit[cluster]``.
 """
 
@@ -26,7 +31,7 @@ from kubernetes_asyncio import watch as k8s_watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubelet_kit.api import Pod
-from kubelet_kit.api.loading import load_pod
+from kubelet_kit.api.loading import load_api_pod
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.config.interfaces import CONFIG_MIRROR_ANNOTATION, SourceSnapshot
 from kubelet_kit.errors import ValidationError
@@ -110,9 +115,11 @@ def pods_snapshot(
     Mirror pods are skipped. With ``seen_active``, a pod already Succeeded or
     Failed when first seen is skipped too (after an agent restart, a finished pod
     must not run again: the kubelet's pod workers treat it as finished at once),
-    while a pod seen active before stays until the server drops it. A pod the
-    loader rejects becomes a problem line naming ``namespace/name`` and the field
-    path, and the other pods are kept.
+    while a pod seen active before stays until the server drops it. Pods are not
+    validated again (the API server validated them); a pod with values the agent
+    cannot read is kept with them in ``Pod.problems``, for the agent to reject at
+    admission. Only an object that does not even say which pod it is becomes a
+    problem line, naming ``namespace/name`` and the field path.
 
     Args:
         objects: Pod objects as the API server sent them (camelCase), by uid.
@@ -143,7 +150,7 @@ def pods_snapshot(
             # List items come without kind and apiVersion; the loader wants them.
             obj = {"apiVersion": "v1", "kind": "Pod", **obj}
             try:
-                pod = load_pod(obj, source="api", node_name=node_name)
+                pod = load_api_pod(obj, source="api", node_name=node_name)
             except ValidationError as exc:
                 problems.extend(f"{where}: {e}" for e in exc.errors)
                 continue

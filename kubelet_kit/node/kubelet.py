@@ -176,12 +176,8 @@ class KubeletCore:
 
     def pod_statuses(self) -> dict[str, PodStatus]:
         """The current status of every pod, by uid."""
-        out = {}
-        for uid in list(self._pods):
-            status = self.status_manager.get_pod_status(uid)
-            if status is not None:
-                out[uid] = status
-        return out
+        statuses = ((uid, self.status_manager.get_pod_status(uid)) for uid in list(self._pods))
+        return {uid: status for uid, status in statuses if status is not None}
 
     def subscribe(self) -> AsyncIterator[tuple[Pod, PodStatus]]:
         """Every status change as it happens, for reporting upstream. Each call is
@@ -340,12 +336,12 @@ class KubeletCore:
             return False  # a uid that ran to completion never starts again
         result = self.admit(pod, active)
         if not result.admit:
+            # The kubelet's rejectPod: a Warning event; Failed is reported, so deletes end.
             self._rejected.add(uid)
-            self.status_manager.set_pod_status(
-                pod,
-                PodStatus(phase="Failed", reason=result.reason,
-                          message=f"Pod was rejected: {result.message}"),
-            )
+            self.events.event(pod, "Warning", result.reason, result.message)
+            self.status_manager.set_pod_status(pod, PodStatus(
+                phase="Failed", reason=result.reason,
+                message=f"Pod was rejected: {result.message}"))
             log.warning("pod %s: rejected: %s: %s", pod_name(pod), result.reason, result.message)
             return False
         log.info("pod %s: admitted (uid %s)", pod_name(pod), uid)
@@ -356,7 +352,11 @@ class KubeletCore:
 
     def admit(self, pod: Pod, active_pods: Sequence[Pod] | None = None) -> AdmitResult:
         """Whether ``pod`` may run beside ``active_pods`` (default: the pods active
-        now); see :func:`~kubelet_kit.node.admission.admit_pod`."""
+        now); see :func:`~kubelet_kit.node.admission.admit_pod`. A pod served with
+        values the agent could not read (``Pod.problems``) is refused first."""
+        if pod.problems:
+            return AdmitResult.refuse("UnexpectedAdmissionError",
+                                      "; ".join(str(e) for e in pod.problems))
         active = self.active_pods() if active_pods is None else active_pods
         return admit_pod(pod, active, eviction_manager=self.eviction_manager,
                          container_manager=self.container_manager)

@@ -151,15 +151,23 @@ def test_snapshot_skips_mirror_pods_and_names_bad_pods() -> None:
     mirror = pod_object("static-node-1")
     mirror["metadata"].update(uid="u2", resourceVersion="6",
                               annotations={"kubernetes.io/config.mirror": "abc"})
+    # The API server judged its pods: a value the agent cannot read is served with
+    # the pod, for the agent to reject at admission; only a pod that cannot be
+    # named becomes a problem line.
     bad = pod_object("bad")
-    bad["metadata"].update(uid="u3", resourceVersion="7")
-    bad["spec"]["containers"][0]["image"] = ""
+    bad["metadata"].update(uid="u3", resourceVersion="7", creationTimestamp="2026-01-01T00:01:00Z")
+    bad["spec"]["containers"][0]["resources"] = {"limits": {"memory": "12Q"}}
+    nameless = pod_object("")
+    nameless["metadata"].update(uid="u4", resourceVersion="8")
     cache: dict[tuple[str, str], Any] = {}
-    snap = pods_snapshot({"u1": good, "u2": mirror, "u3": bad}, node_name="node-1", cache=cache)
-    assert [p.name for p in snap.pods] == ["good"]
+    snap = pods_snapshot({"u1": good, "u2": mirror, "u3": bad, "u4": nameless},
+                         node_name="node-1", cache=cache)
+    assert [p.name for p in snap.pods] == ["good", "bad"]
+    assert snap.pods[0].problems == ()
+    assert [e.path for e in snap.pods[1].problems] == ["spec.containers[0].resources.limits.memory"]
     assert len(snap.problems) == 1
-    assert snap.problems[0].startswith("api: default/bad: spec.containers[0].image")
-    assert set(cache) == {("u1", "5")}
+    assert snap.problems[0].startswith("api: default/: metadata")
+    assert set(cache) == {("u1", "5"), ("u3", "7")}
     # A pod already loaded at that version is not loaded again.
     again = pods_snapshot({"u1": good}, node_name="node-1", cache=cache)
     assert again.pods[0] is snap.pods[0]
