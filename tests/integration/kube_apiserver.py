@@ -57,6 +57,19 @@ def kubernetes_bin_dir() -> Path:
     return Path(out.stdout.strip())
 
 
+def https_get(port: int, context: ssl.SSLContext, path: str,
+              timeout: float = 5.0) -> tuple[int, bytes]:
+    """GET ``path`` on ``127.0.0.1:port`` over TLS with ``context`` (no proxy):
+    the status and the body."""
+    conn = http.client.HTTPSConnection(LOOPBACK, port, timeout=timeout, context=context)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
 def missing_parts() -> list[str]:
     """What this machine lacks to run the harness (empty when it can). Root is not
     needed."""
@@ -367,14 +380,7 @@ current-context: admin@test
         """GET ``path`` on the API server as admin (no proxy, loopback only)."""
         if self._context is None:
             self._context = self.ssl_context()
-        conn = http.client.HTTPSConnection(LOOPBACK, self.port, timeout=timeout,
-                                           context=self._context)
-        try:
-            conn.request("GET", path)
-            resp = conn.getresponse()
-            return resp.status, resp.read()
-        finally:
-            conn.close()
+        return https_get(self.port, self._context, path, timeout)
 
     def get_json(self, path: str) -> dict[str, Any] | None:
         """The object at ``path`` (``/api/v1/nodes/NAME``), None when there is none.

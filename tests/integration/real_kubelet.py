@@ -43,7 +43,6 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
-import http.client
 import json
 import os
 import shutil
@@ -65,7 +64,14 @@ from kubelet_kit.cri import CRIRuntime
 from kubelet_kit.cri.gen import api_pb2
 
 from .containerd import BUSYBOX_IMAGE, PAUSE_IMAGE
-from .kube_apiserver import _PKI, LOOPBACK, clean_env, free_port, kubernetes_bin_dir
+from .kube_apiserver import (
+    _PKI,
+    LOOPBACK,
+    clean_env,
+    free_port,
+    https_get,
+    kubernetes_bin_dir,
+)
 
 #: Where the kubelet puts container logs, whatever its flags say.
 KUBELET_POD_LOGS = "/var/log/pods"
@@ -334,14 +340,7 @@ class StandaloneNode:
         """GET ``path`` on the node API with the client certificate."""
         if self._context is None:
             self._context = self.ssl_context()
-        conn = http.client.HTTPSConnection(LOOPBACK, self.port, timeout=timeout,
-                                           context=self._context)
-        try:
-            conn.request("GET", path)
-            resp = conn.getresponse()
-            return resp.status, resp.read()
-        finally:
-            conn.close()
+        return https_get(self.port, self._context, path, timeout)
 
     def _healthy(self) -> bool:
         try:
