@@ -31,7 +31,7 @@ SKIP = r"\[sig-(api-machinery|apps|auth|cli|instrumentation|network|scheduling)\
 #: "Networking Granular Checks: Pods" and the two Secrets-in-env specs.
 NODE_CONFORMANCE = r"\[NodeConformance\]"
 SERIAL = r"\[Serial\]"
-#: The smoke subset (about ten minutes with 4 workers): one or two quick specs of
+#: The smoke subset (a few minutes with 4 workers): one or two quick specs of
 #: each area a node serves, each pattern matching exactly one spec of the node set.
 SMOKE = (
     r"Pods should get a host IP",
@@ -48,8 +48,19 @@ SMOKE = (
     r"with uid 65534",
     r"Secrets should be consumable from pods in env vars",
     r"Variable Expansion should allow substituting values in a container's command",
+    r"Container Lifecycle Hook when create a pod with lifecycle hook should execute "
+    r"poststart http hook properly",
+    r"Probing container should be restarted with a exec \"cat /tmp/health\" liveness probe",
+    r"from log output if TerminationMessagePolicy FallbackToLogsOnError is set",
+    r"Projected secret should be consumable from pods in volume as non-root with "
+    r"defaultMode and fsGroup set",
+    r"EmptyDir volumes should support \(non-root,0666,tmpfs\)",
+    r"Downward API should provide pod name, namespace and IP address as env vars",
+    r"with hostAliases should write entries to /etc/hosts",
+    r"Docker Containers should be able to override the image's default command and "
+    r"arguments",
 )
-SETS = ("all", "node", "smoke")
+SETS = ("all", "node", "nodeconformance", "smoke")
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -89,13 +100,18 @@ def junit_cases(report_dir: Path) -> dict[str, tuple[str, str]]:
 
 
 def select(names: list[str], which: str) -> list[str]:
-    """The specs of set ``which`` among every ``[Conformance]`` spec's name: ``node``
-    the node set, ``all`` the node set and the other SIGs' node-conformance specs
-    (155 in 1.20.2), ``smoke`` the :data:`SMOKE` subset."""
-    node_set = [n for n in names if not re.search(SKIP, n)]
+    """The specs of set ``which`` among the names of every ``[Conformance]`` and
+    ``[NodeConformance]`` spec: ``node`` the node set (149 in 1.20.2), ``all`` the node
+    set and the other SIGs' node-conformance specs (155), ``nodeconformance`` the
+    ``[NodeConformance]`` specs without the ``[Conformance]`` tag (16), ``smoke`` the
+    :data:`SMOKE` subset."""
+    conformance = [n for n in names if re.search(FOCUS, n)]
+    node_set = [n for n in conformance if not re.search(SKIP, n)]
     if which == "node":
         return node_set
-    extra = [n for n in names if re.search(SKIP, n) and re.search(NODE_CONFORMANCE, n)]
+    if which == "nodeconformance":
+        return [n for n in names if re.search(NODE_CONFORMANCE, n) and n not in conformance]
+    extra = [n for n in conformance if re.search(SKIP, n) and re.search(NODE_CONFORMANCE, n)]
     if which == "all":
         return sorted(node_set + extra)
     chosen = []
@@ -159,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", choices=SETS, default="all", dest="spec_set",
                     help="all: the node set and the other SIGs' [NodeConformance] "
                          "conformance specs, 155 (default); node: the node set, 149; "
-                         "smoke: a subset of about ten minutes touching every area")
+                         "nodeconformance: the 16 [NodeConformance] specs without the "
+                         "[Conformance] tag; smoke: a subset of a few minutes touching "
+                         "every area")
     ap.add_argument("--focus", help="only the selected specs whose name matches this regex")
     ap.add_argument("--nodes", type=int, default=4, help="parallel ginkgo workers (default 4)")
     ap.add_argument("--out", type=Path,
@@ -191,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster.start()
         log(f"cluster up in {time.monotonic() - started:.0f}s")
-        selected = select(list_specs(cluster, bin_dir, out, FOCUS, "^$"), args.spec_set)
+        selected = select(list_specs(cluster, bin_dir, out, f"{FOCUS}|{NODE_CONFORMANCE}", "^$"),
+                          args.spec_set)
         if args.focus:
             selected = [n for n in selected if re.search(args.focus, n)]
         serial = [n for n in selected if re.search(SERIAL, n)]

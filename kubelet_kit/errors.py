@@ -53,6 +53,7 @@ __all__ = [
     "RuntimeUnavailableError",
     "UnimplementedError",
     "ValidationError",
+    "go_path_error",
 ]
 
 
@@ -211,3 +212,12 @@ class ImageNotFoundError(ImagePullError):
 
 class ContainerStartError(ContainerRuntimeError):
     """The container could not be created or started (RunContainerError)."""
+
+
+def go_path_error(op: str, path: object, exc: OSError) -> str:
+    """The text Go gives a failed file operation (an ``*os.PathError``), e.g.
+    ``open /x: no such file or directory``: where the kubelet's messages embed
+    such an error, ours read the same. Python's ``strerror`` differs only in its
+    capital letter."""
+    text = exc.strerror or str(exc)
+    return f"{op} {path}: {text[:1].lower()}{text[1:]}"

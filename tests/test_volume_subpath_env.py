@@ -37,7 +37,9 @@ async def test_sub_path_expr_sees_downward_api_values(tmp_path: Path) -> None:
         env.add_pod(POD)
         await env.wait_for(lambda: env.phase("web-0") == "Running")
         (call,) = env.runtime.calls_to("create_container")
-        (mount,) = call.args[1].mounts
+        # The volume's mount, then the kubelet's own (/etc/hosts, termination log).
+        mount, *kubelets = call.args[1].mounts
+    assert [m.container_path for m in kubelets] == ["/etc/hosts", "/dev/termination-log"]
     empty_dir = tmp_path / "pods/u-web-0/volumes/kubernetes.io~empty-dir/logs"
     assert mount.container_path == "/var/log/app"
     assert Path(mount.host_path) == empty_dir / "shop" / "web-0"

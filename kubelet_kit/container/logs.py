@@ -19,7 +19,8 @@ written as ``P``. A reader gives back the container's bytes by appending
 does (``\\n`` and ``\\r\\n`` both end a line; lines over ``max_line_size`` bytes
 are split); :func:`parse_line` reads one record the way the kubelet does, with
 the kubelet's error messages; :func:`read_log` reads a whole file, skipping
-records it cannot parse (as the kubelet does).
+records it cannot parse (as the kubelet does); :func:`tail_start` finds where
+the last lines of a file begin, without reading the rest.
 
 Only the standard library and attrs are used, so the host runtime's shim
 process can import this module cheaply.
@@ -49,6 +50,7 @@ __all__ = [
     "parse_line",
     "parse_timestamp",
     "read_log",
+    "tail_start",
 ]
 
 #: containerd's default ``max_container_log_line_size``: a longer line is split.
@@ -224,6 +226,43 @@ def read_log(
             continue
         if stream is None or record.stream is stream:
             yield record
+
+
+_TAIL_BLOCK = 1024
+
+
+def tail_start(f: BinaryIO, lines: int) -> int:
+    """The offset where the last ``lines`` lines of ``f`` begin (the kubelet's
+    ``tail.FindTailLineStartIndex``).
+
+    Lines are counted by their ``\\n``: what follows comes from the last ``lines``
+    newline-terminated lines and any text after the last ``\\n`` (a line still
+    being written). Blocks are read backwards from the end, so a long file is not
+    read whole. A negative ``lines`` means the whole file (offset 0).
+
+    Raises:
+        OSError: ``f`` cannot be read or seeked.
+    """
+    if lines < 0:
+        return 0
+    right = f.seek(0, 2)
+    found = 0
+    left = right
+    block = b""
+    # Walk back until more than ``lines`` newlines were seen (or the file's start).
+    while right > 0 and found <= lines:
+        left = max(0, right - _TAIL_BLOCK)
+        f.seek(left)
+        block = f.read(right - left)
+        found += block.count(b"\n")
+        right = left
+    # Skip the extra lines at the front of the last block read.
+    while found > lines:
+        cut = block.index(b"\n") + 1
+        block = block[cut:]
+        left += cut
+        found -= 1
+    return left
 
 
 def join_output(records: Iterable[LogRecord]) -> bytes:

@@ -27,6 +27,7 @@ from kubelet_kit.container.interfaces import (
     PodSandboxStatus,
     Runtime,
 )
+from kubelet_kit.container.termination import with_termination_message
 from kubelet_kit.errors import NotFoundError
 
 __all__ = [
@@ -238,7 +239,8 @@ async def get_pod_status(
 
     Returns:
         The pod's status; sandboxes and containers newest first, IPs from the
-        newest sandbox if it is ready.
+        newest sandbox if it is ready. An exited container's message carries
+        its termination message (:mod:`kubelet_kit.container.termination`).
 
     Raises:
         ContainerRuntimeError: a list or status call failed for another reason
@@ -262,9 +264,12 @@ async def get_pod_status(
     container_statuses: list[ContainerStatus] = []
     for container in containers:
         try:
-            container_statuses.append(await runtime.container_status(container.id))
+            status = await runtime.container_status(container.id)
         except NotFoundError:
             continue
+        # The kubelet reads an exited container's termination message here, for
+        # every runtime alike: the file is the kubelet's, behind a plain mount.
+        container_statuses.append(with_termination_message(status))
     return PodRuntimeStatus(
         uid=uid,
         name=name,

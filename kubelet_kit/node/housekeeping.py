@@ -167,6 +167,10 @@ class Housekeeping:
             await collect_dead_containers(self.runtime)
             for runtime_pod in dead:
                 await remove_dead_pod(self.runtime, runtime_pod)
+                if syncer is not None:
+                    # The pod's directory goes with it (the kubelet's
+                    # cleanupOrphanedPodDirs): its hosts and termination files.
+                    syncer.remove_pod_files(runtime_pod.uid)
         if self.container_log_manager is not None and self._due(
                 "log_rotation", LOG_MONITOR_PERIOD):
             await self.container_log_manager.rotate_logs()

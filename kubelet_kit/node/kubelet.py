@@ -157,6 +157,7 @@ class KubeletCore:
                 config_source=self.config_source,
                 services=self.services,
                 keep_dead=self._wanted,
+                root_dir=self.root_dir,
             )
             # kubelet_pod_worker_duration_seconds, in the agent's registry.
             metrics = KubeletMetrics.for_registry(self.registry, node_name=self.node_name)

@@ -7,6 +7,8 @@ and image-pull back-off, lifecycle hooks, graceful termination.
 * :mod:`~kubelet_kit.podsync.backoff`: keyed exponential back-off;
 * :mod:`~kubelet_kit.podsync.actions`: pure ``compute_pod_actions``;
 * :mod:`~kubelet_kit.podsync.configs`: pod -> sandbox/container configs;
+* :mod:`~kubelet_kit.podsync.podfiles`: the kubelet's own files in a pod's
+  containers (managed ``/etc/hosts``, termination-message files);
 * :mod:`~kubelet_kit.podsync.images`: image pull policy and pull back-off;
 * :mod:`~kubelet_kit.podsync.hooks`: postStart/preStop handlers;
 * :mod:`~kubelet_kit.podsync.syncer`: ``RuntimePodSyncer``, the PodSyncer.

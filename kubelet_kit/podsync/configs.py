@@ -69,6 +69,7 @@ __all__ = [
     "container_labels",
     "container_log_path",
     "pod_hostname",
+    "pod_hostname_and_domain",
     "pod_log_directory",
     "read_resolv_conf",
     "resolve_env",
@@ -101,6 +102,20 @@ def pod_hostname(pod: Pod) -> str:
     if len(name) <= _HOSTNAME_MAX:
         return name
     return name[:_HOSTNAME_MAX].rstrip("-.")
+
+
+def pod_hostname_and_domain(pod: Pod, cluster_domain: str = "") -> tuple[str, str]:
+    """The pod's hostname (:func:`pod_hostname`) and its domain
+    (``GeneratePodHostNameAndDomain``).
+
+    A pod with ``spec.subdomain`` has the domain
+    ``<subdomain>.<namespace>.svc.<cluster domain>``; one without has none ("").
+    As in the kubelet the domain is built even when no cluster domain is
+    configured (it then ends in ``svc.``).
+    """
+    subdomain = pod.spec.subdomain
+    domain = f"{subdomain}.{pod.namespace}.svc.{cluster_domain}" if subdomain else ""
+    return pod_hostname(pod), domain
 
 
 def pod_log_directory(pod_logs_dir: str, pod: Pod) -> str:

@@ -23,9 +23,14 @@ It implements :class:`kubelet_kit.node.podworkers.PodSyncer`, so
     regular containers in parallel, sidecars after them in reverse order, then
     stop the sandboxes.
 ``sync_terminated_pod``
-    unmount volumes, remove the containers and sandboxes, remove the pod cgroup,
-    forget the pod's back-off entries and probe results, and mark the status
+    unmount volumes, remove the containers and sandboxes (and the files the
+    syncer put in the pod's directory for them), remove the pod cgroup, forget
+    the pod's back-off entries and probe results, and mark the status
     terminated.
+
+With a ``root_dir``, each container is also given the kubelet's own files as
+mounts (:mod:`kubelet_kit.podsync.podfiles`): the managed ``/etc/hosts`` and a
+termination-message file.
 
 All time comes from the injected clock; runtime failures are the typed errors of
 :mod:`kubelet_kit.errors`.
@@ -66,7 +71,7 @@ from kubelet_kit.errors import (
     PodSyncError,
 )
 from kubelet_kit.node.podworkers import SyncResult, UpdateType
-from kubelet_kit.podsync import configs
+from kubelet_kit.podsync import configs, podfiles
 from kubelet_kit.podsync.actions import (
     KILL_REASON_LIVENESS,
     KILL_REASON_POST_START,
@@ -298,6 +303,11 @@ class RuntimePodSyncer:
         cluster_dns: Cluster DNS server IPs.
         cluster_domain: The cluster domain.
         volume_mount_timeout: Seconds a sync waits for the pod's volumes.
+        root_dir: The agent's state directory, holding the pod directories
+            (``<root_dir>/pods/<uid>``) where the managed ``/etc/hosts`` and the
+            termination-message files are made. None: containers get neither.
+        node_hosts_path: The node's hosts file, which host-network pods' managed
+            ``/etc/hosts`` repeats.
         wait_for_startup_probes: Whether a sidecar with a startup probe counts as
             started only after a startup success was recorded
             (:meth:`record_probe_result`). Default: unless the probe manager is
@@ -330,6 +340,8 @@ class RuntimePodSyncer:
         cluster_domain: str = "",
         volume_mount_timeout: float = VOLUME_MOUNT_TIMEOUT,
         wait_for_startup_probes: bool | None = None,
+        root_dir: str | os.PathLike[str] | None = None,
+        node_hosts_path: str = podfiles.ETC_HOSTS_PATH,
     ) -> None:
         self.runtime = runtime
         self.clock = clock
@@ -361,6 +373,8 @@ class RuntimePodSyncer:
         self.cluster_dns = tuple(cluster_dns)
         self.cluster_domain = cluster_domain
         self.volume_mount_timeout = volume_mount_timeout
+        self.root_dir = root_dir
+        self.node_hosts_path = node_hosts_path
         if wait_for_startup_probes is None:
             wait_for_startup_probes = not isinstance(self.probe_manager, StubProbeManager)
         self.wait_for_startup_probes = wait_for_startup_probes
@@ -518,6 +532,9 @@ class RuntimePodSyncer:
         if not keep:
             for sandbox in runtime_status.sandbox_statuses:
                 await self.runtime.remove_pod_sandbox(sandbox.id)
+            # Kept containers keep their files: their termination messages are
+            # read again from them (after an agent restart, say).
+            self.remove_pod_files(pod.uid)
         await self.container_manager.remove_pod_cgroup(pod)
         self.forget_pod(pod)
         self.probe_manager.remove_pod(pod)
@@ -528,6 +545,18 @@ class RuntimePodSyncer:
         kubelet does this on each pod cleanup pass). Never blocks."""
         self.crash_backoff.gc()
         self.images.backoff.gc()
+
+    def remove_pod_files(self, uid: str) -> None:
+        """Remove the files this syncer made in pod ``uid``'s directory (hosts
+        file, termination-message files), and the directory once empty. Call it
+        once the pod's containers are gone. Never raises (a failure is logged);
+        idempotent; small local file work, done inline."""
+        if self.root_dir is None:
+            return
+        try:
+            podfiles.remove_pod_files(self.root_dir, uid)
+        except OSError as exc:
+            log.warning("pod %s: cannot remove its files: %s", uid, exc)
 
     def forget_pod(self, pod: Pod) -> None:
         """Drop the pod's back-off entries, waiting reasons and probe results.
@@ -680,6 +709,10 @@ class RuntimePodSyncer:
                 self._event(pod, "Warning", FAILED_CREATE_POD_SANDBOX, message)
                 raise PodSyncError(FAILED_CREATE_POD_SANDBOX, message) from exc
             pod_ips = tuple(ip for ip in (sandbox.ip, *sandbox.additional_ips) if ip)
+        if not pod_ips and pod.spec.host_network and self.host_ip:
+            # A host-network pod's IP is the node's (the kubelet takes the pod IPs
+            # of the API status, where generateAPIPodStatus puts the host IP).
+            pod_ips = (self.host_ip,)
 
         start = _Starter(self, pod, runtime_status, sandbox_id, sandbox_config, pod_ips, state)
         for idx in actions.init_containers_to_start:
@@ -980,12 +1013,28 @@ class _Starter:
                 configs.CREATE_CONTAINER_CONFIG_ERROR,
                 f"create container log directory for container {container.name} failed: {exc}",
             )
+        kubelet_mounts = []
+        if s.root_dir is not None:
+            hostname, domain = configs.pod_hostname_and_domain(pod, s.cluster_domain)
+            try:
+                hosts = podfiles.hosts_mount(
+                    s.root_dir, pod, container, self.pod_ips, hostname, domain,
+                    node_hosts_path=s.node_hosts_path,
+                )
+            except OSError as exc:
+                return self._fail(
+                    container, configs.CREATE_CONTAINER_CONFIG_ERROR, exc.strerror or str(exc)
+                )
+            # After the volumes, as the kubelet orders them: the termination file
+            # last, made just before the container that will write it.
+            message = podfiles.termination_message_mount(s.root_dir, pod, container)
+            kubelet_mounts = [m for m in (hosts, message) if m is not None]
         config = configs.container_config(
             pod,
             container,
             restart_count=restart_count,
             env=[*devices.envs, *env],
-            mounts=[*devices.mounts, *mounts],
+            mounts=[*devices.mounts, *mounts, *kubelet_mounts],
             devices=devices.devices,
             resources=s.container_manager.container_resources(pod, container),
             image=image_ref,

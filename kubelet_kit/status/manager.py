@@ -31,10 +31,16 @@ from kubelet_kit.api import (
     PodStatus,
 )
 from kubelet_kit.clock import Clock, RealClock
+from kubelet_kit.container.termination import MAX_POD_TERMINATION_MESSAGE_LOG_LENGTH
 from kubelet_kit.status.generate import CONTAINER_STATUS_UNKNOWN, merge_transition_times
 from kubelet_kit.status.phase import FAILED, TERMINAL_PHASES, is_static_pod
 
-__all__ = ["StatusManager", "StatusSubscription", "illegal_container_transition"]
+__all__ = [
+    "StatusManager",
+    "StatusSubscription",
+    "cap_termination_messages",
+    "illegal_container_transition",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +54,59 @@ def _unknown_terminated() -> ContainerState:
         terminated=ContainerStateTerminated(
             reason=CONTAINER_STATUS_UNKNOWN, message=_KILLED_MESSAGE, exit_code=137
         )
+    )
+
+
+def _capped_state(state: ContainerState, limit: int) -> ContainerState:
+    terminated = state.terminated
+    if terminated is None:
+        return state
+    raw = terminated.message.encode()
+    if len(raw) <= limit:
+        return state
+    # The kubelet cuts bytes; what is cut inside a character is shown replaced.
+    message = raw[:limit].decode("utf-8", "replace")
+    return attrs.evolve(state, terminated=attrs.evolve(terminated, message=message))
+
+
+def cap_termination_messages(pod: Pod, status: PodStatus) -> PodStatus:
+    """``status`` with each terminated container's message cut to its share of
+    the pod's 12 KiB: the first ``12 KiB / (containers + init containers)``
+    bytes of each, in ``state`` and ``lastState`` alike (the kubelet's
+    ``normalizeStatus``). The same object when nothing is over its share."""
+    share = MAX_POD_TERMINATION_MESSAGE_LOG_LENGTH
+    count = len(pod.spec.containers) + len(pod.spec.init_containers)
+    if count:
+        share //= count
+
+    def capped(statuses: tuple[ContainerStatus, ...]) -> tuple[ContainerStatus, ...]:
+        out = []
+        for cs in statuses:
+            state = _capped_state(cs.state, share)
+            last = _capped_state(cs.last_state, share)
+            if state is not cs.state or last is not cs.last_state:
+                cs = attrs.evolve(cs, state=state, last_state=last)
+            out.append(cs)
+        return tuple(out)
+
+    inits = capped(status.init_container_statuses)
+    regular = capped(status.container_statuses)
+    ephemeral = capped(status.ephemeral_container_statuses)
+    if all(
+        a is b
+        for a, b in zip(
+            (*inits, *regular, *ephemeral),
+            (*status.init_container_statuses, *status.container_statuses,
+             *status.ephemeral_container_statuses),
+            strict=True,
+        )
+    ):
+        return status
+    return attrs.evolve(
+        status,
+        init_container_statuses=inits,
+        container_statuses=regular,
+        ephemeral_container_statuses=ephemeral,
     )
 
 
@@ -174,6 +233,7 @@ class StatusManager:
 
     def _normalise(self, pod: Pod, status: PodStatus, old: PodStatus | None) -> PodStatus:
         now = self._now()
+        status = cap_termination_messages(pod, status)
         base = old if old is not None else pod.status
         if base.phase in TERMINAL_PHASES and status.phase != base.phase:
             # Terminal is final: keep the phase and why the pod got there.
@@ -197,7 +257,9 @@ class StatusManager:
         to the manager, whose ``pod.status`` is) ``Failed`` or ``Succeeded``
         keeps that phase with its reason and message; a condition whose status
         did not change keeps its ``lastTransitionTime`` (new or changed ones
-        without a time get the clock's now); ``startTime`` is kept, or set now.
+        without a time get the clock's now); ``startTime`` is kept, or set now;
+        termination messages are cut to the pod's share
+        (:func:`cap_termination_messages`).
         Idempotent: an update that changes nothing is dropped. An update that
         shows a container that terminated for good (restartPolicy Never, or
         OnFailure after exit 0) as no longer terminated is refused and logged, as

@@ -52,6 +52,7 @@ from kubelet_kit.api import (
     SecretVolumeSource,
     Volume,
 )
+from kubelet_kit.container.poddirs import pod_dir
 from kubelet_kit.errors import PodSyncError
 from kubelet_kit.volume import mounter
 from kubelet_kit.volume.atomic_writer import AtomicWriter, FileProjection, PayloadError
@@ -147,7 +148,7 @@ def volume_path(root_dir: Path, pod: Pod, volume: Volume) -> Path:
     if plugin == HOST_PATH:
         assert volume.host_path is not None
         return Path(volume.host_path.path)
-    return root_dir / "pods" / pod.uid / "volumes" / plugin_dir_name(plugin) / volume.name
+    return pod_dir(root_dir, pod.uid) / "volumes" / plugin_dir_name(plugin) / volume.name
 
 
 def ephemeral_volume_dirs(root_dir: Path, pod: Pod) -> dict[str, str]:

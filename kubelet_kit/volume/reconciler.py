@@ -42,6 +42,7 @@ from kubelet_kit.api import Container, Pod, Quantity, Volume, VolumeMount
 from kubelet_kit.api.expand import expand
 from kubelet_kit.clock import Clock, RealClock, wait_for
 from kubelet_kit.container import Mount, MountPropagation
+from kubelet_kit.container.poddirs import pod_dir
 from kubelet_kit.errors import FieldError, PodSyncError, ValidationError
 from kubelet_kit.volume import mounter, plugins
 from kubelet_kit.volume.metrics import OPERATION_MOUNT, OPERATION_UNMOUNT, VolumeMetrics
@@ -573,9 +574,9 @@ class ReconcilingVolumeManager:
             self._pending_dirs.discard(uid)
 
     def _remove_pod_dirs(self, uid: str) -> None:
-        pod_dir = self.root_dir / "pods" / uid
+        base = pod_dir(self.root_dir, uid)
         for sub in ("volumes", "volume-subpaths"):
-            target = pod_dir / sub
+            target = base / sub
             if not target.exists():
                 continue
             if mounter.mount_points_under(target):
@@ -587,7 +588,9 @@ class ReconcilingVolumeManager:
                     raise OSError(f"{dirpath}: not empty")
                 os.rmdir(dirpath)
         with contextlib.suppress(OSError):
-            pod_dir.rmdir()  # only if nothing else (another subsystem's files) is there
+            # Only if nothing else is there: the pod sync removes its own files
+            # (the hosts and termination-message files) and then the directory.
+            base.rmdir()
 
     async def _reconstruct(self) -> None:
         found, uids = await self._offload(self._scan_disk)
@@ -604,8 +607,8 @@ class ReconcilingVolumeManager:
         pods_dir = self.root_dir / "pods"
         if not pods_dir.is_dir():
             return found, uids
-        for pod_dir in sorted(pods_dir.iterdir()):
-            volumes = pod_dir / "volumes"
+        for entry in sorted(pods_dir.iterdir()):
+            volumes = entry / "volumes"
             if not volumes.is_dir():
                 continue
             for plugin_dir in sorted(volumes.iterdir()):
@@ -613,8 +616,8 @@ class ReconcilingVolumeManager:
                 if not plugin_dir.is_dir():
                     continue
                 for vol in sorted(plugin_dir.iterdir()):
-                    found.append(MountedVolume(pod_dir.name, vol.name, plugin, vol))
-            uids.append(pod_dir.name)
+                    found.append(MountedVolume(entry.name, vol.name, plugin, vol))
+            uids.append(entry.name)
         return found, uids
 
 

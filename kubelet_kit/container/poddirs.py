@@ -1,0 +1,32 @@
+"""Where a pod's files live on the node: ``<root_dir>/pods/<uid>``.
+
+The kubelet keeps one directory per pod under its root directory
+(``getPodDir``): the pod's volumes (``volumes/``, ``volume-subpaths/``), the
+``/etc/hosts`` it manages for the pod (``etc-hosts``) and one directory per
+container holding the containers' termination-message files
+(``containers/<name>/``). Several subsystems write there (the volume manager,
+the pod sync), so the layout is named once, here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+__all__ = ["ETC_HOSTS_FILE", "POD_CONTAINERS_DIR", "pod_container_dir", "pod_dir"]
+
+#: The pod's kubelet-managed hosts file, inside the pod directory.
+ETC_HOSTS_FILE: Final = "etc-hosts"
+#: The directory of per-container files, inside the pod directory.
+POD_CONTAINERS_DIR: Final = "containers"
+
+
+def pod_dir(root_dir: str | os.PathLike[str], uid: str) -> Path:
+    """``<root_dir>/pods/<uid>``, the pod's directory (the kubelet's ``getPodDir``)."""
+    return Path(root_dir) / "pods" / uid
+
+
+def pod_container_dir(root_dir: str | os.PathLike[str], uid: str, container_name: str) -> Path:
+    """``<root_dir>/pods/<uid>/containers/<name>`` (the kubelet's ``getPodContainerDir``)."""
+    return pod_dir(root_dir, uid) / POD_CONTAINERS_DIR / container_name
