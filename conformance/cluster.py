@@ -22,6 +22,9 @@ left in it. Inside:
   manager); kube-scheduler;
 - containerd with its own root, state, socket and config (``restrict_oom_score_adj``,
   the overlayfs snapshotter, the bridge network), the test images imported;
+- image registries serving ``k8s.gcr.io`` and ``gcr.io`` on addresses of the
+  namespace, those names in a hosts file over ``/etc/hosts`` (see
+  :mod:`conformance.registries`);
 - the node: ``kubelet-kit run`` (``node="kubelet-kit"``) or the real kubelet 1.20.2
   (``node="real"``), with the identity ``system:node:NAME``.
 
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -44,7 +48,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import images
+from . import images, registries
 
 NODE_IP = "10.199.0.2"
 NODE_PREFIX = 24
@@ -54,7 +58,8 @@ POD_CIDR = "10.200.0.0/24"
 SERVICE_CIDR = "10.96.0.0/24"
 NODE_NAME = "conformance-node"
 APISERVER_PORT = 6443
-CGROUP_ROOT = "/kubelet-kit-conformance"
+#: The prefix of each run's cgroup root (see :attr:`Cluster.cgroup_root`).
+CGROUP_PREFIX = "/kubelet-kit-conformance"
 NAMESPACE = "k8s.io"
 
 _PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
@@ -97,6 +102,13 @@ extendedKeyUsage = serverAuth
 subjectAltName = {sans}
 subjectKeyIdentifier = hash
 authorityKeyIdentifier = keyid
+[registry]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = {registry_sans}
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
 [client]
 basicConstraints = critical, CA:FALSE
 keyUsage = critical, digitalSignature, keyEncipherment
@@ -117,7 +129,9 @@ class PKI:
                  "kubernetes.default.svc.cluster.local", "localhost"]
         sans = ", ".join([f"IP:{ip}" for ip in ("127.0.0.1", NODE_IP, "10.96.0.1")]
                          + [f"DNS:{n}" for n in names])
-        self.config.write_text(_REQ_CONFIG.format(sans=sans))
+        registry_sans = ", ".join([f"DNS:{n}" for n in registries.REGISTRIES]
+                                  + [f"IP:{a}" for a, _ in registries.REGISTRIES.values()])
+        self.config.write_text(_REQ_CONFIG.format(sans=sans, registry_sans=registry_sans))
 
     def _openssl(self, *args: str) -> None:
         done = subprocess.run(["openssl", *args], capture_output=True, text=True, timeout=60,
@@ -206,6 +220,12 @@ class Cluster:
         self.admin_kubeconfig = base / "admin.kubeconfig"
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.pid_file = base / "pids"
+        # The machine's cgroup tree is not namespaced: each run's root is its own, so
+        # that two runs at once (two output directories) never touch each other's
+        # cgroups, at start or at teardown.
+        digest = hashlib.sha256(str(base.resolve()).encode()).hexdigest()[:12]
+        self.cgroup_root = f"{CGROUP_PREFIX}-{digest}"
+        self.registries: registries.Registries | None = None
 
     # ---------------------------------------------------------------- helpers
 
@@ -270,6 +290,7 @@ class Cluster:
         self._scheduler()
         self._containerd()
         self._images()
+        self._registries()
         self._node()
         self._wait_node_ready()
 
@@ -281,6 +302,8 @@ class Cluster:
         sh("ip", "link", "set", "kk0", "up")
         sh("ip", "link", "set", "kk1", "up")
         sh("ip", "route", "add", "default", "via", DEAD_GATEWAY, "dev", "kk0")
+        for addr, _ in registries.REGISTRIES.values():
+            sh("ip", "addr", "add", f"{addr}/32", "dev", "kk0")
         # Sanity: this is not the machine's network namespace.
         links = sh("ip", "-o", "link", "show")
         assert len(links.splitlines()) == 3, f"not a fresh network namespace:\n{links}"
@@ -292,6 +315,11 @@ class Cluster:
             sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", point)
         for d in ("/var/lib/kubelet", "/var/lib/cni", "/var/log/pods", "/var/log/containers"):
             Path(d).mkdir(parents=True, exist_ok=True)
+        # The registries' names, for containerd and ctr (Go's resolver reads
+        # /etc/hosts first): a bind mount, seen in this mount namespace only.
+        hosts = self.base / "hosts"
+        hosts.write_text(registries.hosts_file(Path("/etc/hosts").read_text()))
+        sh("mount", "--bind", str(hosts), "/etc/hosts")
 
     def _pki(self) -> None:
         pki = PKI(self.pki_dir)
@@ -303,6 +331,7 @@ class Cluster:
         pki.signed("apiserver-kubelet-client",
                    "/O=system:masters/CN=kube-apiserver-kubelet-client", "client", kca)
         pki.public_key(pki.key("sa", rsa=True))
+        pki.signed("registry", "/CN=conformance-registry", "registry", ca)
         p = self.pki_dir
         kubeconfig(self.admin_kubeconfig, f"https://127.0.0.1:{APISERVER_PORT}",
                    p / "ca.crt", p / "admin.crt", p / "admin.key")
@@ -410,7 +439,8 @@ class Cluster:
             '  snapshotter = "overlayfs"\n'
             f"\n{cri[:-1]}.cni]\n"
             '  bin_dir = "/usr/lib/cni"\n'
-            f'  conf_dir = "{self.ctd / "cni"}"\n')
+            f'  conf_dir = "{self.ctd / "cni"}"\n'
+            + registries.containerd_config(self.pki_dir / "ca.crt"))
         proc = self._spawn("containerd", ["containerd", "--config", str(self.ctd / "config.toml")])
         self._wait("containerd", proc, lambda: self.socket.exists() and bool(
             sh("ctr", "-a", str(self.socket), "version", timeout=10)), 60)
@@ -430,6 +460,20 @@ class Cluster:
         for tar in tars.values():
             tar.unlink()
 
+    def _registries(self) -> None:
+        if not registries.available():
+            self.log(f"no {registries.PROGRAM} or htpasswd (scripts/setup installs them): "
+                     "the image-pull specs will fail")
+            return
+        self.log("image registries: " + ", ".join(
+            f"{n} on {a}:443" for n, (a, _) in registries.REGISTRIES.items()))
+        p = self.pki_dir
+        regs = registries.Registries(self.base / "registries", p / "ca.crt",
+                                     (p / "registry.crt", p / "registry.key"))
+        regs.start(self._spawn, self._wait, sh)
+        regs.push(self.ctr)
+        self.registries = regs
+
     def _node(self) -> None:
         p = self.pki_dir
         root_dir = "/var/lib/kubelet"
@@ -446,7 +490,7 @@ class Cluster:
                 f"--client-ca-file={p / 'kubelet-client-ca.crt'}",
                 "--anonymous-auth=false", "--authorization-mode=AlwaysAllow",
                 "--fail-swap-on=false", "--cgroups-per-qos=false",
-                "--enforce-node-allocatable=", f"--cgroup-root={CGROUP_ROOT}",
+                "--enforce-node-allocatable=", f"--cgroup-root={self.cgroup_root}",
                 "--cgroup-driver=cgroupfs", "--read-only-port=0",
                 "--healthz-bind-address=127.0.0.1",
                 f"--pod-manifest-path={self.base / 'manifests'}",
@@ -459,7 +503,7 @@ class Cluster:
                 "kind": "KubeletConfiguration",
                 "containerRuntimeEndpoint": f"unix://{self.socket}",
                 "cgroupsPerQOS": False,
-                "cgroupRoot": CGROUP_ROOT,
+                "cgroupRoot": self.cgroup_root,
                 "staticPodPath": str(self.base / "manifests"),
                 "authentication": {"anonymous": {"enabled": False},
                                    "x509": {"clientCAFile": str(p / "kubelet-client-ca.crt")}},
@@ -549,8 +593,8 @@ class Cluster:
                     os.kill(int(entry.name), signal.SIGKILL)
 
     def _remove_cgroups(self) -> None:
-        """The (empty by now) cgroups under :data:`CGROUP_ROOT`, deepest first."""
-        name = CGROUP_ROOT.strip("/")
+        """The (empty by now) cgroups under this run's cgroup root, deepest first."""
+        name = self.cgroup_root.strip("/")
         # containerd's default place, for a node that names no cgroup parent.
         for cid in getattr(self, "_ids", []):
             for leftover in Path("/sys/fs/cgroup").glob(f"*/k8s.io/{cid}"):

@@ -2,7 +2,7 @@
 
 Each image is one layer in an OCI image-layout tar, named as
 ``test/utils/image/manifest.go`` (Kubernetes 1.20.2) names it by default, so that
-the suite never pulls (every tag is pinned, pull policy IfNotPresent):
+the suite does not pull them (every tag is pinned, pull policy IfNotPresent):
 
 - ``k8s.gcr.io/pause:3.2``: the static ``pause`` built from ``build/pause/linux/pause.c``
   (also containerd's ``sandbox_image``);
@@ -17,9 +17,15 @@ the suite never pulls (every tag is pinned, pull policy IfNotPresent):
 - ``docker.io/library/nginx:1.14-alpine`` and ``docker.io/library/httpd:2.4.38-alpine``:
   stand-ins, busybox plus agnhost serving HTTP on port 80 (``agnhost
   test-webserver``). The node-set specs only run them, exec ``sh`` in them
-  (PreStop) and swap one image for the other.
+  (PreStop) and swap one image for the other;
+- ``gcr.io/authenticated-image-pulling/alpine:3.7``: a stand-in, busybox and an
+  ``/etc/alpine-release`` (a layer of its own, so that its pull downloads it). It
+  is only pushed to the private registry (:mod:`conformance.registries`) and then
+  removed from the node: its specs pull it with ``PullAlways`` and run
+  ``/bin/sh -c 'while true; do sleep 1; done'``.
 
-Nothing is pulled from any network.
+Nothing is pulled from any network: the four image-pull specs pull from the
+harness's own registries, inside its namespaces.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ AGNHOST = "k8s.gcr.io/e2e-test-images/agnhost:2.21"
 NONEWPRIVS = "gcr.io/kubernetes-e2e-test-images/nonewprivs:1.0"
 NGINX = "docker.io/library/nginx:1.14-alpine"
 HTTPD = "docker.io/library/httpd:2.4.38-alpine"
+AUTHENTICATED_ALPINE = "gcr.io/authenticated-image-pulling/alpine:3.7"
 
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BUSYBOX_BIN = Path("/bin/busybox")
@@ -258,4 +265,9 @@ def build_all(bin_dir: Path, tree: Path, out: Path) -> dict[str, Path]:
         add_busybox(web)
         web.host_file("agnhost", bin_dir / "agnhost", 0o755)
         emit(name, web, ["/agnhost", "test-webserver"], ["--port", "80"])
+
+    alpine = base_layer()
+    add_busybox(alpine)
+    alpine.file("etc/alpine-release", b"3.7.0 (conformance stand-in)\n")
+    emit(AUTHENTICATED_ALPINE, alpine, [], ["/bin/sh"])
     return tars

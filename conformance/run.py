@@ -71,9 +71,14 @@ def log(msg: str) -> None:
 
 
 def e2e_args(cluster: Cluster, bin_dir: Path, report_dir: Path) -> list[str]:
-    return [f"--kubeconfig={cluster.admin_kubeconfig}", "--provider=skeleton",
+    args = [f"--kubeconfig={cluster.admin_kubeconfig}", "--provider=skeleton",
             f"--kubectl-path={bin_dir / 'kubectl'}", f"--report-dir={report_dir}",
             "--allowed-not-ready-nodes=0", "--disable-log-dump"]
+    if cluster.registries is not None:
+        # The private-registry spec's pull secret: the account of our gcr.io, in
+        # place of upstream's service-account key for the real one.
+        args.append(f"--docker-config-file={cluster.registries.docker_config}")
+    return args
 
 
 def junit_cases(report_dir: Path) -> dict[str, tuple[str, str]]:
