@@ -99,8 +99,9 @@ class APIConfigSource:
         """Read one object now (on the private loop); None when it does not exist.
 
         Raises:
-            ConfigurationError: The server is unreachable and the object was never
-                read, or it holds data that is not valid (naming the object).
+            ConfigurationError: The server cannot be read (unreachable, or it
+                refuses) and the object was never read, or it holds data that is
+                not valid (naming the object).
         """
         key = (kind, namespace, name)
         if self.core is None:
@@ -141,11 +142,14 @@ class APIConfigSource:
     def _fallback(self, key: tuple[str, str, str], why: str) -> dict[str, bytes] | None:
         with self._lock:
             if key in self._cache:
-                log.warning("%s %s/%s: API server unreachable (%s); keeping the last data",
-                            *key, why)
+                # A refusal (403 as its namespace is deleted, 5xx) or a transport
+                # error alike: the last good data serves until a read succeeds.
+                log.warning("%s %s/%s: cannot read it from the API server (%s); "
+                            "keeping the last data", *key, why)
                 cached = self._cache[key]
                 return dict(cached) if cached is not None else None
-        raise ConfigurationError(f"{key[0]} {key[1]}/{key[2]}: API server unreachable: {why}")
+        raise ConfigurationError(
+            f"{key[0]} {key[1]}/{key[2]}: cannot read it from the API server: {why}")
 
     def _blocking(self, kind: Literal["ConfigMap", "Secret"], namespace: str,
                   name: str) -> dict[str, bytes] | None:
