@@ -269,6 +269,10 @@ sandbox_configs = st.builds(
     namespace_options=namespaces,
     sysctls=labels,
     runtime_handler=st.sampled_from(["", "runc"]),
+    privileged=st.booleans(),
+    run_as_user=st.none() | st.integers(0, 2**31),
+    run_as_group=st.none() | st.integers(0, 2**31),
+    supplemental_groups=st.lists(st.integers(0, 2**31), max_size=3).map(tuple),
 )
 resources = st.builds(
     LinuxContainerResources,

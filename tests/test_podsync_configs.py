@@ -97,6 +97,31 @@ def test_sandbox_config_identity_logs_labels_namespaces() -> None:
     assert config.cgroup_parent == "/kubepods/poduid-1"
 
 
+def test_sandbox_is_privileged_when_any_container_is() -> None:
+    """The kubelet's generatePodSandboxLinuxConfig: ``privileged`` is
+    HasPrivilegedContainer(pod), init containers included (containerd refuses a
+    privileged container in a sandbox without it: "no privileged container
+    allowed in sandbox"); the pod's runAsUser/runAsGroup go to the sandbox, and
+    its groups are fsGroup then supplementalGroups."""
+    plain = sandbox_config(_pod(), attempt=0, pod_logs_dir="/l", resolv_conf=HOST_RESOLV)
+    assert not plain.privileged
+    assert (plain.run_as_user, plain.run_as_group, plain.supplemental_groups) == (None, None, ())
+    for where in ("containers", "init_containers"):
+        pod = _pod(**{where: (Container(name="c", image="busybox",
+                                        security_context=SecurityContext(privileged=True)),)})
+        assert sandbox_config(pod, attempt=0, pod_logs_dir="/l",
+                              resolv_conf=HOST_RESOLV).privileged, where
+    unprivileged = _pod(containers=(Container(
+        name="c", image="busybox", security_context=SecurityContext(privileged=False)),))
+    assert not sandbox_config(unprivileged, attempt=0, pod_logs_dir="/l",
+                              resolv_conf=HOST_RESOLV).privileged
+    grouped = _pod(security_context=PodSecurityContext(
+        run_as_user=1000, run_as_group=3000, fs_group=2000, supplemental_groups=(5, 6)))
+    config = sandbox_config(grouped, attempt=0, pod_logs_dir="/l", resolv_conf=HOST_RESOLV)
+    assert (config.run_as_user, config.run_as_group) == (1000, 3000)
+    assert config.supplemental_groups == (2000, 5, 6)
+
+
 def test_hostname_from_spec_truncated_and_absent_for_host_network() -> None:
     pod = _pod(hostname="db-0")
     def hostname(pod: Pod) -> str:

@@ -221,6 +221,13 @@ class PodSandboxConfig:
     Attributes:
         log_directory: Directory under which container log files are written.
         cgroup_parent: The pod-level cgroup the sandbox and its containers go in.
+        privileged: Whether any container of the pod is privileged (the CRI's
+            ``LinuxSandboxSecurityContext.privileged``): a runtime such as
+            containerd refuses a privileged container in a sandbox without it.
+        run_as_user: The pod's ``securityContext.runAsUser``, for the sandbox.
+        run_as_group: The pod's ``securityContext.runAsGroup``, for the sandbox.
+        supplemental_groups: The pod's ``fsGroup`` then its
+            ``supplementalGroups``, for the sandbox.
     """
 
     metadata: PodSandboxMetadata
@@ -234,6 +241,10 @@ class PodSandboxConfig:
     namespace_options: NamespaceOptions = NamespaceOptions()
     sysctls: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
     runtime_handler: str = ""
+    privileged: bool = False
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    supplemental_groups: tuple[int, ...] = ()
 
 
 @attrs.frozen

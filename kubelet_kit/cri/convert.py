@@ -322,10 +322,17 @@ def sandbox_config_to_pb(config: PodSandboxConfig) -> Message:
             cgroup_parent=config.cgroup_parent,
             sysctls=_map(config.sysctls),
             security_context=pb.LinuxSandboxSecurityContext(
-                namespace_options=_namespace_option_to_pb(config.namespace_options)
+                namespace_options=_namespace_option_to_pb(config.namespace_options),
+                privileged=config.privileged,
+                supplemental_groups=list(config.supplemental_groups),
             ),
         ),
     )
+    sc = msg.linux.security_context
+    if config.run_as_user is not None:
+        sc.run_as_user.value = config.run_as_user
+    if config.run_as_group is not None:
+        sc.run_as_group.value = config.run_as_group
     if config.dns_config is not None:
         msg.dns_config.CopyFrom(
             pb.DNSConfig(
@@ -344,6 +351,7 @@ def sandbox_config_from_pb(msg: Message, runtime_handler: str = "") -> PodSandbo
         msg: The message.
         runtime_handler: The handler named beside it in ``RunPodSandboxRequest``.
     """
+    sc = msg.linux.security_context
     dns = None
     if msg.HasField("dns_config"):
         dns = DNSConfig(
@@ -365,6 +373,10 @@ def sandbox_config_from_pb(msg: Message, runtime_handler: str = "") -> PodSandbo
         ),
         sysctls=msg.linux.sysctls,
         runtime_handler=runtime_handler,
+        privileged=sc.privileged,
+        run_as_user=sc.run_as_user.value if sc.HasField("run_as_user") else None,
+        run_as_group=sc.run_as_group.value if sc.HasField("run_as_group") else None,
+        supplemental_groups=tuple(sc.supplemental_groups),
     )
 
 

@@ -284,6 +284,10 @@ def sandbox_config(
     sysctls = {
         str(s.get("name", "")): str(s.get("value", "")) for s in spec.security_context.sysctls
     }
+    psc = spec.security_context
+    # The pod's groups as the kubelet hands them to the sandbox: fsGroup first.
+    groups = ((psc.fs_group,) if psc.fs_group is not None else ()) + tuple(
+        psc.supplemental_groups)
     return PodSandboxConfig(
         metadata=PodSandboxMetadata(pod.name, pod.namespace, pod.uid, attempt),
         hostname="" if spec.host_network else pod_hostname(pod),
@@ -300,6 +304,20 @@ def sandbox_config(
         ),
         sysctls=sysctls,
         runtime_handler=runtime_handler,
+        privileged=has_privileged_container(pod),
+        run_as_user=psc.run_as_user,
+        run_as_group=psc.run_as_group,
+        supplemental_groups=groups,
+    )
+
+
+def has_privileged_container(pod: Pod) -> bool:
+    """Whether any container of ``pod``, init containers included, asks for
+    ``securityContext.privileged`` (the kubelet's ``HasPrivilegedContainer``,
+    which makes the sandbox privileged too)."""
+    return any(
+        c.security_context is not None and bool(c.security_context.privileged)
+        for c in (*pod.spec.init_containers, *pod.spec.containers)
     )
 
 

@@ -404,6 +404,23 @@ async def test_a_restarted_agent_adopts_its_pods(
         assert not reasons & {"Created", "Started", "SandboxChanged", "Killing"}, reasons
 
 
+async def test_a_privileged_container_runs_in_a_privileged_sandbox(
+    containerd: Containerd, source: ProgrammaticSource, tmp_path: Path, cleanup: None
+) -> None:
+    """containerd creates a privileged container only in a privileged sandbox
+    ("no privileged container allowed in sandbox"); the kubelet makes the sandbox
+    privileged when any container, init containers included, is."""
+    pod = manifest("priv", [
+        container("plain"),
+        container("root", securityContext={"privileged": True}),
+    ], restart="Always")
+    source.add(pod)
+    async with Agent(containerd, tmp_path, source) as agent:
+        await agent.eventually(lambda: all_running(agent.status(pod), 2), "pod Running")
+        reasons = {e.reason for e in agent.kubelet.events.events(pod.uid)}
+        assert "Failed" not in reasons, reasons
+
+
 def _annotated(pod: Pod, note: str) -> Pod:
     import attrs
 
