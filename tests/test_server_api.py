@@ -7,6 +7,7 @@ listens on ephemeral ports with certificates made here by the ``openssl`` comman
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from fifo import unblock_fifo_later
 
 from kubelet_kit.errors import ConfigurationError, RuntimeUnavailableError
 from kubelet_kit.server import (
@@ -270,6 +272,41 @@ async def test_container_logs_options(served: Served) -> None:
     assert status == 404 and '"nope"' in body
     status, body, _ = await served.get("/containerLogs/default/absent/app")
     assert status == 404 and '"absent"' in body
+
+
+def web_log(served: Served) -> Path:
+    path = served.env.kubelet.pod_logs_dir / "default_web_uid-web" / "app" / "0.log"
+    assert path.is_file()
+    return path
+
+
+async def test_a_log_replaced_by_a_symlink_is_refused(served: Served, tmp_path: Path) -> None:
+    secret = tmp_path / "shadow"
+    secret.write_bytes(b"2023-11-14T22:13:20Z stdout F root:hostsecret\n")
+    path = web_log(served)
+    path.unlink()
+    path.symlink_to(secret)
+    for query in ("", "?follow=true", "?tailLines=1"):
+        status, body, _ = await served.get("/containerLogs/default/web/app" + query)
+        assert status == 400 and "failed to open log file" in body
+        assert "hostsecret" not in body and str(secret) not in body
+
+
+async def test_a_fifo_log_neither_stalls_nor_blocks_the_server(served: Served) -> None:
+    path = web_log(served)
+    path.unlink()
+    os.mkfifo(path)
+    with unblock_fifo_later(path) as unblocked:
+        logs = asyncio.ensure_future(served.get("/containerLogs/default/web/app?follow=1"))
+        connector = aiohttp.TCPConnector()
+        async with aiohttp.ClientSession(connector=connector) as session, session.get(
+                f"http://127.0.0.1:{served.server.healthz_port}/healthz") as resp:
+            assert (resp.status, await resp.text()) == (200, "ok")
+        assert (await served.get("/healthz"))[:2] == (200, "ok")
+        status, body, _ = await logs
+        # Both answered while nothing had yet opened the FIFO's other end.
+        assert not unblocked.is_set()
+    assert status == 400 and "not a regular file" in body
 
 
 async def test_quiet_follow_ends_when_the_client_leaves(served: Served) -> None:

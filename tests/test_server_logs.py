@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import pytest
+from fifo import unblock_fifo_later
 
 from kubelet_kit.container.logs import LogRecord, LogStream
 from kubelet_kit.server.logs import (
@@ -43,12 +46,13 @@ def log_file(tmp_path: Path) -> Path:
     return path
 
 
-async def read_all(path: Path, opts: LogOptions) -> bytes:
+async def read_all(path: Path, opts: LogOptions, root: Path | None = None) -> bytes:
     async def running() -> bool:
         return False
 
     out = b""
-    async for chunk in stream_log(path, opts, clock=FakeClock(), running=running):
+    extra = {} if root is None else {"root": root}
+    async for chunk in stream_log(path, opts, clock=FakeClock(), running=running, **extra):
         out += chunk
     return out
 
@@ -189,3 +193,129 @@ def test_log_paths(tmp_path: Path) -> None:
     (d / "x.log").write_text("")
     assert find_log_file(d, previous=False) == d / "10.log"
     assert find_log_file(d, previous=True) == d / "2.log"
+
+
+# ------------------------------------------------------- a hostile container's log
+
+
+SECRET = b"root:$6$hostsecret:19000:0:99999:7:::"
+
+
+def host_file(tmp_path: Path) -> Path:
+    """A host file outside the pod log directory that holds log-shaped lines."""
+    path = tmp_path / "host" / "shadow"
+    write_log(path, [(T0, "stdout", False, SECRET)])
+    return path
+
+
+async def test_a_symlink_at_the_log_path_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    path = root / "ns_pod_uid" / "app" / "0.log"
+    path.parent.mkdir(parents=True)
+    path.symlink_to(host_file(tmp_path))
+    for opts in (LogOptions(), LogOptions(follow=True), LogOptions(tail_lines=1)):
+        with pytest.raises(OSError, match="symbolic link"):
+            await read_all(path, opts, root=root)
+
+
+async def test_a_log_reached_through_a_symlinked_directory_is_refused(tmp_path: Path) -> None:
+    # The file itself is regular, but it does not lie under the pod log directory.
+    root = tmp_path / "logs"
+    root.mkdir()
+    (root / "ns_pod_uid").symlink_to(host_file(tmp_path).parent, target_is_directory=True)
+    with pytest.raises(OSError, match="outside the pod log directory"):
+        await read_all(root / "ns_pod_uid" / "shadow", LogOptions(), root=root)
+
+
+async def test_a_fifo_at_the_log_path_is_refused_without_waiting(tmp_path: Path) -> None:
+    path = tmp_path / "0.log"
+    os.mkfifo(path)
+    # An open that waits for a writer blocks the loop; this writer, 3 s later, frees
+    # it so that such a reader fails the test instead of hanging it.
+    with unblock_fifo_later(path) as unblocked:
+        with pytest.raises(OSError, match="not a regular file"):
+            await read_all(path, LogOptions(follow=True))
+        assert not unblocked.is_set()
+
+
+async def test_a_symlink_swapped_in_during_a_follow_is_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "0.log"
+    write_log(path, [(T0, "stdout", False, b"mine")])
+    secret = host_file(tmp_path)
+    clock = FakeClock()
+
+    async def running() -> bool:
+        return True
+
+    stream = stream_log(path, LogOptions(follow=True), clock=clock, running=running,
+                        poll_interval=1.0)
+    assert await anext(stream) == b"mine\n"
+    # The container replaces its log by a link to a host file, as a rotation would.
+    path.unlink()
+    path.symlink_to(secret)
+    # The follow ends, without waiting for the clock, rather than read the link.
+    assert SECRET not in await asyncio.wait_for(_drain(stream), 10)
+
+
+async def _drain(stream: AsyncGenerator[bytes, None]) -> bytes:
+    return b"".join([chunk async for chunk in stream])
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read with read(2) and friends, all threads together."""
+    with open("/proc/self/io", "rb") as f:
+        for line in f:
+            if line.startswith(b"rchar:"):
+                return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+def big_log(path: Path, size: int) -> list[bytes]:
+    """A CRI log of about ``size`` bytes; returns the text of its records."""
+    texts = [b"line %07d " % i + b"x" * 60 for i in range(size // 100)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(b"".join(LogRecord(T0 + i, LogStream.STDOUT, False, t).encode()
+                         for i, t in enumerate(texts)))
+    return texts
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs /proc/self/io")
+@pytest.mark.parametrize("follow", [False, True])
+async def test_a_tail_reads_only_the_end_of_a_big_log(tmp_path: Path, follow: bool) -> None:
+    path = tmp_path / "0.log"
+    texts = big_log(path, 16 << 20)
+    clock = FakeClock()
+
+    async def running() -> bool:
+        return False
+
+    before = _bytes_read()
+    out = b""
+    async for chunk in stream_log(path, LogOptions(tail_lines=10, follow=follow),
+                                  clock=clock, running=running):
+        out += chunk
+    read = _bytes_read() - before
+    assert out == b"".join(t + b"\n" for t in texts[-10:])
+    assert read < 256 << 10, f"read {read} bytes of a 16 MiB log for 10 lines"
+
+
+async def test_follow_after_a_tail_goes_on_across_rotation(tmp_path: Path) -> None:
+    path = tmp_path / "0.log"
+    texts = big_log(path, 1 << 20)
+    clock = FakeClock()
+    alive = True
+
+    async def running() -> bool:
+        return alive
+
+    stream = stream_log(path, LogOptions(tail_lines=2, follow=True), clock=clock,
+                        running=running, poll_interval=1.0, root=tmp_path)
+    assert await anext(stream) == texts[-2] + b"\n" + texts[-1] + b"\n"
+    path.rename(tmp_path / "0.log.20261203-000000")
+    write_log(path, [(T0 + NS, "stdout", False, b"new")])
+    task = asyncio.ensure_future(anext(stream))
+    await clock.run_for(2)
+    assert await task == b"new\n"
+    alive = False
+    assert [chunk async for chunk in stream] == []

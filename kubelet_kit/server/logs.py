@@ -9,13 +9,23 @@ highest restart count is the current container, the one before it the previous.
 The tail is taken first, then the since filter, then the byte limit, as the
 kubelet's log reader does. With ``timestamps`` each record is prefixed by its
 time in RFC 3339 with nine fraction digits (the kubelet's RFC3339NanoFixed).
+
+A log directory may be writable by the container (a hostPath mount of the pod
+log directory), so a log file is opened as hostile input: never through a
+symbolic link, never waiting on a FIFO, only if it is a regular file that really
+lies under the pod log directory (:func:`open_log_file`). A tail is found by
+reading backwards from the end, and the file is read in bounded chunks, so
+neither time nor memory grows with the size of the log.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
+import logging
 import os
 import re
+import stat
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import BinaryIO
@@ -23,14 +33,16 @@ from typing import BinaryIO
 import attrs
 
 from kubelet_kit.clock import Clock
-from kubelet_kit.container.logs import LogRecord, parse_line, parse_timestamp
+from kubelet_kit.container.logs import LogRecord, parse_line, parse_timestamp, tail_start
 from kubelet_kit.errors import FieldError
 
 __all__ = [
     "LogOptions",
+    "RefusedLogFileError",
     "container_log_dir",
     "find_log_file",
     "format_fixed_timestamp",
+    "open_log_file",
     "parse_log_options",
     "stream_log",
 ]
@@ -40,6 +52,13 @@ _LOG_NAME = re.compile(r"^(\d+)\.log$")
 # Longest record line read at once: containerd splits lines at 16 KiB, so anything
 # longer is not a record of a CRI runtime.
 _MAX_LINE = 1 << 20
+# What is read from the file in one go: in a worker thread for what the log holds
+# when the request comes, on the loop (a few hundred microseconds at most) for
+# each poll of a follow.
+_READ_CHUNK = 1 << 20
+_FOLLOW_CHUNK = 64 << 10
+
+log = logging.getLogger("kubelet_kit.server")
 
 
 @attrs.frozen
@@ -170,21 +189,122 @@ def find_log_file(directory: Path, previous: bool) -> Path | None:
     return directory / f"{counts[index]}.log"
 
 
+class RefusedLogFileError(OSError):
+    """A log path names something that must not be served: a symbolic link, a
+    FIFO, a device, a directory, or a file outside the pod log directory."""
+
+
+def _opened_path(fd: int, path: Path) -> Path:
+    """The path of the file open as ``fd``, with every link resolved."""
+    try:
+        # Linux names the very file opened, so a directory swapped after the open
+        # cannot fool the check.
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return Path(os.path.realpath(path))
+
+
+def open_log_file(path: Path, root: Path) -> BinaryIO:
+    """Open a container's log file for reading, as hostile input.
+
+    The open does not follow a symbolic link in the last part of ``path`` and
+    does not wait (a FIFO with no writer opens at once, then is refused); the
+    open file must be a regular file whose resolved path lies under ``root``.
+
+    Args:
+        path: The log file.
+        root: The pod log directory.
+
+    Returns:
+        The file, unbuffered (each read is one bounded system call).
+
+    Raises:
+        RefusedLogFileError: ``path`` is a link, not a regular file, or outside
+            ``root``; the message says which, and never where a link points.
+        OSError: the file cannot be opened (FileNotFoundError: it does not exist).
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if os.path.islink(path):  # ELOOP, or EMLINK on some BSDs
+            raise RefusedLogFileError(exc.errno, "is a symbolic link") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RefusedLogFileError("not a regular file")
+        real_root = Path(os.path.realpath(root))
+        if real_root not in _opened_path(fd, path).parents:
+            raise RefusedLogFileError("outside the pod log directory")
+        return open(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _render(record: LogRecord, timestamps: bool) -> bytes:
     if timestamps:
         return format_fixed_timestamp(record.timestamp_ns).encode() + b" " + record.content
     return record.content
 
 
-def _rotated(path: Path, f: BinaryIO) -> bool:
-    """Whether ``path`` now names another file than the open ``f`` (it was rotated:
-    renamed, and a new log begun under its name)."""
+@attrs.define
+class _Reader:
+    """One open log file read forward from ``offset`` in bounded chunks; complete
+    lines become rendered records, an unfinished last line waits in ``pending``."""
+
+    file: BinaryIO
+    offset: int
+    opts: LogOptions
+    pending: bytes = b""
+
+    def read(self, size: int) -> tuple[bytes, int]:
+        """Read at most ``size`` bytes; return the output they complete and how
+        many bytes were read (0: at the end of the file)."""
+        data = os.pread(self.file.fileno(), size, self.offset)
+        self.offset += len(data)
+        *complete, self.pending = (self.pending + data).split(b"\n")
+        if len(self.pending) >= _MAX_LINE:
+            self.pending = b""  # not a record: drop it rather than grow without bound
+        out = bytearray()
+        for raw in complete:
+            try:
+                record = parse_line(raw)
+            except ValueError:
+                continue  # the kubelet skips lines it cannot parse
+            if self.opts.since_ns is None or record.timestamp_ns >= self.opts.since_ns:
+                out += _render(record, self.opts.timestamps)
+        return bytes(out), len(data)
+
+    def rotated(self, path: Path) -> bool:
+        """Whether ``path`` now names another file than the open one (it was
+        rotated: renamed, and a new log begun under its name)."""
+        try:
+            # lstat: a link put in the log's place is another file, to be refused
+            # by the reopen, never followed.
+            now = os.lstat(path)
+        except FileNotFoundError:
+            return False  # renamed, the new one not made yet: keep reading the old
+        mine = os.fstat(self.file.fileno())
+        return (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino)
+
+    def reopen(self, file: BinaryIO) -> None:
+        """Go on with ``file`` from its start; the old file's unfinished line is lost."""
+        self.file.close()
+        self.file, self.offset, self.pending = file, 0, b""
+
+
+def _start(path: Path, root: Path, opts: LogOptions) -> tuple[_Reader, int]:
+    """Open the log and find where reading starts; also the file's size now, where
+    the reading of what is present stops (a follow goes on from there)."""
+    f = open_log_file(path, root)
     try:
-        now = os.stat(path)
-    except FileNotFoundError:
-        return False  # renamed, the new one not made yet: keep reading the old
-    mine = os.fstat(f.fileno())
-    return (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino)
+        end = os.fstat(f.fileno()).st_size
+        start = 0 if opts.tail_lines is None else tail_start(f, opts.tail_lines)
+    except BaseException:
+        f.close()
+        raise
+    return _Reader(f, start, opts), end
 
 
 async def stream_log(
@@ -196,18 +316,29 @@ async def stream_log(
     poll_interval: float = 0.2,
     max_follow: float = 4 * 3600.0,
     client_alive: Callable[[], bool] = lambda: True,
+    root: Path | None = None,
 ) -> AsyncGenerator[bytes, None]:
     """Yield the log's output chunk by chunk, as the options ask.
 
-    File reads are small and local, so they run inline; a follow waits on
-    ``clock`` between reads. A follow ends when ``running()`` says the
-    container stopped (after reading what it wrote last), when the byte limit is
-    reached, after ``max_follow`` seconds, when ``client_alive()`` turns False, or
-    when the consumer stops iterating.
+    The file is opened with :func:`open_log_file`. What it holds when asked is
+    read in a worker thread, a chunk at a time, from the start of the tail (found
+    from the end, so ``tailLines`` costs the same on any size of log); a follow
+    then polls with one small read per wake-up of ``clock``. A follow ends when
+    ``running()`` says the container stopped (after reading what it wrote last),
+    when the byte limit is reached, after ``max_follow`` seconds, when
+    ``client_alive()`` turns False, when the consumer stops iterating, or when
+    the file put in the log's place by a rotation is refused.
+
+    Args:
+        root: The pod log directory the file must lie under (None: the directory
+            holding ``path``).
 
     Raises:
-        OSError: the file cannot be opened.
+        RefusedLogFileError: the log path is a link, a FIFO, ... (see
+            :func:`open_log_file`); raised before anything is yielded.
+        OSError: the file cannot be opened or read.
     """
+    root = path.parent if root is None else root
     remaining = opts.limit_bytes
 
     def clip(data: bytes) -> bytes:
@@ -218,74 +349,56 @@ async def stream_log(
         remaining -= len(data)
         return data
 
-    def accept(record: LogRecord) -> bool:
-        return opts.since_ns is None or record.timestamp_ns >= opts.since_ns
-
-    f = open(path, "rb")  # noqa: SIM115  (reopened when the log is rotated)
+    reader, end = await asyncio.to_thread(_start, path, root, opts)
     try:
-        lines = f.readlines()
-        offset = f.tell()
-        # An unterminated last line is still being written: leave it for the follow.
-        if lines and not lines[-1].endswith(b"\n"):
-            offset -= len(lines[-1])
-            lines.pop()
-        if opts.tail_lines is not None:
-            lines = lines[len(lines) - opts.tail_lines:] if opts.tail_lines else []
-        out = bytearray()
-        for raw in lines:
-            try:
-                record = parse_line(raw)
-            except ValueError:
-                continue  # the kubelet skips lines it cannot parse
-            if accept(record):
-                out += _render(record, opts.timestamps)
-        chunk = clip(bytes(out))
-        if chunk:
-            yield chunk
+        # An unterminated last line is still being written: it stays pending, for
+        # the follow.
+        # The end is checked here rather than in the thread, so that once the
+        # present is read no further hop to a thread delays the follow.
+        while reader.offset < end:
+            out, n = await asyncio.to_thread(reader.read, min(_READ_CHUNK, end - reader.offset))
+            if not n:
+                break  # truncated meanwhile
+            chunk = clip(out)
+            if chunk:
+                yield chunk
+            if remaining == 0:
+                return
         if not opts.follow:
             return
         deadline = clock.monotonic() + max_follow
-        pending = b""
         stopped = False
         while ((remaining is None or remaining > 0) and clock.monotonic() < deadline
                and client_alive()):
-            f.seek(offset)
-            data = f.read(_MAX_LINE)
-            offset += len(data)
-            pending += data
-            *complete, pending = pending.split(b"\n")
-            if len(pending) >= _MAX_LINE:
-                pending = b""  # not a record: drop it rather than grow without bound
-            out = bytearray()
-            for raw in complete:
-                try:
-                    record = parse_line(raw)
-                except ValueError:
-                    continue
-                if accept(record):
-                    out += _render(record, opts.timestamps)
+            # Inline: a bounded read of a file known to be regular does not wait.
+            out, n = reader.read(_FOLLOW_CHUNK)
             if out:
-                chunk = clip(bytes(out))
+                chunk = clip(out)
                 if chunk:
                     yield chunk
                 continue  # more may be waiting: read again before sleeping
+            if n == _FOLLOW_CHUNK:
+                await asyncio.sleep(0)  # nothing to show yet, more to read: let others run
+                continue
             if stopped:
                 return
-            if not data and _rotated(path, f):
+            if not n and reader.rotated(path):
                 # Log rotation renamed the file and the runtime opened a new one:
                 # what the old one held is read; go on with the new one, as the
                 # kubelet's follow does.
-                f.close()
                 try:
-                    f = open(path, "rb")  # noqa: SIM115
+                    reader.reopen(open_log_file(path, root))
                 except FileNotFoundError:
-                    f = open(os.devnull, "rb")  # noqa: SIM115  (not there yet)
-                offset = 0
-                continue
-            if not data and not await running():
+                    pass  # gone again already: poll on
+                except OSError as exc:
+                    log.warning("log follow of %s ended: %s", path, exc)
+                    return
+                else:
+                    continue
+            if not n and not await running():
                 # Read once more: the container may have written just before it exited.
                 stopped = True
                 continue
             await clock.sleep(poll_interval)
     finally:
-        f.close()
+        reader.file.close()

@@ -453,7 +453,7 @@ class KubeletServer:
         transport = request.transport
         stream = stream_log(
             path, opts, clock=self.kubelet.clock, running=running,
-            max_follow=self.limits.max_follow,
+            max_follow=self.limits.max_follow, root=self.kubelet.pod_logs_dir,
             # aiohttp does not cancel a handler whose client left: look for it.
             client_alive=lambda: transport is not None and not transport.is_closing())
         self.open_streams += 1
@@ -466,11 +466,19 @@ class KubeletServer:
             if not response.prepared:
                 await response.prepare(request)
             await response.write_eof()
+        except ConnectionResetError:
+            pass  # the client went away mid-follow
         except FileNotFoundError:
             if not response.prepared:
                 return _text(404, f'log of container "{container}" in pod "{name}" not found')
-        except ConnectionResetError:
-            pass  # the client went away mid-follow
+        except OSError as exc:
+            # The kubelet answers 400 when the log cannot be opened; a refused file
+            # (a link, a FIFO...) is one. The reason, never a link's target, is told.
+            if not response.prepared:
+                return _text(400, f'failed to open log file "{path}": '
+                                  f"{exc.strerror or exc}")
+            log.warning("reading the log of %s/%s/%s failed: %s", namespace, name,
+                        container, exc)
         finally:
             self.open_streams -= 1
         return response
