@@ -117,6 +117,9 @@ async def test_running_agent_metrics() -> None:
     assert 'kubelet_runtime_operations_total{operation_type="run_podsandbox"} 1.0' in text
     assert 'kubelet_runtime_operations_total{operation_type="start_container"} 1.0' in text
     assert "kubelet_pleg_relist_duration_seconds_count" in text
+    # The kubelet's name and help, without the _total prometheus_client would add.
+    assert "# HELP kubelet_pleg_discard_events The number of discard events in PLEG." in text
+    assert "\nkubelet_pleg_discard_events 0.0\n" in text
     assert ('prober_probe_total{container="app",namespace="default",pod="web",'
             'pod_uid="uid-web",probe_type="Readiness",result="successful"}') in probes
 

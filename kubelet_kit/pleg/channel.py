@@ -3,6 +3,14 @@
 It plays the part of the kubelet's buffered Go channel: sending never blocks;
 when the queue is full the event is dropped and counted, because a PLEG that
 waited for a slow consumer would stop relisting and go unhealthy.
+
+A drop is not a silent loss. It opens an *overflow episode*, logged once at its
+start (the kubelet's message, and the count goes up on every drop) and once at
+its end. Whenever the reader has brought the queue down to half its capacity
+after a drop, the channel calls its drain callbacks, with which a PLEG relists to
+send again what was dropped; the PLEG ends the episode (:meth:`end_overflow`)
+once a relist got everything through. A channel without drain callbacks ends
+the episode itself at that point, since nobody will send the events again.
 """
 
 from __future__ import annotations
@@ -10,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from kubelet_kit.pleg.interfaces import EVENT_CHANNEL_CAPACITY, PodLifecycleEvent
 from kubelet_kit.pleg.metrics import PLEGMetrics
@@ -38,7 +46,14 @@ class EventChannel:
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
         self._watching = False
-        self._dropping = False
+        self._episode = False  # an overflow episode is under way
+        self._episode_drops = 0  # events dropped in it
+        self._undrained = 0  # events dropped since the drain callbacks last ran
+        # Half the capacity: low enough that a relist sending the lost events
+        # again has room for many of them, high enough that a reader that never
+        # quite catches up still gets them sent again.
+        self._low_water = capacity // 2
+        self._drained: list[Callable[[], None]] = []
 
     def __len__(self) -> int:
         return len(self._events)
@@ -48,6 +63,35 @@ class EventChannel:
         """Whether the next event would be dropped."""
         return len(self._events) >= self.capacity
 
+    @property
+    def overflowing(self) -> bool:
+        """Whether an overflow episode is under way (events were dropped, and not
+        all of them are known to have been sent again)."""
+        return self._episode
+
+    def add_drain_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` each time the reader has made room after drops.
+
+        It runs in the reader's task, right after the read that brought the queue
+        down to half its capacity, so it must not block: a PLEG only asks for a
+        relist there, and calls :meth:`end_overflow` once that relist lost nothing.
+        """
+        self._drained.append(callback)
+
+    def end_overflow(self) -> None:
+        """Declare what was dropped sent again: the overflow episode ends.
+
+        Ignored when no episode is under way, or when events were dropped since the
+        drain callbacks last ran (they are still to be sent again). Never blocks.
+        """
+        if not self._episode or self._undrained:
+            return
+        log.warning(
+            "PLEG event channel recovered after discarding %d events", self._episode_drops
+        )
+        self._episode = False
+        self._episode_drops = 0
+
     def send(self, event: PodLifecycleEvent) -> bool:
         """Queue ``event``; never blocks.
 
@@ -56,13 +100,14 @@ class EventChannel:
         """
         if len(self._events) >= self.capacity:
             self._metrics.discard_events.inc()
-            if not self._dropping:
-                # Once per spell of fullness: a stuck consumer would otherwise
-                # bury the log (and the loop) in one line per event.
-                self._dropping = True
+            if not self._episode:
+                # Once per episode: a stuck or slow reader would otherwise bury
+                # the log (and the loop) in one line per event.
+                self._episode = True
                 log.error("Event channel is full, discard this relist() cycle event: %s", event)
+            self._episode_drops += 1
+            self._undrained += 1
             return False
-        self._dropping = False
         self._events.append(event)
         self._metrics.events.labels(event.type.value).inc()
         self._wake()
@@ -89,7 +134,10 @@ class EventChannel:
         try:
             while True:
                 while self._events:
-                    yield self._events.popleft()
+                    event = self._events.popleft()
+                    if self._undrained and len(self._events) <= self._low_water:
+                        self._drain()
+                    yield event
                 if self._closed:
                     return
                 self._waiter = asyncio.get_running_loop().create_future()
@@ -99,6 +147,13 @@ class EventChannel:
                     self._waiter = None
         finally:
             self._watching = False
+
+    def _drain(self) -> None:
+        self._undrained = 0
+        if not self._drained:
+            self.end_overflow()
+        for callback in self._drained:
+            callback()
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():

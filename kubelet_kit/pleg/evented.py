@@ -28,6 +28,11 @@ refused sends no events, so an agent never reads "not started" after being told
 "started". ContainerStarted is also sent at most once per container id (a CRI
 container cannot be started twice; a restart is a new container), so an agent
 that reacts to the event does not see it twice from the two sources.
+
+When the event channel is full (the consumer is slower than the runtime), an
+event is dropped and counted (``kubelet_pleg_discard_events``) as in the kubelet,
+but its change is not recorded as known: once the reader has caught up, a relist
+runs at once (not 300 s later) and sends again what was dropped.
 """
 
 from __future__ import annotations
@@ -57,7 +62,11 @@ from kubelet_kit.pleg.generic import (
     GenericPLEG,
     keep_ips,
 )
-from kubelet_kit.pleg.interfaces import PodLifecycleEvent, PodLifecycleEventType
+from kubelet_kit.pleg.interfaces import (
+    EVENT_CHANNEL_CAPACITY,
+    PodLifecycleEvent,
+    PodLifecycleEventType,
+)
 from kubelet_kit.pleg.metrics import PLEGMetrics
 from kubelet_kit.pleg.relist import PlegContainerState
 
@@ -128,6 +137,8 @@ class EventedPLEG:
         inspect_timeout: Deadline of one pod's inspection by the relist.
         cache: The cache to keep current; a new one when None.
         registry: Where the metrics go; a fresh registry when None.
+        channel_capacity: How many events may wait for the consumer (the
+            kubelet's 1000).
     """
 
     def __init__(
@@ -146,6 +157,7 @@ class EventedPLEG:
         inspect_timeout: float = DEFAULT_INSPECT_TIMEOUT,
         cache: PodCache | None = None,
         registry: CollectorRegistry | None = None,
+        channel_capacity: int = EVENT_CHANNEL_CAPACITY,
     ) -> None:
         if max_stream_retries < 1:
             raise ValueError(f"max_stream_retries: must be at least 1, got {max_stream_retries}")
@@ -165,7 +177,7 @@ class EventedPLEG:
         self._max_backoff = max_backoff
         self._stable_after = stream_stable_after
         self.metrics = PLEGMetrics(registry, evented=True)
-        self._channel = EventChannel(self.metrics)
+        self._channel = EventChannel(self.metrics, channel_capacity)
         self._generic = GenericPLEG(
             runtime,
             self._clock,
@@ -178,6 +190,7 @@ class EventedPLEG:
             status_timestamps=True,
         )
         self._generic.on_event = self._admit
+        self._generic.on_discard = self._forget
         self._started_ids: set[str] = set()
         self._failures = 0
         self._backoff = initial_backoff
@@ -304,24 +317,37 @@ class EventedPLEG:
                 cache.delete(uid, when)
             else:
                 cache.set(uid, keep_ips(cache, uid, status), None, when)
-            self._generic.record_container_state(uid, cid, PlegContainerState.NON_EXISTENT)
-            self._send(PodLifecycleEvent(uid, _DIED, cid))
-            self._send(PodLifecycleEvent(uid, _REMOVED, cid))
+            # Both are tried, so the reader gets what fits.
+            died = self._send(PodLifecycleEvent(uid, _DIED, cid))
+            removed = self._send(PodLifecycleEvent(uid, _REMOVED, cid))
+            self._known(uid, cid, PlegContainerState.NON_EXISTENT, died and removed)
             return
         if not cache.set(uid, keep_ips(cache, uid, status), None, when):
             # The cache already holds something newer: this event is stale.
             return
         if event.type is ContainerEventType.STARTED:
-            self._generic.record_container_state(uid, cid, PlegContainerState.RUNNING)
-            self._send(PodLifecycleEvent(uid, _STARTED, cid))
+            sent = self._send(PodLifecycleEvent(uid, _STARTED, cid))
+            self._known(uid, cid, PlegContainerState.RUNNING, sent)
         elif event.type is ContainerEventType.STOPPED:
-            self._generic.record_container_state(uid, cid, PlegContainerState.EXITED)
-            self._send(PodLifecycleEvent(uid, _DIED, cid))
+            sent = self._send(PodLifecycleEvent(uid, _DIED, cid))
+            self._known(uid, cid, PlegContainerState.EXITED, sent)
         # CREATED: the cache is updated; the kubelet does not act on it.
 
-    def _send(self, event: PodLifecycleEvent) -> None:
-        if self._admit(event):
-            self._channel.send(event)
+    def _known(self, uid: str, cid: str, state: PlegContainerState, sent: bool) -> None:
+        if sent:
+            # Told: the relist must not report this change again.
+            self._generic.record_container_state(uid, cid, state)
+        # Dropped: the relist's records keep the old state, so the relist that
+        # follows the channel's drain finds the change and sends it.
+
+    def _send(self, event: PodLifecycleEvent) -> bool:
+        """Send one event; False only when the full channel dropped it."""
+        if not self._admit(event):
+            return True  # already sent by the relist
+        if self._channel.send(event):
+            return True
+        self._forget(event)
+        return False
 
     def _admit(self, event: PodLifecycleEvent) -> bool:
         # ContainerStarted at most once per container id, whichever source saw it first.
@@ -334,6 +360,11 @@ class EventedPLEG:
         elif event.type is _REMOVED:
             self._started_ids.discard(event.data)
         return True
+
+    def _forget(self, event: PodLifecycleEvent) -> None:
+        # A dropped ContainerStarted was never told: let the relist send it.
+        if event.type is _STARTED:
+            self._started_ids.discard(event.data)
 
     # -- the stream -----------------------------------------------------------------
 

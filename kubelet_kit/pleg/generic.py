@@ -13,6 +13,12 @@ Differences from the kubelet, on purpose:
 * Listing the runtime is under the same deadline, so a hung runtime makes the
   relist fail (and the PLEG go unhealthy after the threshold) instead of
   hanging the loop.
+* An event the full channel drops is counted and logged as by the kubelet, but
+  not forgotten: the relist keeps the container's previous state in its records,
+  so the next relist finds the same change and sends it again. The kubelet
+  records the new state regardless and leaves the pod to its periodic resync. The
+  next relist comes at once when the reader has caught up (the channel's drain
+  callback), not only after the period.
 """
 
 from __future__ import annotations
@@ -160,6 +166,10 @@ class GenericPLEG:
         self._task: asyncio.Task[None] | None = None
         #: Called with every event sent (a hook for the evented PLEG's bookkeeping).
         self.on_event: Callable[[PodLifecycleEvent], bool] | None = None
+        #: Called with every event the full channel dropped after ``on_event``
+        #: admitted it, so that bookkeeping can be undone.
+        self.on_discard: Callable[[PodLifecycleEvent], None] | None = None
+        self._channel.add_drain_callback(self.request_relist)
 
     # -- PLEG protocol ----------------------------------------------------------
 
@@ -411,6 +421,7 @@ class GenericPLEG:
 
         needs_reinspection: dict[str, RuntimePod | None] = {}
         records_match_listing = True
+        lost_any = False
         for uid, (events, now_pod, states) in changed.items():
             result = results[uid]
             if result.error is not None:
@@ -424,17 +435,33 @@ class GenericPLEG:
                 # events are stale.
                 records_match_listing = False
                 continue
-            if now_pod is None:
+            lost = {e.data for e in sendable(events) if not self._send(e)}
+            if lost:
+                lost_any = True
+                # The channel was full: keep what the previous relist saw of the
+                # containers whose events were dropped, so the next relist finds
+                # their change again and sends it then.
+                records_match_listing = False
+                record = records.get(uid)
+                old_states = record.states if record is not None else {}
+                kept = {cid: s for cid, s in states.items() if cid not in lost}
+                kept.update((cid, old_states[cid]) for cid in lost if cid in old_states)
+                pod = now_pod if now_pod is not None else records[uid].pod
+                records[uid] = _PodRecord(pod, kept)
+            elif now_pod is None:
                 records.pop(uid, None)
             else:
                 records[uid] = _PodRecord(now_pod, states)
-            for event in sendable(events):
-                self._send(event)
         for uid, retry_pod in to_inspect.items():
             if uid not in changed and results[uid].error is not None:
                 needs_reinspection[uid] = retry_pod
         # Only after every pod is in the cache: waiters on unchanged pods wake now.
         self._cache.update_time(timestamp)
+        if not lost_any and not self._relist_requested:
+            # Every change this relist found got through, and with the records
+            # kept for the dropped ones, that includes whatever an overflow lost
+            # before it started (unless a relist is asked for again: a drop since).
+            self._channel.end_overflow()
         self._reinspect = needs_reinspection
         self._last_listing = listing if records_match_listing else None
         return True
@@ -487,10 +514,15 @@ class GenericPLEG:
     def _keep_ips(self, uid: str, status: PodRuntimeStatus) -> PodRuntimeStatus:
         return keep_ips(self._cache, uid, status)
 
-    def _send(self, event: PodLifecycleEvent) -> None:
+    def _send(self, event: PodLifecycleEvent) -> bool:
+        """Send one event; False only when the full channel dropped it."""
         if self.on_event is not None and not self.on_event(event):
-            return
-        self._channel.send(event)
+            return True  # filtered on purpose (already sent), not lost
+        if self._channel.send(event):
+            return True
+        if self.on_discard is not None:
+            self.on_discard(event)
+        return False
 
     # -- waiting ------------------------------------------------------------------
 

@@ -85,9 +85,11 @@ class PLEG(Protocol):
 
         Events wait in a bounded queue (capacity 1000, like the kubelet's channel);
         when it is full, new events are dropped and counted
-        (``kubelet_pleg_discard_events``). Only one watcher at a time: a second
-        concurrent ``watch()`` raises RuntimeError when iterated. The iterator ends
-        once the PLEG is stopped and the queued events have been read.
+        (``kubelet_pleg_discard_events``), and the reference PLEGs send their
+        changes again with a relist once the reader has caught up. Only one
+        watcher at a time: a second concurrent ``watch()`` raises RuntimeError
+        when iterated. The iterator ends once the PLEG is stopped and the queued
+        events have been read.
         """
 
     def healthy(self) -> tuple[bool, str]:
