@@ -131,6 +131,42 @@ async def test_a_malformed_manifest_is_reported_and_the_others_keep_running(
     assert len(kubelet.pods()) == 1
 
 
+#: Manifests that each used to escape the loader (tests/test_manifest_crashes.py)
+#: and, dropped into the static-pod directory, end the running agent.
+CRASHERS = {
+    "bad-int.yaml": "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n"
+                    "spec: {terminationGracePeriodSeconds: !!int 0xZZ, containers: []}\n",
+    "float-key.yaml": "apiVersion: v1\nkind: Pod\nmetadata: {name: fk}\n"
+                      "spec: {containers: [{name: c, image: busybox, command: [sleep, '60']}]}\n"
+                      "x: {1.5: a, b: c}\n",
+    "long-int.json": '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "j"}, '
+                     '"spec": {"terminationGracePeriodSeconds": ' + "9" * 5000 + "}}",
+}
+
+
+async def test_crashing_manifests_are_reported_and_the_agent_keeps_running(
+    agent: Agent,
+) -> None:
+    copy_examples(agent.manifests, "init")
+    kubelet = await agent.start()
+    await wait_until(lambda: agent.phase("with-init") == "Running")
+    for name, text in CRASHERS.items():
+        (agent.manifests / name).write_text(text)
+    for name in ("bad-int.yaml", "long-int.json"):
+        await wait_until(lambda n=name: any(n in p for p in agent.problems), what=name)
+    # the float key is no error: a key JSON spells as a string, so that pod runs
+    await wait_until(lambda: agent.phase("fk") == "Running", what="float-key pod Running")
+    await asyncio.sleep(1)
+    assert agent.task is not None and not agent.task.done()
+    assert agent.phase("with-init") == "Running"
+    assert len(kubelet.pods()) == 2
+    # fixed, the file is read again and its pod runs
+    (agent.manifests / "bad-int.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {terminationGracePeriodSeconds: 1,"
+        " containers: [{name: c, image: busybox, command: [sleep, '60']}]}\n")
+    await wait_until(lambda: agent.phase("a") == "Running", what="fixed pod Running")
+
+
 async def test_deleting_a_manifest_stops_its_pod_gracefully(agent: Agent) -> None:
     (agent.manifests / "trap.yaml").write_text(
         "apiVersion: v1\nkind: Pod\nmetadata: {name: trap}\n"

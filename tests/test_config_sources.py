@@ -268,3 +268,38 @@ def test_sources_with_the_same_name_are_refused_with_the_fix() -> None:
     with pytest.raises(ValueError, match=r"distinct names, got \['api', 'api'\].*"
                                          r"ProgrammaticSource\('local'\)"):
         PodConfig(ProgrammaticSource(), ProgrammaticSource())
+
+
+async def test_a_source_that_raises_is_restarted_and_the_others_keep_going() -> None:
+    class Flaky:
+        name = "flaky"
+        runs = 0
+
+        async def snapshots(self) -> Any:
+            Flaky.runs += 1
+            if Flaky.runs == 1:
+                raise RuntimeError("boom")
+            yield SourceSnapshot((pod("f", "f1"),))
+            await asyncio.Event().wait()
+
+    lines: list[str] = []
+    clock = FakeClock()
+    config = PodConfig(Flaky(), ProgrammaticSource("local"), clock=clock,
+                       on_problem=lines.append)
+    seen: list[str] = []
+
+    async def consume() -> None:
+        async for update in config.updates():
+            seen.extend(p.metadata.name for p in update.pods)
+
+    task = asyncio.create_task(consume())
+    try:
+        await wait_until(lambda: bool(lines), what="the failure reported")
+        assert not task.done()
+        clock.advance(1.0)  # the back-off before the restart
+        await wait_until(lambda: "f" in seen, what="restarted source's pod")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert Flaky.runs == 2
+    assert any("pod source flaky failed: RuntimeError: boom" in line for line in lines)

@@ -35,17 +35,19 @@ import attrs
 import yaml
 
 from kubelet_kit.api.pod import OTHER_VOLUME_SOURCES, Container, Pod
-from kubelet_kit.api.serde import decode
+from kubelet_kit.api.serde import child_path, decode
 from kubelet_kit.api.validation import validate_pod
 from kubelet_kit.errors import FieldError, ValidationError
 
 __all__ = [
     "MANIFEST_SUFFIXES",
+    "MAX_MANIFEST_BYTES",
     "ManifestResult",
     "apply_defaults",
     "load_api_pod",
     "load_manifests",
     "load_pod",
+    "manifest_files",
     "parse_documents",
     "read_manifest_text",
     "read_manifests",
@@ -119,18 +121,33 @@ def static_pod_uid(
     Returns:
         32 lowercase hex digits (an MD5 digest), as the kubelet's generated uids are.
     """
-    data = pod.to_dict() if isinstance(pod, Pod) else dict(pod)
+    raw = pod.to_dict() if isinstance(pod, Pod) else pod
+    # String keys only: a key of another type beside string keys would break the
+    # sorted dump below, and JSON would turn it into a string anyway.
+    data = {_json_key(k): v for k, v in _hashable(raw).items()}
     meta = dict(data.get("metadata") or {})
     meta.pop("uid", None)
     data["metadata"] = meta
     hasher = hashlib.md5(usedforsecurity=False)
-    hasher.update(json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode())
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    hasher.update(text.encode("utf-8", "surrogatepass"))
     if is_file:
         hasher.update(f"host:{node_name}".encode())
         hasher.update(f"file:{source or ''}".encode())
     else:
         hasher.update(f"url:{source or ''}".encode())
     return hasher.hexdigest()
+
+
+def _hashable(value: Any) -> Any:
+    """``value`` with string keys throughout and every int printable, for hashing."""
+    if isinstance(value, Mapping):
+        return {_json_key(k): _hashable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_hashable(v) for v in value]
+    if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+        return hex(value)  # hex is never refused, unlike decimal
+    return value
 
 
 def apply_defaults(pod: Pod) -> Pod:
@@ -163,32 +180,145 @@ def apply_defaults(pod: Pod) -> Pod:
     return attrs.evolve(pod, spec=spec)
 
 
+#: Largest manifest read, in bytes (characters for text): the kubelet's own cap on
+#: a manifest URL's body (``maxConfigLength`` in ``pkg/kubelet/config``, 10 MiB),
+#: applied here to files too, which the kubelet reads whole.
+MAX_MANIFEST_BYTES = 10 * 1024 * 1024
+
 #: Deepest nesting and most values accepted in one manifest. A real pod nests about
 #: a dozen levels and holds hundreds of values; the limits keep recursive decoding far
 #: from Python's recursion limit and stop YAML alias bombs (a few lines of aliases
-#: that expand to billions of values).
+#: that expand to billions of values): values are counted as expanded, each alias
+#: as often as it is used, so the expansion is what is bounded. go-yaml bounds the
+#: same attack with a ratio of aliases to values ("excessive aliasing").
 _MAX_DEPTH = 100
 _MAX_NODES = 200_000
+#: Longest integer accepted, in decimal digits: far beyond int64 (so a quantity
+#: written as a bare number still loads), well short of the 4300 digits past which
+#: Python refuses to print an int (which every error message and hash would do).
+_MAX_INT_DIGITS = 1000
+_MAX_INT_BITS = int(_MAX_INT_DIGITS / 0.30103)  # log2(10) bits per digit
 _TOO_DEEP = f"the manifest nests deeper than {_MAX_DEPTH} levels"
 _TOO_BIG = f"the manifest holds more than {_MAX_NODES} values"
+_TOO_LONG_INT = f"Invalid value: an integer of more than {_MAX_INT_DIGITS} digits"
 
 
-def _shape_problem(value: Any) -> str | None:
-    """Why ``value`` is too deep or too big to decode, or None (iterative walk)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
+def _too_large(size: int) -> str:
+    return f"the manifest is larger than {MAX_MANIFEST_BYTES} bytes ({size})"
+
+
+def _json_key(key: Any) -> str:
+    """A mapping key as JSON spells it: YAML allows keys of any scalar type, and a
+    manifest is a JSON object, so ``1.5``, ``true`` and ``null`` become the strings
+    ``"1.5"``, ``"true"`` and ``"null"`` (as sigs.k8s.io/yaml converts them)."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool | int | float):
+        return json.dumps(key)
+    return str(key)
+
+
+def _normalize(value: Any) -> tuple[Any, str, str | None]:
+    """``value`` as JSON shapes it (string keys), or the first limit it breaks.
+
+    Returns:
+        ``(normalized, path, problem)``: ``problem`` is None when every limit
+        holds; otherwise it says which is broken, at ``path``.
+    """
     seen = 0
-    while stack:
-        item, depth = stack.pop()
+
+    def walk(item: Any, depth: int) -> Any:
+        nonlocal seen
         seen += 1
         if depth > _MAX_DEPTH:
-            return _TOO_DEEP
+            raise _Limit(_TOO_DEEP, located=False)
         if seen > _MAX_NODES:
-            return _TOO_BIG
+            raise _Limit(_TOO_BIG, located=False)
         if isinstance(item, Mapping):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend((v, depth + 1) for v in item)
-    return None
+            out = {}
+            for k, v in item.items():
+                key = _json_key(k)
+                try:
+                    out[key] = walk(v, depth + 1)
+                except _Limit as limit:
+                    limit.steps.append(key)
+                    raise
+            return out
+        if isinstance(item, list | tuple):
+            items = []
+            for i, v in enumerate(item):
+                try:
+                    items.append(walk(v, depth + 1))
+                except _Limit as limit:
+                    limit.steps.append(i)
+                    raise
+            return items
+        if isinstance(item, int) and item.bit_length() > _MAX_INT_BITS:
+            raise _Limit(_TOO_LONG_INT, located=True)
+        return item
+
+    try:
+        # (depth is bounded by _MAX_DEPTH, so the recursion stays shallow)
+        return walk(value, 0), "", None
+    except _Limit as limit:
+        return None, limit.path(), limit.message
+
+
+class _Limit(Exception):
+    """A limit of :func:`_normalize` was broken (internal; never escapes).
+
+    The path is collected on the way out (innermost step first), so that the
+    walk builds no path for the values that are fine; limits of the whole
+    manifest (depth, size) are reported without one.
+    """
+
+    def __init__(self, message: str, *, located: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.located = located
+        self.steps: list[str | int] = []
+
+    def path(self) -> str:
+        out = ""
+        for step in reversed(self.steps if self.located else []):
+            out = f"{out}[{step}]" if isinstance(step, int) else child_path(out, step)
+        return out
+
+
+class _ManifestLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, made to fail only with :class:`yaml.YAMLError`.
+
+    PyYAML's scalar constructors trust the tag: ``!!int 0xZZ``, ``!!bool maybe``,
+    ``!!float x``, an impossible ``!!timestamp`` or an int of more digits than
+    Python converts raise ValueError, KeyError or IndexError from inside the
+    library. Those become a ConstructorError at the node's line and column, like
+    any other YAML mistake. Nesting is bounded while composing, before Python's
+    recursion limit is anywhere near.
+    """
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > _MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, _TOO_DEEP, self.peek_event().start_mark)  # type: ignore[no-untyped-call]
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, KeyError, IndexError, TypeError, OverflowError) as exc:
+            value = node.value if isinstance(node, yaml.ScalarNode) else ""
+            shown = value if len(value) <= 40 else value[:40] + "..."
+            tag = node.tag.rsplit(":", 1)[-1]
+            reason = "too many digits" if "digits" in str(exc) else f"not a valid {tag}"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {shown!r} as !!{tag}: {reason}",
+                node.start_mark) from None
 
 
 def _covered(path: str, bad: list[str]) -> bool:
@@ -204,9 +334,9 @@ def _pod_from_object(
     if not isinstance(data, Mapping):
         decode(Pod, data, errors=errors)
         return None, errors
-    problem = _shape_problem(data)
+    data, where, problem = _normalize(data)
     if problem:
-        return None, [FieldError("", problem)]
+        return None, [FieldError(where, problem)]
     pod = decode(Pod, data, errors=errors, unknown=unknown)
     # The model defaults apiVersion and kind; a manifest must still name them.
     for key in ("apiVersion", "kind"):
@@ -246,6 +376,8 @@ def parse_documents(text: str, *, source: str = "<input>") -> list[tuple[int | N
         ValidationError: The text is not valid JSON/YAML (the message gives the line
             and column) or a List has no ``items`` list.
     """
+    if len(text) > MAX_MANIFEST_BYTES:
+        raise ValidationError.single("", _too_large(len(text)), source=source)
     stripped = text.lstrip()
     objects: list[Any]
     if stripped.startswith(("{", "[")):
@@ -257,9 +389,14 @@ def parse_documents(text: str, *, source: str = "<input>") -> list[tuple[int | N
                 source=source) from None
         except RecursionError:
             raise ValidationError.single("", _TOO_DEEP, source=source) from None
+        except ValueError:
+            # the one other failure of the decoder: an int past Python's digit limit
+            raise ValidationError.single("", f"invalid JSON: {_TOO_LONG_INT}",
+                                         source=source) from None
     else:
         try:
-            objects = [d for d in yaml.safe_load_all(text) if d is not None]
+            objects = [d for d in yaml.load_all(text, Loader=_ManifestLoader)
+                       if d is not None]
         except RecursionError:
             raise ValidationError.single("", _TOO_DEEP, source=source) from None
         except yaml.YAMLError as exc:
@@ -353,9 +490,9 @@ def load_api_pod(data: Mapping[str, Any], *, source: str = "api", node_name: str
         ValidationError: The pod cannot even be named (no metadata that says which
             pod it is), so there is nothing to reject and report on.
     """
-    problem = _shape_problem(data)
+    data, where, problem = _normalize(data)
     if problem:
-        raise ValidationError.single("", problem, source=source)
+        raise ValidationError.single(where, problem, source=source)
     errors: list[FieldError] = []
     pod = decode(Pod, data, errors=errors)
     if not pod.metadata.name or not pod.metadata.uid:
@@ -367,7 +504,11 @@ def load_api_pod(data: Mapping[str, Any], *, source: str = "api", node_name: str
     return attrs.evolve(pod, source=source, problems=tuple(errors))
 
 
-def _manifest_files(path: Path) -> list[Path]:
+def manifest_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The manifest files :func:`read_manifests` reads for ``path``: the path itself,
+    or for a directory its ``.yaml``/``.yml``/``.json`` files, hidden ones skipped,
+    in name order."""
+    path = Path(path)
     if path.is_dir():
         return sorted(
             p for p in path.iterdir()
@@ -379,7 +520,14 @@ def _manifest_files(path: Path) -> list[Path]:
 def _read_file(path: Path, *, node_name: str, strict: bool) -> Iterator[ManifestResult]:
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            # one byte past the cap tells an oversized file without reading it all
+            data = f.read(MAX_MANIFEST_BYTES + 1)
+        if len(data) > MAX_MANIFEST_BYTES:
+            size = max(path.stat().st_size, len(data))
+            yield ManifestResult(source, None, None, (FieldError("", _too_large(size)),))
+            return
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         yield ManifestResult(source, None, None, (FieldError("", f"cannot read: {reason}"),))
@@ -446,7 +594,7 @@ def read_manifests(
                                           (FieldError("", "cannot read: no such file or "
                                                           "directory"),)))
             continue
-        for file in _manifest_files(path):
+        for file in manifest_files(path):
             results.extend(_read_file(file, node_name=node_name, strict=strict))
     return results
 

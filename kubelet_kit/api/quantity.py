@@ -270,7 +270,13 @@ class Quantity:
         # The general path: exact decimal arithmetic, then upstream's bounds.
         if not any(c in _DIGITS for c in number):
             raise _error(text, ERR_NUMERIC)
-        coefficient = int(num + denom)
+        try:
+            coefficient = int(num + denom)
+        except ValueError:
+            # More digits than Python converts to an int (sys.get_int_max_str_digits,
+            # 4300 by default): no resource is that precise, so the numeric part is
+            # refused in upstream's words rather than crashing the caller.
+            raise _error(text, ERR_NUMERIC) from None
         if base == 2:
             coefficient <<= exponent
             exp = -len(denom)
@@ -361,8 +367,13 @@ class Quantity:
         if isinstance(value, bool):
             raise TypeError("a quantity cannot be a boolean")
         if isinstance(value, int | float):
-            # repr gives the shortest text that reads back as the same float
-            return cls.parse(repr(value))
+            # repr gives the shortest text that reads back as the same float; an
+            # int too long to print (Python's digit limit) is no quantity either
+            try:
+                text = repr(value)
+            except ValueError:
+                raise _error(f"<integer of {int(value).bit_length()} bits>", ERR_NUMERIC) from None
+            return cls.parse(text)
         if isinstance(value, str):
             return cls.parse(value.strip())
         raise TypeError(f"a quantity must be a string or a number, not {type(value).__name__}")

@@ -175,7 +175,7 @@ def format_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
-        return str(value)
+        return _number_text(value)
     if value is None:
         return "null"
     if isinstance(value, Mapping):
@@ -183,6 +183,18 @@ def format_value(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[...]"
     return type(value).__name__
+
+
+#: Longest integer printed in full in a message; longer ones are abbreviated (and
+#: Python refuses to print ints beyond 4300 digits at all).
+_MAX_PRINTED_DIGITS = 100
+
+
+def _number_text(value: int | float) -> str:
+    if isinstance(value, int) and value.bit_length() > _MAX_PRINTED_DIGITS * 3:
+        # bit_length * log10(2) estimates the digit count without converting
+        return f"<an integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+    return str(value)
 
 
 def _type_error(path: str, value: Any, expected: str) -> FieldError:
@@ -292,7 +304,7 @@ def _decode_value(
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             errors.append(_type_error(path, value, "a quantity"))
             return _INVALID
-        text = value if isinstance(value, str) else repr(value)
+        text = value if isinstance(value, str) else _number_text(value)
         try:
             return Quantity.from_json(value)
         except QuantityError as exc:

@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from kubelet_kit.api import Pod
-from kubelet_kit.api.loading import read_manifests
+from kubelet_kit.api.loading import ManifestResult, manifest_files, read_manifests
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.config.interfaces import SourceSnapshot
 from kubelet_kit.config.static import static_pod_defaults
+from kubelet_kit.errors import FieldError
 
 __all__ = ["FileSource"]
 
@@ -71,7 +72,16 @@ class FileSource:
         """Read the path once (blocking file I/O; :meth:`snapshots` runs it in a thread)."""
         if not self.path.exists():
             return SourceSnapshot((), (f"{self.path}: cannot read: no such file or directory",))
-        results = read_manifests(self.path, node_name=self.node_name)
+        results: list[ManifestResult] = []
+        for file in manifest_files(self.path):
+            try:
+                results.extend(read_manifests(file, node_name=self.node_name))
+            except Exception as exc:
+                # The loader reports bad content itself; this is a bug in it. The
+                # file is treated as bad (reported, skipped, re-read when it changes).
+                log.exception("reading %s failed", file)
+                results.append(ManifestResult(str(file), None, None, (FieldError(
+                    "", f"cannot load: {type(exc).__name__}: {exc}"),)))
         by_file: dict[str, list[Pod]] = {}
         bad_files: set[str] = set()
         problems: list[str] = []

@@ -9,7 +9,12 @@ import aiohttp
 import attrs
 
 from kubelet_kit.api import Pod
-from kubelet_kit.api.loading import load_pod, parse_documents, static_pod_uid
+from kubelet_kit.api.loading import (
+    MAX_MANIFEST_BYTES,
+    load_pod,
+    parse_documents,
+    static_pod_uid,
+)
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.config.interfaces import SourceSnapshot
 from kubelet_kit.config.static import static_pod_defaults
@@ -86,12 +91,21 @@ class HTTPSource:
         return SourceSnapshot(tuple(pods))
 
     async def fetch(self, session: aiohttp.ClientSession) -> bytes:
-        """GET the URL once; raises aiohttp.ClientError or ValueError on failure."""
+        """GET the URL once; raises aiohttp.ClientError or ValueError on failure
+        (a status other than 200, or a body over ``MAX_MANIFEST_BYTES``)."""
         timeout = aiohttp.ClientTimeout(total=self.timeout)
         async with session.get(self.url, headers=self.headers, timeout=timeout) as resp:
             if resp.status != 200:
                 raise ValueError(f"{self.url}: {resp.status} {resp.reason}")
-            return await resp.read()
+            # Read no more than the cap (and one byte to tell it was passed), as
+            # the kubelet reads its URL with ReadAtMost(maxConfigLength).
+            body = bytearray()
+            async for chunk in resp.content.iter_chunked(64 * 1024):
+                body += chunk
+                if len(body) > MAX_MANIFEST_BYTES:
+                    raise ValueError(f"{self.url}: the manifest is larger than "
+                                     f"{MAX_MANIFEST_BYTES} bytes")
+            return bytes(body)
 
     async def snapshots(self) -> AsyncIterator[SourceSnapshot]:
         """Yield a snapshot after each fetch whose content changed."""

@@ -16,6 +16,11 @@ __all__ = ["PodConfig"]
 
 log = logging.getLogger(__name__)
 
+#: Back-off before a failed source is started again, doubling up to the maximum:
+#: the kubelet's retryPeriod and maxRetryPeriod for its file watch (1 s, 20 s).
+_RETRY_PERIOD = 1.0
+_MAX_RETRY_PERIOD = 20.0
+
 
 class PodConfig:
     """Runs pod sources and merges them (the kubelet's ``PodConfig``).
@@ -78,9 +83,25 @@ class PodConfig:
         queue: asyncio.Queue[PodUpdate] = asyncio.Queue()
 
         async def pump(source: PodSource) -> None:
-            async for snapshot in source.snapshots():
-                for update in self.apply(source.name, snapshot):
-                    queue.put_nowait(update)
+            # A source that fails (a bug, or input its code did not expect) is
+            # logged and started again after a back-off, so that it never takes
+            # the other sources or the agent down; its pods stay as last merged.
+            delay = _RETRY_PERIOD
+            while True:
+                try:
+                    async for snapshot in source.snapshots():
+                        delay = _RETRY_PERIOD
+                        for update in self.apply(source.name, snapshot):
+                            queue.put_nowait(update)
+                    return
+                except Exception as exc:
+                    log.exception("pod source %s failed; restarting it in %.0fs",
+                                  source.name, delay)
+                    if self._on_problem is not None:
+                        self._on_problem(f"pod source {source.name} failed: "
+                                         f"{type(exc).__name__}: {exc}")
+                await self._clock.sleep(delay)
+                delay = min(delay * 2, _MAX_RETRY_PERIOD)
 
         tasks = [asyncio.create_task(pump(s), name=f"pod-source-{s.name}") for s in self.sources]
         get: asyncio.Future[PodUpdate] | None = None
