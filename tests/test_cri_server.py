@@ -14,6 +14,7 @@ import grpc.aio
 import pytest
 
 from kubelet_kit.container import (
+    AuthConfig,
     ContainerConfig,
     ContainerEventType,
     ContainerFilter,
@@ -313,6 +314,26 @@ async def test_pod_round_trip(rt: CRIRuntime, fake: FakeRuntime) -> None:
     assert await rt.list_containers() == []
     with pytest.raises(NotFoundError):
         await rt.pod_sandbox_status(sb)
+
+
+async def test_pull_credentials_reach_the_served_runtime(
+    rt: CRIRuntime, fake: FakeRuntime
+) -> None:
+    """PullImageRequest.auth travels client -> server -> runtime field for field;
+    a pull without one reaches the runtime as None, not as empty credentials."""
+    auth = AuthConfig(
+        username="user", password="pass", auth="dXNlcjpwYXNz",
+        server_address="https://registry.example", identity_token="id",
+        registry_token="reg",
+    )
+    fake.add_image("registry.example/private:1")
+    fake.require_auth("registry.example/private:1", "user", "pass")
+    await rt.pull_image(ImageSpec("registry.example/private:1"), pod(), auth)
+    await rt.pull_image(ImageSpec("busybox"))
+    pulls = fake.calls_to("pull_image")
+    assert pulls[0].kwargs["auth"] == auth
+    assert pulls[0].kwargs["sandbox_config"].metadata == pod().metadata
+    assert pulls[1].kwargs["auth"] is None
 
 
 async def test_unchanged_answers_come_back_as_the_same_values_changes_as_new_ones(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 
@@ -15,6 +16,7 @@ from kubelet_kit.podsync.images import (
     image_backoff_key,
 )
 from kubelet_kit.testing import FakeClock, FakeRuntime
+from kubelet_kit.volume.sources import StaticConfigSource
 
 
 def mkpod(image: str, policy: str | None = None) -> tuple[Pod, Container]:
@@ -227,3 +229,112 @@ async def test_invalid_image_name(image: str, why: str) -> None:
     )
     assert why in info.value.message
     assert runtime.calls == []  # rejected before the runtime is asked
+
+
+# ------------------------------------------------------------- pull secrets
+
+
+def secret_pod(image: str, *names: str) -> tuple[Pod, Container]:
+    container = Container(name="app", image=image, image_pull_policy="IfNotPresent")
+    pod = Pod(
+        metadata=ObjectMeta(name="web", namespace="ns", uid="u1"),
+        spec=PodSpec(containers=(container,),
+                     image_pull_secrets=tuple({"name": n} for n in names)),
+    )
+    return pod, container
+
+
+def dockerconfig(**auths: tuple[str, str]) -> dict[str, str]:
+    """A .dockerconfigjson secret; keyword names stand for keys with '_' as '.'."""
+    entries = {k.replace("_", "."): {"username": u, "password": p} for k, (u, p) in auths.items()}
+    return {".dockerconfigjson": json.dumps({"auths": entries})}
+
+
+def pulled_with(runtime: FakeRuntime) -> list[str | None]:
+    return [
+        None if c.kwargs["auth"] is None else c.kwargs["auth"].username
+        for c in runtime.calls_to("pull_image")
+    ]
+
+
+async def test_each_matching_credential_is_tried_and_never_anonymously() -> None:
+    """kuberuntime pullImage: every credential the keyring matches is tried in
+    turn (most specific key first, across secrets in order); the first success
+    wins; when none works there is no anonymous attempt, and the error is the
+    aggregate of every attempt's."""
+    clock = FakeClock()
+    runtime = FakeRuntime(clock)
+    runtime.add_image("registry.example/team/app:1")
+    runtime.require_auth("registry.example/team/app:1", "right", "pw")
+    source = StaticConfigSource()
+    source.set_secret("ns", "a", dockerconfig(registry_example=("wrong", "pw")))
+    source.set_secret("ns", "b", dockerconfig(**{"registry_example/team": ("right", "pw")}))
+    source.set_secret("ns", "c", dockerconfig(other_example=("unrelated", "pw")))
+    pod, container = secret_pod("registry.example/team/app:1", "a", "b", "c")
+    await ImagePuller(runtime, clock, config_source=source).ensure_image(pod, container)
+    assert pulled_with(runtime) == ["right"]
+
+    # No credential works: each is tried, nothing more; one attempt's error is itself.
+    runtime.clear_calls()
+    runtime.require_auth("registry.example/other:1", "nobody", "x")
+    runtime.add_image("registry.example/other:1")
+    pod, container = secret_pod("registry.example/other:1", "a", "b")
+    with pytest.raises(PodSyncError) as info:
+        await ImagePuller(runtime, clock, config_source=source).ensure_image(pod, container)
+    assert pulled_with(runtime) == ["wrong"]
+    assert info.value.reason == "ErrImagePull"
+    assert "unauthorized" in info.value.message
+
+    # Two credentials that both fail: the kubelet's aggregate of both errors.
+    runtime.clear_calls()
+    source.set_secret("ns", "d", dockerconfig(registry_example=("also-wrong", "pw")))
+    pod, container = secret_pod("registry.example/other:1", "a", "d")
+    with pytest.raises(PodSyncError) as info:
+        await ImagePuller(runtime, clock, config_source=source).ensure_image(pod, container)
+    assert sorted(str(u) for u in pulled_with(runtime)) == ["also-wrong", "wrong"]
+    assert info.value.message.count("unauthorized") == 2
+    assert "[" in info.value.message
+
+
+async def test_missing_pull_secret_is_skipped_with_the_kubelets_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """getPullSecretsForPod: a secret that cannot be read is skipped with
+    "Unable to retrieve pull secret ..." and the pull goes on."""
+    clock = FakeClock()
+    runtime = FakeRuntime(clock)
+    runtime.add_image("registry.example/app:1")
+    source = StaticConfigSource()
+    source.set_secret("ns", "there", dockerconfig(registry_example=("u", "p")))
+    pod, container = secret_pod("registry.example/app:1", "gone", "there")
+    await ImagePuller(runtime, clock, config_source=source).ensure_image(pod, container)
+    assert pulled_with(runtime) == ["u"]
+    assert (
+        'Unable to retrieve pull secret ns/gone for ns/web due to secret "gone" not found.  '
+        "The image pull may not succeed." in caplog.text
+    )
+
+
+async def test_without_a_config_source_pulls_are_anonymous() -> None:
+    """No secret source: every pull secret is missing, so the pull has no auth."""
+    clock = FakeClock()
+    runtime = FakeRuntime(clock)
+    runtime.add_image("registry.example/app:1")
+    pod, container = secret_pod("registry.example/app:1", "regcred")
+    await ImagePuller(runtime, clock).ensure_image(pod, container)
+    assert pulled_with(runtime) == [None]
+
+
+async def test_invalid_pull_secret_fails_the_pull_and_backs_off() -> None:
+    """MakeDockerKeyring's error fails PullImage: ErrImagePull, back-off started,
+    and the runtime is not asked to pull."""
+    clock = FakeClock()
+    runtime = FakeRuntime(clock)
+    runtime.add_image("registry.example/app:1")
+    source = StaticConfigSource()
+    source.set_secret("ns", "bad", {".dockerconfigjson": "{not json"})
+    pod, container = secret_pod("registry.example/app:1", "bad")
+    puller = ImagePuller(runtime, clock, config_source=source)
+    assert await outcome(puller, pod, container) == "ErrImagePull"
+    assert runtime.calls_to("pull_image") == []
+    assert await outcome(puller, pod, container) == "ImagePullBackOff"

@@ -3,6 +3,7 @@ runtime's view of pods (sandboxes and containers grouped by pod uid)."""
 
 from kubelet_kit.container import labels
 from kubelet_kit.container.interfaces import (
+    AuthConfig,
     ContainerConfig,
     ContainerEvent,
     ContainerEventType,
@@ -48,6 +49,7 @@ from kubelet_kit.container.pods import (
 )
 
 __all__ = [
+    "AuthConfig",
     "ContainerConfig",
     "ContainerEvent",
     "ContainerEventType",

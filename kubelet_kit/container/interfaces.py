@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 __all__ = [
+    "AuthConfig",
     "ContainerConfig",
     "ContainerEvent",
     "ContainerEventType",
@@ -446,6 +447,23 @@ class ContainerEvent:
 
 
 @attrs.frozen
+class AuthConfig:
+    """Registry credentials for one pull (CRI ``AuthConfig``).
+
+    ``auth`` is the base64 ``user:password`` form a docker config carries;
+    ``server_address`` is the registry key the credentials were found under.
+    The ``repr`` hides every secret, so a logged pull request leaks nothing.
+    """
+
+    username: str = ""
+    password: str = attrs.field(default="", repr=False)
+    auth: str = attrs.field(default="", repr=False)
+    server_address: str = ""
+    identity_token: str = attrs.field(default="", repr=False)
+    registry_token: str = attrs.field(default="", repr=False)
+
+
+@attrs.frozen
 class Image:
     """An image the runtime holds."""
 
@@ -595,9 +613,13 @@ class Runtime(Protocol):
     # -- images
 
     async def pull_image(
-        self, image: ImageSpec, sandbox_config: PodSandboxConfig | None = None
+        self,
+        image: ImageSpec,
+        sandbox_config: PodSandboxConfig | None = None,
+        auth: AuthConfig | None = None,
     ) -> str:
-        """Pull an image; returns the image reference (id or digest).
+        """Pull an image, with the registry credentials ``auth`` when given (None:
+        anonymous); returns the image reference (id or digest).
         Raises ImagePullError (ImageNotFoundError when the reference does not exist)."""
 
     async def image_status(self, image: ImageSpec) -> Image | None:

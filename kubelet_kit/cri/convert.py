@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubelet_kit.container.interfaces import (
+    AuthConfig,
     ContainerConfig,
     ContainerEvent,
     ContainerEventType,
@@ -60,6 +61,8 @@ from kubelet_kit.cri.gen import api_pb2 as pb
 from kubelet_kit.errors import InvalidArgumentError
 
 __all__ = [
+    "auth_config_from_pb",
+    "auth_config_to_pb",
     "container_config_from_pb",
     "container_config_to_pb",
     "container_event_from_pb",
@@ -198,6 +201,30 @@ def image_spec_to_pb(spec: ImageSpec) -> Message:
 def image_spec_from_pb(msg: Message) -> ImageSpec:
     """A ``runtime.v1.ImageSpec`` as an :class:`ImageSpec`."""
     return ImageSpec(image=msg.image, annotations=msg.annotations)
+
+
+def auth_config_to_pb(auth: AuthConfig) -> Message:
+    """An :class:`AuthConfig` as a ``runtime.v1.AuthConfig``."""
+    return pb.AuthConfig(
+        username=auth.username,
+        password=auth.password,
+        auth=auth.auth,
+        server_address=auth.server_address,
+        identity_token=auth.identity_token,
+        registry_token=auth.registry_token,
+    )
+
+
+def auth_config_from_pb(msg: Message) -> AuthConfig:
+    """A ``runtime.v1.AuthConfig`` as an :class:`AuthConfig`."""
+    return AuthConfig(
+        username=msg.username,
+        password=msg.password,
+        auth=msg.auth,
+        server_address=msg.server_address,
+        identity_token=msg.identity_token,
+        registry_token=msg.registry_token,
+    )
 
 
 def _mount_to_pb(m: Mount) -> Message:

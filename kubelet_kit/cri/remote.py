@@ -40,6 +40,7 @@ import grpc.aio
 from kubelet_kit.clock import Clock, RealClock, wait_for
 from kubelet_kit.container import labels as kubelabels
 from kubelet_kit.container.interfaces import (
+    AuthConfig,
     ContainerConfig,
     ContainerEvent,
     ContainerFilter,
@@ -585,9 +586,13 @@ class CRIRuntime:
     # ---------------------------------------------------------------- images
 
     async def pull_image(
-        self, image: ImageSpec, sandbox_config: PodSandboxConfig | None = None
+        self,
+        image: ImageSpec,
+        sandbox_config: PodSandboxConfig | None = None,
+        auth: AuthConfig | None = None,
     ) -> str:
-        """Pull an image; returns the runtime's image reference. Not retried.
+        """Pull an image, with ``auth`` as the request's credentials when given;
+        returns the runtime's image reference. Not retried.
 
         Raises:
             ImageNotFoundError: the reference does not exist.
@@ -597,6 +602,8 @@ class CRIRuntime:
         request = pb.PullImageRequest(image=convert.image_spec_to_pb(image))
         if sandbox_config is not None:
             request.sandbox_config.CopyFrom(convert.sandbox_config_to_pb(sandbox_config))
+        if auth is not None:
+            request.auth.CopyFrom(convert.auth_config_to_pb(auth))
         resp = await self._call("image", "PullImage", request, target=image.image)
         return str(resp.image_ref)
 

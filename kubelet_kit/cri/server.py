@@ -304,7 +304,9 @@ class _Servicer:
             if req.HasField("sandbox_config")
             else None
         )
-        ref = await self.rt.pull_image(convert.image_spec_from_pb(req.image), sandbox)
+        # An absent auth field is an anonymous pull, not empty credentials.
+        auth = convert.auth_config_from_pb(req.auth) if req.HasField("auth") else None
+        ref = await self.rt.pull_image(convert.image_spec_from_pb(req.image), sandbox, auth)
         return pb.PullImageResponse(image_ref=ref)
 
     async def ReopenContainerLog(self, req: Any) -> Any:

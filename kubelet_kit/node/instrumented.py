@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.container.interfaces import (
+    AuthConfig,
     ContainerConfig,
     ContainerEvent,
     ContainerFilter,
@@ -169,10 +170,15 @@ class InstrumentedRuntime:
         return await self._record("podsandbox_stats", self.inner.pod_sandbox_stats(pod_sandbox_id))
 
     async def pull_image(
-        self, image: ImageSpec, sandbox_config: PodSandboxConfig | None = None
+        self,
+        image: ImageSpec,
+        sandbox_config: PodSandboxConfig | None = None,
+        auth: AuthConfig | None = None,
     ) -> str:
-        """Forwarded (``pull_image``)."""
-        return await self._record("pull_image", self.inner.pull_image(image, sandbox_config))
+        """Forwarded (``pull_image``), credentials and all."""
+        return await self._record(
+            "pull_image", self.inner.pull_image(image, sandbox_config, auth)
+        )
 
     async def image_status(self, image: ImageSpec) -> Image | None:
         """Forwarded (``image_status``)."""

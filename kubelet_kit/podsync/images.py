@@ -8,30 +8,40 @@ reports ``ErrImagePull`` and starts a back-off per pod and image (10 s doubling 
 pull is tried. A reference that is not a valid image name fails with
 ``InvalidImageName`` before the runtime is asked anything.
 
+A pull uses the pod's ``imagePullSecrets``: every credential whose registry key
+matches the image (:mod:`kubelet_kit.podsync.credentials`) is tried in turn
+until one pulls; when none works the pull fails with every attempt's error (the
+kubelet's aggregate, ``[e1, e2]``; one error alone as itself). The pull is
+anonymous only when no credential matches, as the kubelet's ``pullImage`` does.
+
 Failures raise :class:`~kubelet_kit.errors.PodSyncError` with the kubelet's reason
 and message; nothing here matches error strings.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from kubelet_kit.api.duration import format_duration
 from kubelet_kit.clock import Clock
-from kubelet_kit.container.interfaces import ImageSpec, PodSandboxConfig, Runtime
-from kubelet_kit.errors import ContainerRuntimeError, PodSyncError
+from kubelet_kit.container.interfaces import AuthConfig, ImageSpec, PodSandboxConfig, Runtime
+from kubelet_kit.errors import ContainerRuntimeError, ImagePullError, PodSyncError
 from kubelet_kit.podsync.backoff import (
     IMAGE_BACKOFF_CAP,
     IMAGE_BACKOFF_INITIAL,
     Backoff,
     go_quote,
 )
+from kubelet_kit.podsync.credentials import DockerKeyring, image_repository, parse_docker_config
 
 if TYPE_CHECKING:
     from kubelet_kit.api import Container, Pod
+    from kubelet_kit.volume.sources import ConfigSource
 
 __all__ = [
     "ERR_IMAGE_INSPECT",
@@ -67,6 +77,8 @@ _REFERENCE = re.compile(
 )
 _HEX64 = re.compile(r"^[a-f0-9]{64}$")
 _NAME_TOTAL_MAX = 255
+
+log = logging.getLogger(__name__)
 
 
 def _parse_error(image: str) -> str | None:
@@ -134,6 +146,8 @@ class ImagePuller:
         clock: Source of time for the back-off.
         backoff: The pull back-off; default 10 s doubling to 300 s.
         on_event: Receives the kubelet's image events, if given.
+        config_source: Where the pods' ``imagePullSecrets`` are read (None: every
+            secret is missing, so every pull is anonymous).
     """
 
     def __init__(
@@ -143,10 +157,12 @@ class ImagePuller:
         backoff: Backoff | None = None,
         *,
         on_event: ImageEventHandler | None = None,
+        config_source: ConfigSource | None = None,
     ) -> None:
         self.runtime = runtime
         self.clock = clock
         self.on_event = on_event
+        self.config_source = config_source
         if backoff is None:
             backoff = Backoff(
                 clock, initial=IMAGE_BACKOFF_INITIAL, cap=IMAGE_BACKOFF_CAP, reset_after=None
@@ -167,6 +183,68 @@ class ImagePuller:
     ) -> None:
         if self.on_event is not None:
             self.on_event(pod, container, event_type, reason, message)
+
+    def _pull_secrets(self, pod: Pod) -> list[Mapping[str, bytes]]:
+        # getPullSecretsForPod: a secret that cannot be read is skipped with a
+        # warning, and the pull goes on without it.
+        found: list[Mapping[str, bytes]] = []
+        for ref in pod.spec.image_pull_secrets:
+            name = str(ref.get("name") or "")
+            if not name:
+                continue
+            data: Mapping[str, bytes] | None = None
+            why = f'secret "{name}" not found'
+            if self.config_source is not None:
+                try:
+                    data = self.config_source.get_secret(pod.namespace, name)
+                except Exception as exc:  # an unreachable source too: skipped, as the kubelet
+                    why = str(exc)
+            if data is None:
+                log.warning(
+                    "Unable to retrieve pull secret %s/%s for %s/%s due to %s.  "
+                    "The image pull may not succeed.",
+                    pod.namespace, name, pod.namespace, pod.metadata.name, why,
+                )
+                continue
+            found.append(data)
+        return found
+
+    async def pull_credentials(self, pod: Pod, image: str) -> list[AuthConfig]:
+        """The credentials to try for pulling ``image`` for ``pod``: those of its
+        ``imagePullSecrets`` whose key matches the image, most specific first.
+
+        Raises:
+            ValueError: a pull secret holds an invalid docker config (the kubelet
+                fails the pull with it).
+        """
+        if not pod.spec.image_pull_secrets:
+            return []
+        # A ConfigSource may block (files, an API server): read it off the loop.
+        secrets = await asyncio.to_thread(self._pull_secrets, pod)
+        keyring = DockerKeyring(parse_docker_config(data) for data in secrets)
+        return keyring.lookup(image_repository(image))
+
+    async def _pull(
+        self, pod: Pod, spec: ImageSpec, sandbox_config: PodSandboxConfig | None
+    ) -> str:
+        # Anonymous only when nothing matches; else each matching credential in
+        # turn, and no anonymous attempt after them (kuberuntime's pullImage).
+        try:
+            auths: list[AuthConfig | None] = list(await self.pull_credentials(pod, spec.image))
+        except ValueError as exc:
+            raise ImagePullError(str(exc)) from exc
+        if not auths:
+            return await self.runtime.pull_image(spec, sandbox_config, None)
+        failures: list[ContainerRuntimeError] = []
+        for auth in auths:
+            try:
+                return await self.runtime.pull_image(spec, sandbox_config, auth)
+            except ContainerRuntimeError as exc:
+                failures.append(exc)
+        if len(failures) == 1:
+            raise failures[0]
+        # utilerrors.NewAggregate's text: the messages in brackets, comma-separated.
+        raise ImagePullError("[" + ", ".join(str(f) for f in failures) + "]") from failures[-1]
 
     def forget_pod(self, pod: Pod) -> None:
         """Drop the pull back-off of every image of ``pod``. Idempotent."""
@@ -231,7 +309,7 @@ class ImagePuller:
         self._event(pod, container, "Normal", "Pulling", f"Pulling image {quoted}")
         started = self.clock.monotonic()
         try:
-            ref = await self.runtime.pull_image(spec, sandbox_config)
+            ref = await self._pull(pod, spec, sandbox_config)
         except ContainerRuntimeError as exc:
             self._event(
                 pod, container, "Warning", "Failed", f"Failed to pull image {quoted}: {exc}"

@@ -286,7 +286,7 @@ class RuntimePodSyncer:
         crash_backoff: The crash-loop back-off (default 10 s doubling to 300 s,
             reset after 600 s of running).
         image_puller: Pulls images (default: one on ``runtime`` with the kubelet's
-            pull back-off).
+            pull back-off, reading pull secrets from ``config_source``).
         hook_runner: Runs lifecycle hooks (default: on ``runtime`` and ``clock``).
         events: Receives the kubelet's events (e.g. an :class:`EventLog`).
         keep_dead: Whether a terminated pod's exited containers and stopped sandbox
@@ -295,7 +295,7 @@ class RuntimePodSyncer:
             newest dead containers: an agent that restarts then sees that a
             completed job completed, instead of running it again.
         config_source: ConfigMap/Secret lookup for env vars (see
-            :func:`kubelet_kit.podsync.configs.resolve_env`).
+            :func:`kubelet_kit.podsync.configs.resolve_env`) and image pull secrets.
         services: The cluster's Services now, for the service-link variables
             (:func:`kubelet_kit.podsync.configs.service_env`); None: none.
         resolv_conf: The node's resolver config for sandbox DNS; read from
@@ -363,7 +363,9 @@ class RuntimePodSyncer:
         self.crash_backoff = crash_backoff if crash_backoff is not None else Backoff(clock)
         self.events = events
         if image_puller is None:
-            image_puller = ImagePuller(runtime, clock, on_event=self._image_event)
+            image_puller = ImagePuller(
+                runtime, clock, on_event=self._image_event, config_source=config_source
+            )
         self.images = image_puller
         self.hooks = hook_runner if hook_runner is not None else HandlerRunner(runtime, clock)
         self.config_source = config_source

@@ -168,6 +168,7 @@ from kubelet_kit.container.cgroups import cgroup_parent_path
 from kubelet_kit.container.images import IMAGE_ID_RE as _IMAGE_ID_RE
 from kubelet_kit.container.images import normalize_image_ref
 from kubelet_kit.container.interfaces import (
+    AuthConfig,
     ContainerConfig,
     ContainerEvent,
     ContainerEventType,
@@ -1561,10 +1562,14 @@ class HostProcessRuntime:
         )
 
     async def pull_image(
-        self, image: ImageSpec, sandbox_config: PodSandboxConfig | None = None
+        self,
+        image: ImageSpec,
+        sandbox_config: PodSandboxConfig | None = None,
+        auth: AuthConfig | None = None,
     ) -> str:
         """Record the image as present; returns its stable id (``sha256:...``).
-        Idempotent; does not block.
+        Idempotent; does not block. ``auth`` is accepted and ignored: host
+        processes fetch nothing from a registry, so there is nothing to log into.
 
         Raises:
             ImagePullError: the reference is not a valid image reference.

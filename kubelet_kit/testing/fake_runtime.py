@@ -23,6 +23,7 @@ Deliberate simplifications, each documented where it applies:
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import itertools
 import math
@@ -47,6 +48,7 @@ from kubelet_kit.clock import Clock, TimerHandle, wait_for
 from kubelet_kit.container import labels as klabels
 from kubelet_kit.container.images import normalize_image_ref as _normalize
 from kubelet_kit.container.interfaces import (
+    AuthConfig,
     ContainerConfig,
     ContainerEvent,
     ContainerEventType,
@@ -921,6 +923,9 @@ class FakeRuntime:
         self._registry: dict[str, Image] = {}
         self._present: set[str] = set()  # normalised refs held on the node
         self._pull_failures: dict[str, BaseException] = {}
+        # Private images: normalised ref -> the (username, password) pairs the
+        # registry accepts for it.
+        self._private: dict[str, set[tuple[str, str]]] = {}
         self._scripts: list[_ScriptRule] = []
         self._ignore_term: set[str] = set()
         self._exec_handler: (
@@ -1070,6 +1075,15 @@ class FakeRuntime:
     def fail_pull(self, ref: str, exc: BaseException) -> None:
         """Make every pull of ``ref`` raise ``exc`` until :meth:`add_image` is called."""
         self._pull_failures[normalize_image_ref(ref)] = exc
+
+    def require_auth(self, ref: str, username: str, password: str) -> None:
+        """Make ``ref`` private: a pull succeeds only with an
+        :class:`~kubelet_kit.container.AuthConfig` carrying ``username`` and
+        ``password`` (directly or as the base64 ``auth`` form); any other pull
+        raises ImagePullError, as a registry answering "unauthorized" does.
+        Calling it again adds another accepted pair. The image must still be
+        known (:meth:`add_image`)."""
+        self._private.setdefault(normalize_image_ref(ref), set()).add((username, password))
 
     def script(
         self,
@@ -1725,23 +1739,34 @@ class FakeRuntime:
     # ============================================================== Runtime: images
 
     async def pull_image(
-        self, image: ImageSpec, sandbox_config: PodSandboxConfig | None = None
+        self,
+        image: ImageSpec,
+        sandbox_config: PodSandboxConfig | None = None,
+        auth: AuthConfig | None = None,
     ) -> str:
         """Pull an image the registry knows; returns its id (``sha256:...``).
 
-        Takes ``pull_latency`` extra clock seconds.
+        Takes ``pull_latency`` extra clock seconds. ``auth`` is recorded with the
+        call (``calls_to("pull_image")[i].kwargs["auth"]``) and checked only for
+        images made private by :meth:`require_auth`.
 
         Raises:
             ImageNotFoundError: the registry does not know the reference.
+            ImagePullError: a private image pulled without accepted credentials.
             ImagePullError: (or whatever :meth:`fail_pull` scripted).
         """
-        await self._enter("pull_image", (image, sandbox_config))
+        await self._enter("pull_image", (image, sandbox_config, auth))
         if self.pull_latency > 0:
             await self.clock.sleep(self.pull_latency)
         norm = normalize_image_ref(image.image)
         failure = self._pull_failures.get(norm)
         if failure is not None:
             raise failure.with_traceback(None)
+        accepted = self._private.get(norm)
+        if accepted is not None and _credentials(auth) not in accepted:
+            raise ImagePullError(
+                f"pull_image: {image.image!r} ({norm}): unauthorized: authentication required"
+            )
         known = self._registry.get(norm)
         if known is None:
             raise ImageNotFoundError(
@@ -2142,6 +2167,23 @@ def _sandbox_name(config: PodSandboxConfig) -> str:
 
 
 # Parameter names of each Runtime method, in signature order, for the call log.
+def _credentials(auth: AuthConfig | None) -> tuple[str, str] | None:
+    """The (username, password) an AuthConfig carries, from its fields or, as a
+    registry would accept it, from the base64 ``user:password`` ``auth`` form."""
+    if auth is None:
+        return None
+    if auth.username or auth.password:
+        return (auth.username, auth.password)
+    if auth.auth:
+        try:
+            user, sep, password = base64.b64decode(auth.auth).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if sep:
+            return (user, password)
+    return None
+
+
 _PARAMS: dict[str, tuple[str, ...]] = {
     "version": (),
     "status": (),
@@ -2163,7 +2205,7 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "container_stats": ("container_id",),
     "list_container_stats": ("filter",),
     "pod_sandbox_stats": ("pod_sandbox_id",),
-    "pull_image": ("image", "sandbox_config"),
+    "pull_image": ("image", "sandbox_config", "auth"),
     "image_status": ("image",),
     "list_images": (),
     "remove_image": ("image",),
