@@ -1,4 +1,4 @@
-"""Run the conformance suite's node set against a one-node cluster.
+"""Run the conformance suite's node specs against a one-node cluster.
 
 Started by ``scripts/conformance`` inside namespaces of its own (see
 :mod:`conformance.cluster`); ``python -m conformance.run --help`` lists the options.
@@ -176,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--node", choices=("kubelet-kit", "real"), default="kubelet-kit",
                     help="the node under test: kubelet-kit run (default) or the real "
-                         "kubelet 1.20.2, the control")
+                         "kubelet 1.20.2, the control (scripts/conformance also takes "
+                         "both: the real kubelet, then kubelet-kit, then a table of both)")
     ap.add_argument("--set", choices=SETS, default="all", dest="spec_set",
                     help="all: the node set and the other SIGs' [NodeConformance] "
                          "conformance specs, 155 (default); node: the node set, 149; "
