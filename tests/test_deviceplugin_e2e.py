@@ -205,15 +205,21 @@ async def test_failed_allocate_waits_and_is_retried(plugins_dir: Path) -> None:
             await step_until(clock, lambda: widgets(cm) == (1, 1), "widget registered")
             env.add_pod(widget_pod("one", 1))
 
-            def waiting_reason() -> str:
+            seen: list[str] = []
+
+            def waited() -> bool:
+                # The waiting status can be brief (the retry may follow within one
+                # step), so each one seen is kept.
                 statuses = env.status("one").container_statuses
                 waiting = statuses[0].state.waiting if statuses else None
-                return waiting.reason if waiting is not None else ""
+                if waiting is not None and waiting.reason == "CreateContainerConfigError":
+                    seen.append(waiting.message)
+                seen.extend(e.message for e in env.kubelet.events.events("uid-one")
+                            if e.reason == "Failed")
+                return bool(seen)
 
-            await step_until(clock, lambda: waiting_reason() == "CreateContainerConfigError",
-                             "container waits")
-            assert "widget firmware is loading" in (
-                env.status("one").container_statuses[0].state.waiting.message)
+            await step_until(clock, waited, "container waits")
+            assert all("widget firmware is loading" in m for m in seen), seen
             await step_until(clock, lambda: env.phase("one") == "Running", "retried and running",
                              real_timeout=30)
             assert env_of(configs_of(runtime, "uid-one")[0])["WIDGET_IDS"] == "widget-0"
