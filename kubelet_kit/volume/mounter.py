@@ -1,4 +1,5 @@
-"""Linux mount primitives for the volume plugins: tmpfs mounts, unmounts, mount points.
+"""Linux mount primitives for the volume plugins: tmpfs and bind mounts, unmounts,
+mount points.
 
 ``mount(2)`` and ``umount2(2)`` are called through ctypes (the standard library
 has no binding). Mounting needs ``CAP_SYS_ADMIN``; :func:`can_mount` tells whether
@@ -26,6 +27,7 @@ __all__ = [
     "MS_REMOUNT",
     "MS_SLAVE",
     "MountError",
+    "bind_mount",
     "can_mount",
     "is_mount_point",
     "is_not_mounted_error",
@@ -91,6 +93,19 @@ def unmount(target: str | Path, *, detach: bool = False) -> None:
     if rc != 0:
         err = ctypes.get_errno()
         raise MountError(err, f"unmount {target}: {os.strerror(err)}")
+
+
+def bind_mount(source: str | Path, target: str | Path) -> None:
+    """Bind-mount ``source`` onto ``target`` (``MS_BIND``, not recursive).
+
+    ``source`` may be a ``/proc/<pid>/fd/<n>`` link: the kernel then mounts the
+    open object itself. ``target`` must exist and be of the same kind (directory
+    on directory, file on file).
+
+    Raises:
+        MountError: no privilege (EPERM) or another failure, naming ``target``.
+    """
+    mount(str(source), str(target), None, MS_BIND, None)
 
 
 def mount_tmpfs(target: str | Path, size_bytes: int | None = None, mode: int = 0o777) -> None:

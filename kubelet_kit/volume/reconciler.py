@@ -23,6 +23,11 @@ directories already under ``<root_dir>/pods`` (an agent that restarted): a pod
 added again within ``orphan_grace_period`` adopts its volumes as they are; the
 others are orphans and are unmounted and deleted once the grace period ends.
 
+A volumeMount's ``subPath`` is handed to the runtime as a bind mount of the
+checked directory or file under ``<root_dir>/pods/<uid>/volume-subpaths`` when the
+manager may mount (see :mod:`kubelet_kit.volume.subpath`); those mounts are
+removed with their volume, and any left over with the pod's directories.
+
 Every file system operation runs in a worker thread; the event loop only waits.
 """
 
@@ -47,7 +52,7 @@ from kubelet_kit.errors import FieldError, PodSyncError, ValidationError
 from kubelet_kit.volume import mounter, plugins
 from kubelet_kit.volume.metrics import OPERATION_MOUNT, OPERATION_UNMOUNT, VolumeMetrics
 from kubelet_kit.volume.sources import ConfigSource
-from kubelet_kit.volume.subpath import resolve_sub_path
+from kubelet_kit.volume.subpath import bind_sub_path, clean_sub_paths, resolve_sub_path
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -61,6 +66,7 @@ __all__ = [
     "ReconcilingVolumeManager",
     "container_mounts",
     "expand_sub_path_expr",
+    "sub_path_target",
 ]
 
 log = logging.getLogger(__name__)
@@ -176,9 +182,18 @@ def _container_field(pod: Pod, container: Container) -> str:
     return f"container {container.name!r}"
 
 
+def sub_path_target(root_dir: Path, pod: Pod, volume_name: str, container_name: str,
+                    index: int) -> Path:
+    """Where the ``index``-th volumeMount of a container is bind-mounted when it has a
+    ``subPath``: ``<root_dir>/pods/<uid>/volume-subpaths/<volume>/<container>/<index>``
+    (the kubelet's layout, so its clean-up finds them)."""
+    return (pod_dir(root_dir, pod.uid) / "volume-subpaths" / volume_name / container_name
+            / str(index))
+
+
 def _one_mount(
     root_dir: Path, pod: Pod, container: Container, vm: VolumeMount, field: str,
-    volumes: Mapping[str, Volume], env: Mapping[str, str],
+    volumes: Mapping[str, Volume], env: Mapping[str, str], index: int, bind_sub_paths: bool,
 ) -> Mount:
     volume = volumes.get(vm.name)
     if volume is None:
@@ -197,8 +212,6 @@ def _one_mount(
     sub = vm.sub_path
     if vm.sub_path_expr:
         sub = expand_sub_path_expr(vm.sub_path_expr, env, f"{field}.subPathExpr")
-    if sub:
-        host = resolve_sub_path(host, sub, field=f"{field}.subPath")
     if vm.mount_propagation not in _PROPAGATION:
         raise ValidationError.single(
             f"{field}.mountPropagation",
@@ -212,6 +225,15 @@ def _one_mount(
             f"{field}.mountPropagation",
             "Bidirectional mount propagation is available only to privileged containers",
         )
+    # The sub path is resolved last: a bind mount is made only for a volumeMount
+    # that is otherwise valid.
+    if sub and bind_sub_paths:
+        host = bind_sub_path(
+            host, sub, sub_path_target(root_dir, pod, vm.name, container.name, index),
+            field=f"{field}.subPath",
+        )
+    elif sub:
+        host = resolve_sub_path(host, sub, field=f"{field}.subPath")
     # As the kubelet: API data volumes are always mounted read-only.
     readonly = vm.read_only or plugin in plugins.REFRESHED_PLUGINS
     return Mount(
@@ -221,11 +243,24 @@ def _one_mount(
 
 
 def container_mounts(
-    root_dir: Path, pod: Pod, container: Container, env: Mapping[str, str] | None = None
+    root_dir: Path, pod: Pod, container: Container, env: Mapping[str, str] | None = None,
+    *, bind_sub_paths: bool = False,
 ) -> list[Mount]:
     """The runtime mounts for ``container``'s volumeMounts (see
     :meth:`ReconcilingVolumeManager.container_mounts`). Blocks briefly on the
-    ``subPath`` walk.
+    ``subPath`` walk (and bind mount).
+
+    Args:
+        root_dir: The agent's state directory.
+        pod: The pod.
+        container: One of its containers (or init containers).
+        env: The container's resolved environment, for ``subPathExpr``.
+        bind_sub_paths: Bind-mount each checked ``subPath`` under
+            ``pods/<uid>/volume-subpaths`` and give the runtime that path (see
+            :func:`~kubelet_kit.volume.subpath.bind_sub_path`), instead of the
+            checked path in the volume, which a workload could swap for a symlink
+            before the runtime mounts it. Needs CAP_SYS_ADMIN (without it the
+            checked path is given).
 
     Raises:
         ValidationError: naming the volumeMount's field.
@@ -239,7 +274,8 @@ def container_mounts(
     for i, vm in enumerate(container.volume_mounts):
         try:
             mounts.append(_one_mount(
-                root_dir, pod, container, vm, f"{base}.volumeMounts[{i}]", volumes, env
+                root_dir, pod, container, vm, f"{base}.volumeMounts[{i}]", volumes, env,
+                i, bind_sub_paths,
             ))
         except ValidationError as exc:
             errors.extend(exc.errors)
@@ -418,10 +454,20 @@ class ReconcilingVolumeManager:
         read-only; ``mountPropagation`` is recorded (Bidirectional only for
         privileged containers). Blocks briefly on the ``subPath`` walk.
 
+        When the manager may mount, each ``subPath`` is bind-mounted from the
+        descriptor that was checked onto
+        ``<root_dir>/pods/<uid>/volume-subpaths/<volume>/<container>/<index>``
+        and the runtime is given that path, so a workload that swaps a component
+        for a symlink after the check cannot redirect the mount; a restarted
+        container reuses its mount. They are unmounted when the volume is torn
+        down or the pod's directories are removed.
+
         Raises:
             ValidationError: naming each unusable volumeMount's field.
         """
-        return container_mounts(self.root_dir, pod, container, env)
+        return container_mounts(
+            self.root_dir, pod, container, env, bind_sub_paths=self.env.may_mount
+        )
 
     # ------------------------------------------------------------ reconciler
 
@@ -480,6 +526,12 @@ class ReconcilingVolumeManager:
                 continue
             started = self.clock.monotonic()
             try:
+                # Sub path mounts first (hostPath ones too): they hold the
+                # volume's files, and the kubelet removes them before the volume.
+                await self._offload(
+                    clean_sub_paths, pod_dir(self.root_dir, mv.pod_uid) / "volume-subpaths",
+                    mv.name,
+                )
                 if mv.plugin != plugins.HOST_PATH:
                     await self._offload(plugins.tear_down, mv.path)
             except OSError as exc:
@@ -579,6 +631,11 @@ class ReconcilingVolumeManager:
             target = base / sub
             if not target.exists():
                 continue
+            if sub == "volume-subpaths":
+                # Every volume is torn down by now, each with its own sub paths;
+                # this catches those of volumes no record was left for.
+                clean_sub_paths(target)
+                continue
             if mounter.mount_points_under(target):
                 raise OSError(f"{target}: something is still mounted beneath it")
             # Only empty plugin directories are left once every volume is torn down;
@@ -610,6 +667,8 @@ class ReconcilingVolumeManager:
         for entry in sorted(pods_dir.iterdir()):
             volumes = entry / "volumes"
             if not volumes.is_dir():
+                if (entry / "volume-subpaths").is_dir():
+                    uids.append(entry.name)  # sub path mounts left to clean
                 continue
             for plugin_dir in sorted(volumes.iterdir()):
                 plugin = plugin_dir.name.replace("~", "/")
