@@ -19,6 +19,7 @@ from kubelet_kit.container import (
     ImageSpec,
     PodSandboxConfig,
     PodSandboxMetadata,
+    PodSandboxState,
 )
 from kubelet_kit.container import labels as kl
 from kubelet_kit.cri import CRIRuntime, CRIServer, grpc_target
@@ -305,6 +306,37 @@ async def test_run_pod_sandbox_retry_reuses_the_sandbox_it_made(
         sandboxes = await fake.list_pod_sandboxes()
         assert [s.id for s in sandboxes] == [sandbox_id]
         assert len(fake.calls_to("run_pod_sandbox")) == 1
+
+
+class CreatesBrokenThenFails(CreatesThenFails):
+    """As :class:`CreatesThenFails`, but the sandbox the failed call made is not
+    ready: the runtime died while making it."""
+
+    async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
+        sid = await self.inner.run_pod_sandbox(config)
+        if not self.failed:
+            self.failed = True
+            await self.inner.stop_pod_sandbox(sid)
+            raise RuntimeUnavailableError("runtime died while making the sandbox")
+        return sid
+
+
+async def test_run_pod_sandbox_retry_replaces_a_sandbox_left_not_ready(
+    fake: FakeRuntime, sock_dir: Path, clock: SignallingClock
+) -> None:
+    async with (
+        CRIServer(CreatesBrokenThenFails(fake), sock_dir / "broken.sock") as srv,  # type: ignore[arg-type]
+        CRIRuntime(srv.endpoint, clock=clock, retries=2) as client,
+    ):
+        task = asyncio.create_task(client.run_pod_sandbox(sandbox_config("u-8", attempt=1)))
+        await clock.wait_timer(0.1, task)
+        clock.advance(0.1)
+        sandbox_id = await task
+        [sandbox] = await fake.list_pod_sandboxes()  # the broken one is gone
+        assert sandbox.id == sandbox_id
+        assert sandbox.state is PodSandboxState.READY
+        assert len(fake.calls_to("run_pod_sandbox")) == 2
+        assert len(fake.calls_to("remove_pod_sandbox")) == 1
 
 
 async def test_run_pod_sandbox_retry_creates_when_nothing_was_made(

@@ -377,3 +377,33 @@ def test_from_config_measures_pods_by_their_cgroups_when_it_makes_them(
     pod = load_pod(manifest("p", command="sleep 1"))
     cgroup = stats.pod_cgroup(pod) if stats.pod_cgroup is not None else None
     assert cgroup is not None and cgroup.startswith("/mem/edge/kubepods/")
+
+
+@pytest.mark.parametrize("step", ["run_pod_sandbox", "create_container", "start_container"])
+async def test_a_pod_removed_while_being_made_is_only_stopped(step: str) -> None:
+    # The kubelet's rule: a pod told to terminate is never started again. The call
+    # in flight when the removal comes is let finish (abandoning it would leave a
+    # half-made sandbox or container: containerd kills a shim it is starting), and
+    # then the termination stops what it made; nothing else is created.
+    clock = FakeClock()
+    runtime = FakeRuntime(clock)
+    runtime.set_latency(step, 3.0)
+    async with KubeletEnv(clock=clock, runtime=runtime, step=0.5) as env:
+        env.add_pod(manifest("web", restart="Always"))
+        await env.wait_for(lambda: bool(runtime.calls_to(step)), what=f"{step} sent")
+        env.remove_pod("web")
+        await env.wait_for(lambda: env.kubelet.workers.phase("uid-web") is None,
+                           what="pod terminated and forgotten")
+        assert len(runtime.calls_to("run_pod_sandbox")) == 1
+        made = runtime.calls_to("create_container")
+        assert len(made) <= 1  # the one in flight at most: never a second container
+        started = runtime.calls_to("start_container")
+        assert len(started) == (1 if step == "start_container" else 0)
+        if step == "start_container":
+            # Started to the end, then stopped, not left half-started.
+            [cid] = [call.args[0] for call in started]
+            assert [call.args[0] for call in runtime.calls_to("stop_container")] == [cid]
+        sandboxes = await runtime.list_pod_sandboxes()
+        assert all(s.state.name == "NOTREADY" for s in sandboxes), sandboxes
+        reasons = [e.reason for e in env.kubelet.events.events("uid-web")]
+        assert "Failed" not in reasons, env.kubelet.events.events("uid-web")

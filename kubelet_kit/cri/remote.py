@@ -55,6 +55,7 @@ from kubelet_kit.container.interfaces import (
     PodSandbox,
     PodSandboxConfig,
     PodSandboxFilter,
+    PodSandboxState,
     PodSandboxStats,
     PodSandboxStatus,
     RuntimeStatus,
@@ -316,8 +317,10 @@ class CRIRuntime:
 
         Not idempotent on the wire, so after an UNAVAILABLE answer it first looks
         for a sandbox of the same pod uid and attempt (the failed call may have
-        created it before the connection broke) and returns that one; only when
-        there is none does it send RunPodSandbox again.
+        created it before the connection broke). A ready one is returned; one
+        that is not ready (the runtime died while making it: its pause process or
+        network may be missing) is stopped and removed, never handed on, and
+        RunPodSandbox is sent again, as when there is none.
 
         Raises:
             RuntimeUnavailableError: still unreachable after the retries.
@@ -334,7 +337,11 @@ class CRIRuntime:
                 if lookup:
                     found = await self._find_sandbox(config)
                     if found is not None:
-                        return found
+                        if found.state is PodSandboxState.READY:
+                            return found.id
+                        # Its name (pod and attempt) is taken until it is gone.
+                        await self.stop_pod_sandbox(found.id)
+                        await self.remove_pod_sandbox(found.id)
                 resp = await self._call("runtime", "RunPodSandbox", request, target=target)
                 return str(resp.pod_sandbox_id)
             except RuntimeUnavailableError:
@@ -344,7 +351,7 @@ class CRIRuntime:
                 await self._clock.sleep(self._backoff(attempt))
                 attempt += 1
 
-    async def _find_sandbox(self, config: PodSandboxConfig) -> str | None:
+    async def _find_sandbox(self, config: PodSandboxConfig) -> PodSandbox | None:
         meta = config.metadata
         selector = {kubelabels.POD_UID: meta.uid} if config.labels.get(kubelabels.POD_UID) else {}
         request = pb.ListPodSandboxRequest(
@@ -356,7 +363,7 @@ class CRIRuntime:
             if (got.uid, got.name, got.namespace, got.attempt) == (
                 meta.uid, meta.name, meta.namespace, meta.attempt,
             ):
-                return str(item.id)
+                return convert.sandbox_from_pb(item)
         return None
 
     async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None:

@@ -47,7 +47,7 @@ import logging
 import os
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import attrs
 
@@ -60,7 +60,6 @@ from kubelet_kit.container.interfaces import (
     ContainerStatus,
     DNSConfig,
     PodSandboxConfig,
-    PodSandboxState,
     Runtime,
 )
 from kubelet_kit.container.pods import PodRuntimeStatus, get_pod_status
@@ -118,6 +117,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
 CREATE_CONTAINER_ERROR = "CreateContainerError"
@@ -704,7 +705,7 @@ class RuntimePodSyncer:
                 self._event(pod, "Warning", FAILED_CREATE_POD_SANDBOX, message)
                 raise PodSyncError(FAILED_CREATE_POD_SANDBOX, message) from exc
             try:
-                sandbox_id = await self.runtime.run_pod_sandbox(sandbox_config)
+                sandbox_id = await _uninterrupted(self.runtime.run_pod_sandbox(sandbox_config))
                 sandbox = await self.runtime.pod_sandbox_status(sandbox_id)
             except ContainerRuntimeError as exc:
                 message = f"Failed to create pod sandbox: {exc}"
@@ -726,11 +727,13 @@ class RuntimePodSyncer:
             await start(pod.spec.containers[idx])
 
     async def _stop_sandboxes(self, runtime_status: PodRuntimeStatus) -> None:
+        # Every sandbox, ready or not, as the kubelet does: one left NOTREADY by a
+        # runtime that died while making or running it may still hold its network
+        # namespace and IP, which only StopPodSandbox releases.
         for sandbox in runtime_status.sandbox_statuses:
-            if sandbox.state is PodSandboxState.READY:
-                # Gone since the listing: as stopped as it gets.
-                with contextlib.suppress(NotFoundError):
-                    await self.runtime.stop_pod_sandbox(sandbox.id)
+            # Gone since the listing: as stopped as it gets.
+            with contextlib.suppress(NotFoundError):
+                await self.runtime.stop_pod_sandbox(sandbox.id)
 
     async def _purge_init_containers(self, pod: Pod, runtime_status: PodRuntimeStatus) -> None:
         """Remove every init container of the pod before a new sandbox is made, so
@@ -1042,18 +1045,26 @@ class _Starter:
             image=image_ref,
             extra_annotations=devices.annotations,
         )
+        async def create() -> str:
+            made = await s.runtime.create_container(self.sandbox_id, config, self.sandbox_config)
+            s._event(pod, "Normal", "Created", f"Created container: {container.name}",
+                     container.name)
+            return made
+
+        async def start() -> None:
+            await s.runtime.start_container(container_id)
+            s._event(pod, "Normal", "Started", f"Started container {container.name}",
+                     container.name)
+
+        # Each step and its event run to their end even if the sync is cancelled.
         try:
-            container_id = await s.runtime.create_container(
-                self.sandbox_id, config, self.sandbox_config
-            )
+            container_id = await _uninterrupted(create())
         except ContainerRuntimeError as exc:
             return self._fail(container, CREATE_CONTAINER_ERROR, str(exc))
-        s._event(pod, "Normal", "Created", f"Created container: {container.name}", container.name)
         try:
-            await s.runtime.start_container(container_id)
+            await _uninterrupted(start())
         except ContainerRuntimeError as exc:
             return self._fail(container, RUN_CONTAINER_ERROR, str(exc))
-        s._event(pod, "Normal", "Started", f"Started container {container.name}", container.name)
 
         hook = container.lifecycle.post_start if container.lifecycle is not None else None
         if hook is not None:
@@ -1074,6 +1085,27 @@ class _Starter:
                 return False
         self.reasons.pop(container.name, None)
         return True
+
+
+async def _uninterrupted(call: Awaitable[T]) -> T:
+    """Await a runtime call that makes something (a sandbox, a container, a start)
+    to its end, even when the sync is cancelled meanwhile.
+
+    A pod told to terminate cancels its sync. Abandoning RunPodSandbox,
+    CreateContainer or StartContainer half-way leaves what the runtime was making
+    in a state nobody chose (containerd kills a shim it was starting: a
+    ``StartError``), and the termination that follows could list the pod before
+    the call lands and miss what it made. So the call ends first; then the
+    cancellation goes on, and nothing else is started.
+    """
+    task = asyncio.ensure_future(call)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # seen: its outcome no longer matters to anyone
+        raise
 
 
 def _uses_config_objects(container: Container) -> bool:

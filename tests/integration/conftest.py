@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from kubelet_kit.config import ProgrammaticSource
+from kubelet_kit.container import PodSandboxFilter
+from kubelet_kit.container import labels as kl
 from kubelet_kit.cri import CRIRuntime, CRIServer
+from kubelet_kit.errors import ContainerRuntimeError
 
 from .containerd import Containerd, missing_parts
 from .kube_apiserver import KubeAPIServer
@@ -69,6 +73,39 @@ def containerd(
         # A test that crashed containerd on purpose failed before restarting it.
         containerd_env.start()
     return containerd_env
+
+
+@pytest.fixture
+def source() -> ProgrammaticSource:
+    """A programmatic pod source for the test's agent."""
+    return ProgrammaticSource()
+
+
+@pytest.fixture
+async def cleanup(
+    containerd: Containerd, source: ProgrammaticSource
+) -> AsyncIterator[None]:
+    """Remove the sandboxes of the test's pods from containerd afterwards
+    (starting containerd again when the test left it killed)."""
+    yield
+    if containerd.proc is None or containerd.proc.poll() is not None:
+        await asyncio.to_thread(containerd.start)
+    async with CRIRuntime(containerd.endpoint, timeout=30) as rt:
+        for pod in source.pods():
+            selector = PodSandboxFilter(label_selector={kl.POD_UID: pod.uid})
+            for _ in range(40):  # a just restarted containerd is not initialized at once
+                try:
+                    found = await rt.list_pod_sandboxes(selector)
+                    break
+                except ContainerRuntimeError:
+                    await asyncio.sleep(0.25)
+            else:
+                found = []  # the session's teardown removes whatever is left
+            for sandbox in found:
+                with contextlib.suppress(Exception):
+                    await rt.stop_pod_sandbox(sandbox.id)
+                with contextlib.suppress(Exception):
+                    await rt.remove_pod_sandbox(sandbox.id)
 
 
 @pytest.fixture(params=["direct", "via-cri-server"])

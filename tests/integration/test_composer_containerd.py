@@ -13,7 +13,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,14 +79,16 @@ class Agent:
 
     def __init__(
         self, containerd: Containerd, tmp: Path, source: ProgrammaticSource, *,
-        evented: bool = False,
+        evented: bool = False, wrap: Callable[[CRIRuntime], Any] | None = None,
     ) -> None:
         self.cri = CRIRuntime(containerd.endpoint, timeout=30, backoff_initial=0.05)
+        # ``wrap`` puts something between the agent and the CRI client (a fault).
+        self.runtime = wrap(self.cri) if wrap is not None else self.cri
         self.logs = tmp / "pod-logs"
         self.registry = CollectorRegistry()
         self.pleg = EventedPLEG(self.cri, registry=self.registry) if evented else None
         self.kubelet = Kubelet(**stub_parts(
-            runtime=self.cri,
+            runtime=self.runtime,
             pleg=self.pleg,
             registry=self.registry,
             sources=[source],
@@ -162,36 +164,6 @@ async def snapshot(rt: CRIRuntime, uid: str) -> tuple[list[str], dict[str, str]]
     boxes = sorted(s.id for s in await sandboxes(rt, uid))
     ctrs = {c.metadata.name: c.id for c in await containers(rt, uid)}
     return boxes, ctrs
-
-
-@pytest.fixture
-def source() -> ProgrammaticSource:
-    return ProgrammaticSource()
-
-
-@pytest.fixture
-async def cleanup(
-    containerd: Containerd, source: ProgrammaticSource
-) -> AsyncIterator[None]:
-    """Remove the sandboxes of the test's pods from containerd afterwards."""
-    yield
-    if containerd.proc is None or containerd.proc.poll() is not None:
-        await asyncio.to_thread(containerd.start)
-    async with CRIRuntime(containerd.endpoint, timeout=30) as rt:
-        for pod in source.pods():
-            for _ in range(40):  # a just restarted containerd is not initialized at once
-                try:
-                    found = await sandboxes(rt, pod.uid)
-                    break
-                except ContainerRuntimeError:
-                    await asyncio.sleep(0.25)
-            else:
-                found = []  # the session's teardown removes whatever is left
-            for sandbox in found:
-                with contextlib.suppress(Exception):
-                    await rt.stop_pod_sandbox(sandbox.id)
-                with contextlib.suppress(Exception):
-                    await rt.remove_pod_sandbox(sandbox.id)
 
 
 async def test_two_containers_run_exit_log_exec_and_are_deleted(
