@@ -78,6 +78,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--container-runtime-endpoint", metavar="ENDPOINT",
                         help="a CRI runtime (unix:///path or tcp://host:port); default: "
                         "containers are host processes")
+    parser.add_argument("--runtime-request-timeout", metavar="DURATION",
+                        help="deadline of each runtime call, a duration such as 2m0s "
+                        "(runtimeRequestTimeout; default 2m0s)")
     cluster = parser.add_argument_group("cluster mode")
     cluster.add_argument("--kubeconfig", metavar="FILE",
                          help="join the API server of this kubeconfig as a Node")
@@ -173,6 +176,19 @@ def configuration_from_args(args: argparse.Namespace) -> KubeletConfiguration:
         "address": args.address, "healthz_bind_address": args.healthz_bind_address,
         "pod_logs_dir": args.pod_logs_dir,
     }
+    if args.runtime_request_timeout is not None:
+        from kubelet_kit.api.duration import parse_duration
+
+        try:
+            timeout = parse_duration(args.runtime_request_timeout)
+        except ValueError as exc:
+            raise ConfigurationError(f"--runtime-request-timeout: {exc}") from None
+        if timeout <= 0:
+            raise ConfigurationError(
+                f'--runtime-request-timeout: "{args.runtime_request_timeout}" must be a '
+                "positive duration"
+            )
+        fields["runtime_request_timeout"] = args.runtime_request_timeout
     if args.file_check_frequency is not None:
         fields["file_check_frequency"] = f"{args.file_check_frequency:g}s"
     for flag in ("port", "read_only_port", "healthz_port"):

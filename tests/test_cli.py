@@ -115,3 +115,20 @@ def test_validate_reads_standard_input() -> None:
     assert proc.stdout.splitlines() == [
         '<stdin>[1]: spec.restartPolicy: Unsupported value: "Sometimes": supported values: '
         '"Always", "Never", "OnFailure"']
+
+
+def test_run_takes_the_runtime_request_timeout_as_the_kubelet_does() -> None:
+    from kubelet_kit.errors import ConfigurationError
+    from kubelet_kit.runner import configuration_from_args
+
+    parser = build_parser()
+    config = configuration_from_args(parser.parse_args(["run", "--runtime-request-timeout",
+                                                        "4m30s"]))
+    assert config.seconds("runtime_request_timeout") == 270
+    default = configuration_from_args(parser.parse_args(["run"]))
+    assert default.seconds("runtime_request_timeout") == 120
+    for bad, message in (("soon", 'time: invalid duration "soon"'),
+                         ("0s", '"0s" must be a positive duration')):
+        with pytest.raises(ConfigurationError, match="--runtime-request-timeout: ") as info:
+            configuration_from_args(parser.parse_args(["run", "--runtime-request-timeout", bad]))
+        assert message in str(info.value)

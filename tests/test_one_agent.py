@@ -72,6 +72,17 @@ def test_without_a_config_the_embedded_runtime_runs_the_pods(tmp_path: Path) -> 
                       config=KubeletConfiguration(cgroups_per_qos=False))
     assert isinstance(kubelet.base_runtime, HostProcessRuntime)
     assert isinstance(kubelet.pleg, GenericPLEG)
+    # The kubelet's runtimeRequestTimeout bounds a start, not a shorter guess.
+    assert kubelet.base_runtime.start_timeout == 120
+
+
+def test_the_embedded_runtime_takes_the_configured_request_timeout(tmp_path: Path) -> None:
+    from kubelet_kit.runtimes.host import HostProcessRuntime
+
+    config = KubeletConfiguration(cgroups_per_qos=False, runtime_request_timeout="5m")
+    kubelet = Kubelet(config, root_dir=tmp_path, node_name="n1")
+    assert isinstance(kubelet.base_runtime, HostProcessRuntime)
+    assert kubelet.base_runtime.start_timeout == 300
 
 
 def test_a_configured_cri_endpoint_is_the_runtime(tmp_path: Path) -> None:

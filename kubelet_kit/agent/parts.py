@@ -62,10 +62,11 @@ def build_runtime(
     cni_conf_dir: str | os.PathLike[str] | None = None,
     cni_bin_dirs: Sequence[str | os.PathLike[str]] = (),
 ) -> Runtime:
-    """The runtime ``config`` names: a CRIRuntime on ``containerRuntimeEndpoint``
-    (timeout ``runtimeRequestTimeout``), or, when that is empty, the embedded
-    HostProcessRuntime under ``root_dir/runtime``, with pods on their own network
-    through the CNI configuration in ``cni_conf_dir`` when one is given."""
+    """The runtime ``config`` names: a CRIRuntime on ``containerRuntimeEndpoint``,
+    or, when that is empty, the embedded HostProcessRuntime under
+    ``root_dir/runtime``, with pods on their own network through the CNI
+    configuration in ``cni_conf_dir`` when one is given. Either way the
+    runtime's deadline is ``runtimeRequestTimeout``."""
     if config.container_runtime_endpoint:
         from kubelet_kit.cri import CRIRuntime
 
@@ -79,7 +80,8 @@ def build_runtime(
 
         network = CNINetwork(Path(cni_conf_dir), [str(d) for d in cni_bin_dirs] or CNI_BIN_DIRS,
                              cache_dir=root_dir / "cni", clock=clock)
-    return HostProcessRuntime(root_dir / "runtime", clock=clock, network=network)
+    return HostProcessRuntime(root_dir / "runtime", clock=clock, network=network,
+                              start_timeout=config.seconds("runtime_request_timeout"))
 
 
 def container_manager_for(config: KubeletConfiguration, root_dir: Path,

@@ -499,7 +499,9 @@ class HostProcessRuntime:
         python: Interpreter that runs the shim.
         max_log_line_size: Longest log record before a line is split
             (containerd's ``max_container_log_line_size``).
-        start_timeout: How long ``start_container`` waits for the shim's report.
+        start_timeout: How long ``start_container`` waits for the shim's report:
+            the kubelet's runtimeRequestTimeout (2 minutes) by default, since a
+            Python shim's start on a loaded small machine can take many seconds.
         kill_timeout: How long to wait for a container to exit after SIGKILL.
         event_buffer: Events held for a slow :meth:`get_container_events`
             consumer; past that, new events are dropped for it (a PLEG relists).
@@ -518,7 +520,7 @@ class HostProcessRuntime:
         host_ip: str | None = None,
         python: str = sys.executable,
         max_log_line_size: int = DEFAULT_MAX_LINE_SIZE,
-        start_timeout: float = 30.0,
+        start_timeout: float = 120.0,
         kill_timeout: float = 10.0,
         event_buffer: int = 1000,
         apply_mounts: bool | None = None,
@@ -548,6 +550,11 @@ class HostProcessRuntime:
     def root_dir(self) -> Path:
         """The directory holding this runtime's state."""
         return self._root
+
+    @property
+    def start_timeout(self) -> float:
+        """Seconds ``start_container`` waits for a container's shim to report."""
+        return self._start_timeout
 
     # ------------------------------------------------------------ plumbing
 

@@ -46,8 +46,10 @@ class VolumeManager(Protocol):
     def container_mounts(
         self, pod: Pod, container: Container, env: Mapping[str, str] | None = None
     ) -> list[Mount]:
-        """The runtime mounts for ``container``'s volumeMounts. Never blocks;
-        raises ValidationError naming the field for an unusable mount.
+        """The runtime mounts for ``container``'s volumeMounts; raises
+        ValidationError naming the field for an unusable mount. May block briefly
+        (the reference implementation walks and bind-mounts each ``subPath``), so
+        it must not wait on anything slow.
 
         ``env`` is the container's resolved environment (downward API and
         ConfigMap/Secret values included), which ``subPathExpr`` expands
