@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,13 @@ import pytest
 from kubelet_kit.api import Pod, Quantity
 from kubelet_kit.errors import PodSyncError, ValidationError
 from kubelet_kit.volume import mounter, plugins
-from kubelet_kit.volume.plugins import PluginEnv, check_host_path, set_up, tear_down
+from kubelet_kit.volume.plugins import (
+    PluginEnv,
+    check_host_path,
+    set_up,
+    set_volume_ownership,
+    tear_down,
+)
 from kubelet_kit.volume.sources import StaticConfigSource
 from kubelet_kit.volume.subpath import resolve_sub_path
 
@@ -447,3 +454,39 @@ def test_fs_group_owns_the_volume_files(
     assert s.st_gid == 4321 and s.st_mode & stat.S_ISGID and stat.S_IMODE(s.st_mode) & 0o070
     host = set_up(pod, pod.spec.volumes[2], tmp_path, env)
     assert host.stat().st_gid != 4321  # hostPath is the host's: untouched
+
+
+def test_fs_group_never_follows_a_symlink_swapped_in(
+    tmp_path: Path, require_real: RequireReal
+) -> None:
+    # The workload writes into its emptyDir; a file it swaps for a symlink to a
+    # host file while the agent walks the volume must not hand that host file to
+    # the pod's group.
+    require_real(os.geteuid() == 0, "root to change a file's group")
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    secret = tmp_path / "host-secret"
+    secret.write_text("host only\n")
+    secret.chmod(0o600)
+    for i in range(200):
+        (volume / f"f{i}").write_text("x")
+    stop = threading.Event()
+
+    def swap() -> None:
+        victim, spare = volume / "f7", volume / "f7.tmp"
+        while not stop.is_set():
+            spare.symlink_to(secret)
+            os.rename(spare, victim)  # f7 is a symlink to the host file
+            spare.write_text("x")
+            os.rename(spare, victim)  # f7 is a plain file again
+
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    try:
+        for _ in range(200):
+            set_volume_ownership(volume, 4321, read_only=False)
+    finally:
+        stop.set()
+        swapper.join()
+    st = secret.stat()
+    assert (st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0o600)

@@ -514,21 +514,33 @@ def set_volume_ownership(path: Path, fs_group: int, read_only: bool) -> None:
     bit, so files created later belong to the group too. Symlinks are left alone.
     Blocks on file I/O.
 
+    A volume's content may be the workload's, so the walk goes by directory file
+    descriptors and opens each entry with ``O_NOFOLLOW`` before changing it: a
+    file swapped for a symlink meanwhile is skipped, never followed to a host
+    file.
+
     Raises:
         OSError: a change was refused.
     """
     mask = 0o440 if read_only else 0o660
-    for dirpath, dirnames, filenames in os.walk(path):
-        entries = [(dirpath, True)]
-        entries += [(os.path.join(dirpath, n), False) for n in filenames]
-        entries += [(os.path.join(dirpath, n), True) for n in dirnames]
-        for entry, _ in entries:
-            st = os.lstat(entry)
-            if stat.S_ISLNK(st.st_mode):
-                continue
-            os.chown(entry, -1, fs_group, follow_symlinks=False)
-            extra = mask | (stat.S_ISGID | 0o110 if stat.S_ISDIR(st.st_mode) else 0)
-            os.chmod(entry, stat.S_IMODE(st.st_mode) | extra)
+    for _dirpath, dirnames, filenames, dir_fd in os.fwalk(path):
+        for name in (".", *filenames, *dirnames):
+            try:
+                fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+            except FileNotFoundError:
+                continue  # removed since the listing
+            try:
+                st = os.fstat(fd)
+                if stat.S_ISLNK(st.st_mode):
+                    continue
+                # An O_PATH descriptor takes no fchown/fchmod; its /proc link
+                # names the very inode opened, whatever the name points to now.
+                here = f"/proc/self/fd/{fd}"
+                os.chown(here, -1, fs_group)
+                extra = mask | (stat.S_ISGID | 0o110 if stat.S_ISDIR(st.st_mode) else 0)
+                os.chmod(here, stat.S_IMODE(st.st_mode) | extra)
+            finally:
+                os.close(fd)
 
 
 def _make_dir(path: Path, mode: int) -> None:
