@@ -175,17 +175,6 @@ def test_kubelet_builds_from_a_configuration(tmp_path: Any) -> None:
     assert kubelet.container_manager.node_capacity()["pods"].value() == 7
 
 
-async def test_the_readme_policy_example() -> None:
-    """The README's node-policy test, verbatim in substance."""
-    async with KubeletEnv() as env:
-        env.add_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "crasher"},
-                     "spec": {"containers": [{"name": "c", "image": "busybox",
-                                              "command": ["sh", "-c", "exit 1"]}]}})
-        await env.sleep(60)
-        waiting = env.status("crasher").container_statuses[0].state.waiting
-        assert waiting is not None and waiting.reason == "CrashLoopBackOff"
-
-
 async def test_crash_loop_restarts_follow_the_kubelets_back_off_timeline() -> None:
     """The first restart comes at the next PLEG relist (1 s); then the back-off
     doubles from 10 s: starts at 0, 1, 11, 31, 71, 151 s."""
