@@ -4,7 +4,14 @@ A PLEG tells the agent which pods changed in the runtime and keeps the
 :class:`PodCache` of their statuses current. :class:`GenericPLEG` relists the
 runtime every second; :class:`EventedPLEG` follows the runtime's event stream and
 relists rarely. Any class with the methods of :class:`PLEG` plugs in.
+
+:class:`PLEGMetrics` is loaded on first use, with prometheus_client: importing
+the package alone does not pay for it.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from kubelet_kit.pleg.cache import PodCache, PodCacheEntry
 from kubelet_kit.pleg.channel import EventChannel
@@ -16,7 +23,9 @@ from kubelet_kit.pleg.interfaces import (
     PodLifecycleEvent,
     PodLifecycleEventType,
 )
-from kubelet_kit.pleg.metrics import PLEGMetrics
+
+if TYPE_CHECKING:
+    from kubelet_kit.pleg.metrics import PLEGMetrics
 
 __all__ = [
     "EVENT_CHANNEL_CAPACITY",
@@ -30,3 +39,18 @@ __all__ = [
     "PodLifecycleEvent",
     "PodLifecycleEventType",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load :class:`PLEGMetrics` (and prometheus_client) when it is first asked for."""
+    if name == "PLEGMetrics":
+        from kubelet_kit.pleg.metrics import PLEGMetrics
+
+        globals()[name] = PLEGMetrics
+        return PLEGMetrics
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public names, :class:`PLEGMetrics` included before it is loaded."""
+    return sorted(set(globals()) | set(__all__))

@@ -19,9 +19,13 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 from kubelet_kit.pleg.interfaces import EVENT_CHANNEL_CAPACITY, PodLifecycleEvent
-from kubelet_kit.pleg.metrics import PLEGMetrics
+
+if TYPE_CHECKING:
+    # Only an annotation here; importing it would load prometheus_client.
+    from kubelet_kit.pleg.metrics import PLEGMetrics
 
 __all__ = ["EventChannel"]
 

@@ -41,8 +41,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from types import TracebackType
-
-from prometheus_client import CollectorRegistry
+from typing import TYPE_CHECKING
 
 from kubelet_kit.clock import Clock, RealClock, TimerHandle
 from kubelet_kit.container.interfaces import (
@@ -67,8 +66,10 @@ from kubelet_kit.pleg.interfaces import (
     PodLifecycleEvent,
     PodLifecycleEventType,
 )
-from kubelet_kit.pleg.metrics import PLEGMetrics
 from kubelet_kit.pleg.relist import PlegContainerState
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 __all__ = [
     "EVENTED_RELIST_PERIOD",
@@ -176,6 +177,9 @@ class EventedPLEG:
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
         self._stable_after = stream_stable_after
+        # Here, not at the top: prometheus_client is loaded only once a PLEG is built.
+        from kubelet_kit.pleg.metrics import PLEGMetrics
+
         self.metrics = PLEGMetrics(registry, evented=True)
         self._channel = EventChannel(self.metrics, channel_capacity)
         self._generic = GenericPLEG(

@@ -27,10 +27,9 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
-from prometheus_client import CollectorRegistry
 
 from kubelet_kit.api.duration import format_duration
 from kubelet_kit.clock import Clock, RealClock, wait_for
@@ -53,7 +52,6 @@ from kubelet_kit.errors import ContainerRuntimeError, DeadlineExceededError
 from kubelet_kit.pleg.cache import PodCache
 from kubelet_kit.pleg.channel import EventChannel
 from kubelet_kit.pleg.interfaces import EVENT_CHANNEL_CAPACITY, PodLifecycleEvent
-from kubelet_kit.pleg.metrics import PLEGMetrics
 from kubelet_kit.pleg.relist import (
     CONTAINER_STATES,
     SANDBOX_STATES,
@@ -62,6 +60,11 @@ from kubelet_kit.pleg.relist import (
     sendable,
     states_by_pod,
 )
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from kubelet_kit.pleg.metrics import PLEGMetrics
 
 __all__ = [
     "DEFAULT_INSPECT_TIMEOUT",
@@ -147,7 +150,12 @@ class GenericPLEG:
         self._inspect_timeout = inspect_timeout
         self._max_concurrent = max_concurrent_inspections
         self._cache = cache if cache is not None else PodCache()
-        self.metrics = metrics if metrics is not None else PLEGMetrics(registry)
+        if metrics is None:
+            # Here, not at the top: prometheus_client is loaded only once a PLEG is built.
+            from kubelet_kit.pleg.metrics import PLEGMetrics
+
+            metrics = PLEGMetrics(registry)
+        self.metrics = metrics
         self._owns_channel = channel is None
         self._channel = (
             channel if channel is not None else EventChannel(self.metrics, EVENT_CHANNEL_CAPACITY)
