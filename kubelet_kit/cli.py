@@ -12,7 +12,10 @@ command never prints a traceback for bad input.
 
 Subcommands are registered in one place, :data:`SUBCOMMANDS`: a subcommand is a
 function that adds its parser to the ``add_subparsers()`` object and sets ``func``
-(``args -> exit status``) with ``set_defaults``.
+(``args -> exit status``) with ``set_defaults``. Only the subcommand named on the
+command line is registered (all of them for ``--help`` or an unknown name), so
+``kubelet-kit --version`` and ``kubelet-kit validate`` do not import what ``run``
+and ``cri`` need (gRPC, the agent).
 """
 
 from __future__ import annotations
@@ -108,28 +111,48 @@ def _add_exec(subparsers: _Subparsers) -> None:
     register(subparsers)
 
 
-#: Every subcommand, in the order ``--help`` lists them. To add one (``run``,
-#: ``cri``, ...), write a ``register(subparsers)`` function like
-#: :func:`_add_validate` (its return value is ignored) and append it here.
-SUBCOMMANDS: list[Callable[[_Subparsers], object]] = [
-    _add_validate,
-    _add_run,
-    _add_cri,
-    _add_exec,
-]
+#: Every subcommand by name, in the order ``--help`` lists them. To add one,
+#: write a ``register(subparsers)`` function like :func:`_add_validate` that adds
+#: the parser of that name (its return value is ignored) and add it here.
+SUBCOMMANDS: dict[str, Callable[[_Subparsers], object]] = {
+    "validate": _add_validate,
+    "run": _add_run,
+    "cri": _add_cri,
+    "exec": _add_exec,
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``kubelet-kit`` argument parser with every registered subcommand."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``kubelet-kit`` argument parser.
+
+    Args:
+        argv: The arguments it will parse. Given, only the subcommand they name
+            is registered (none for a bare ``--version``; every one for
+            ``--help``, no command or an unknown one, so help and the "invalid
+            choice" error list them all). None: every subcommand.
+    """
     parser = argparse.ArgumentParser(
         prog="kubelet-kit",
         description="The kubelet's subsystems as importable, swappable, testable parts.",
     )
     parser.add_argument("--version", action="version", version=f"kubelet-kit {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for register in SUBCOMMANDS:
+    for register in _needed(argv):
         register(subparsers)
     return parser
+
+
+def _needed(argv: Sequence[str] | None) -> list[Callable[[_Subparsers], object]]:
+    if argv is None:
+        return list(SUBCOMMANDS.values())
+    # The top-level parser has options only (--version, --help), so the first
+    # word that is not an option is the subcommand.
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command in SUBCOMMANDS:
+        return [SUBCOMMANDS[command]]
+    if command is None and "--version" in argv and not {"-h", "--help"} & set(argv):
+        return []
+    return list(SUBCOMMANDS.values())
 
 
 def main(argv: Sequence[str] | None = None, **parts: Any) -> int:
@@ -147,7 +170,9 @@ def main(argv: Sequence[str] | None = None, **parts: Any) -> int:
     Returns:
         The exit status: 0 success, 1 problems found, 2 usage or internal error.
     """
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors exit from argparse

@@ -67,12 +67,23 @@ def test_api_import_is_lazy() -> None:
     assert sorted(m for m in modules if m.startswith("kubelet_kit.api.")) == []
 
 
-def test_cli_version_loads_no_yaml_aiohttp_or_prometheus() -> None:
-    # grpc and protobuf are still loaded: building the parser registers the ``cri``
-    # subcommand, whose module imports the CRI client. The rest stays out.
+def test_cli_version_loads_nothing_heavy() -> None:
+    # Only the subcommand named is registered: --version builds no subcommand at
+    # all, so neither the CRI client (grpc) nor the agent is imported.
     modules = loaded_after(
         "from kubelet_kit.cli import main\nassert main(['--version']) == 0")
-    assert loaded_of(modules, ("aiohttp", "prometheus_client", "yaml")) == []
+    assert loaded_of(modules, HEAVY) == []
+    assert sorted(m for m in modules if m.startswith("kubelet_kit.")) == [
+        "kubelet_kit._version", "kubelet_kit.cli",
+    ]
+
+
+def test_cli_validate_loads_no_grpc_aiohttp_or_agent() -> None:
+    modules = loaded_after(
+        "from kubelet_kit.cli import main\n"
+        "assert main(['validate', 'examples/pods']) == 0")
+    assert loaded_of(modules, ("grpc", "google.protobuf", "aiohttp", "prometheus_client")) == []
+    assert loaded_of(modules, ("kubelet_kit.runner", "kubelet_kit.cri", "kubelet_kit.agent")) == []
 
 
 def test_lazy_names_resolve() -> None:
