@@ -11,9 +11,9 @@ one subsystem (``kubelet_kit.pleg``) pulls in no other.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kubelet_kit._lazy import lazy_exports
 from kubelet_kit._version import __version__
 
 if TYPE_CHECKING:
@@ -47,10 +47,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kubelet_kit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)

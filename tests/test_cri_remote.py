@@ -275,10 +275,12 @@ async def test_non_idempotent_calls_are_not_retried(rt: CRIRuntime, fake: FakeRu
 
 class CreatesThenFails:
     """Delegates to a FakeRuntime, but the first run_pod_sandbox creates the sandbox
-    and then reports the runtime unavailable (the connection broke mid-call)."""
+    and then reports the runtime unavailable (the connection broke mid-call); with
+    ``broken``, the sandbox it made is left not ready (the runtime died making it)."""
 
-    def __init__(self, inner: FakeRuntime) -> None:
+    def __init__(self, inner: FakeRuntime, *, broken: bool = False) -> None:
         self.inner = inner
+        self.broken = broken
         self.failed = False
 
     def __getattr__(self, name: str) -> Any:
@@ -288,55 +290,46 @@ class CreatesThenFails:
         sid = await self.inner.run_pod_sandbox(config)
         if not self.failed:
             self.failed = True
+            if self.broken:
+                await self.inner.stop_pod_sandbox(sid)
             raise RuntimeUnavailableError("connection reset after the sandbox was made")
         return sid
+
+
+async def run_retried(
+    runtime: CreatesThenFails, sock: Path, clock: SignallingClock, uid: str
+) -> str:
+    """RunPodSandbox through a CRIRuntime on ``runtime``, past its one failure."""
+    async with (
+        CRIServer(runtime, sock) as srv,  # type: ignore[arg-type]
+        CRIRuntime(srv.endpoint, clock=clock, retries=2) as client,
+    ):
+        task = asyncio.create_task(client.run_pod_sandbox(sandbox_config(uid, attempt=1)))
+        await clock.wait_timer(0.1, task)
+        clock.advance(0.1)
+        return await task
 
 
 async def test_run_pod_sandbox_retry_reuses_the_sandbox_it_made(
     fake: FakeRuntime, sock_dir: Path, clock: SignallingClock
 ) -> None:
-    async with (
-        CRIServer(CreatesThenFails(fake), sock_dir / "flaky.sock") as srv,  # type: ignore[arg-type]
-        CRIRuntime(srv.endpoint, clock=clock, retries=2) as client,
-    ):
-        task = asyncio.create_task(client.run_pod_sandbox(sandbox_config("u-9", attempt=1)))
-        await clock.wait_timer(0.1, task)
-        clock.advance(0.1)
-        sandbox_id = await task
-        sandboxes = await fake.list_pod_sandboxes()
-        assert [s.id for s in sandboxes] == [sandbox_id]
-        assert len(fake.calls_to("run_pod_sandbox")) == 1
-
-
-class CreatesBrokenThenFails(CreatesThenFails):
-    """As :class:`CreatesThenFails`, but the sandbox the failed call made is not
-    ready: the runtime died while making it."""
-
-    async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
-        sid = await self.inner.run_pod_sandbox(config)
-        if not self.failed:
-            self.failed = True
-            await self.inner.stop_pod_sandbox(sid)
-            raise RuntimeUnavailableError("runtime died while making the sandbox")
-        return sid
+    sandbox_id = await run_retried(CreatesThenFails(fake), sock_dir / "flaky.sock", clock, "u-9")
+    sandboxes = await fake.list_pod_sandboxes()
+    assert [s.id for s in sandboxes] == [sandbox_id]
+    assert len(fake.calls_to("run_pod_sandbox")) == 1
 
 
 async def test_run_pod_sandbox_retry_replaces_a_sandbox_left_not_ready(
     fake: FakeRuntime, sock_dir: Path, clock: SignallingClock
 ) -> None:
-    async with (
-        CRIServer(CreatesBrokenThenFails(fake), sock_dir / "broken.sock") as srv,  # type: ignore[arg-type]
-        CRIRuntime(srv.endpoint, clock=clock, retries=2) as client,
-    ):
-        task = asyncio.create_task(client.run_pod_sandbox(sandbox_config("u-8", attempt=1)))
-        await clock.wait_timer(0.1, task)
-        clock.advance(0.1)
-        sandbox_id = await task
-        [sandbox] = await fake.list_pod_sandboxes()  # the broken one is gone
-        assert sandbox.id == sandbox_id
-        assert sandbox.state is PodSandboxState.READY
-        assert len(fake.calls_to("run_pod_sandbox")) == 2
-        assert len(fake.calls_to("remove_pod_sandbox")) == 1
+    sandbox_id = await run_retried(
+        CreatesThenFails(fake, broken=True), sock_dir / "broken.sock", clock, "u-8"
+    )
+    [sandbox] = await fake.list_pod_sandboxes()  # the broken one is gone
+    assert sandbox.id == sandbox_id
+    assert sandbox.state is PodSandboxState.READY
+    assert len(fake.calls_to("run_pod_sandbox")) == 2
+    assert len(fake.calls_to("remove_pod_sandbox")) == 1
 
 
 async def test_run_pod_sandbox_retry_creates_when_nothing_was_made(

@@ -50,7 +50,9 @@ def test_package_import_loads_nothing_heavy() -> None:
     modules = loaded_after("import kubelet_kit")
     assert loaded_of(modules, HEAVY) == []
     # The package's names are lazy re-exports: no subsystem is imported either.
-    assert sorted(m for m in modules if m.startswith("kubelet_kit.")) == ["kubelet_kit._version"]
+    assert sorted(m for m in modules if m.startswith("kubelet_kit.")) == [
+        "kubelet_kit._lazy", "kubelet_kit._version",
+    ]
 
 
 def test_pleg_import_loads_nothing_heavy_and_no_other_subsystem() -> None:
@@ -74,7 +76,7 @@ def test_cli_version_loads_nothing_heavy() -> None:
         "from kubelet_kit.cli import main\nassert main(['--version']) == 0")
     assert loaded_of(modules, HEAVY) == []
     assert sorted(m for m in modules if m.startswith("kubelet_kit.")) == [
-        "kubelet_kit._version", "kubelet_kit.cli",
+        "kubelet_kit._lazy", "kubelet_kit._version", "kubelet_kit.cli",
     ]
 
 

@@ -62,7 +62,7 @@ def test_importing_the_package_is_light() -> None:
         "print(sorted(m for m in sys.modules if m.startswith('kubelet_kit')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "['kubelet_kit', 'kubelet_kit._version']"
+    assert out.stdout.strip() == "['kubelet_kit', 'kubelet_kit._lazy', 'kubelet_kit._version']"
 
 
 def test_py_typed_is_shipped() -> None:

@@ -18,8 +18,9 @@ validation and the pod models unless they are asked for.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kubelet_kit._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kubelet_kit.api.loading import (
@@ -250,17 +251,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import the submodule that defines ``name`` and cache the value in this module."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    # Cached in the module's namespace, so later lookups never reach __getattr__.
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """Every public name, loaded or not, as ``dir()`` of an eager package would show."""
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, __all__)

@@ -20,8 +20,9 @@ and the pod-sync logic (:mod:`kubelet_kit.podsync`), never ``agent``, ``server``
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kubelet_kit._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kubelet_kit.node.admission import admit_pod
@@ -84,10 +85,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kubelet_kit.node' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)

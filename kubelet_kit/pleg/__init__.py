@@ -11,8 +11,9 @@ the package alone does not pay for it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kubelet_kit._lazy import lazy_exports
 from kubelet_kit.pleg.cache import PodCache, PodCacheEntry
 from kubelet_kit.pleg.channel import EventChannel
 from kubelet_kit.pleg.evented import EventedPLEG
@@ -41,16 +42,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Load :class:`PLEGMetrics` (and prometheus_client) when it is first asked for."""
-    if name == "PLEGMetrics":
-        from kubelet_kit.pleg.metrics import PLEGMetrics
-
-        globals()[name] = PLEGMetrics
-        return PLEGMetrics
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    """The public names, :class:`PLEGMetrics` included before it is loaded."""
-    return sorted(set(globals()) | set(__all__))
+# PLEGMetrics (and prometheus_client with it) loads when first asked for.
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"PLEGMetrics": "kubelet_kit.pleg.metrics"}, __all__
+)

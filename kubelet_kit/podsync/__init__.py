@@ -17,8 +17,9 @@ and image-pull back-off, lifecycle hooks, graceful termination.
 it brings in the status package and the manager stubs.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kubelet_kit._lazy import lazy_exports
 from kubelet_kit.podsync.actions import ContainerToKill, PodActions, compute_pod_actions
 from kubelet_kit.podsync.backoff import Backoff, stable_key
 from kubelet_kit.podsync.hooks import HandlerRunner
@@ -39,10 +40,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # Lazy, so importing the pure parts does not import the syncer's dependencies.
-    if name == "RuntimePodSyncer":
-        from kubelet_kit.podsync.syncer import RuntimePodSyncer
-
-        return RuntimePodSyncer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Lazy, so importing the pure parts does not import the syncer's dependencies.
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"RuntimePodSyncer": "kubelet_kit.podsync.syncer"}, __all__
+)

@@ -9,7 +9,9 @@ kubelet_kit.runtimes._shim`` (one process per container) starts quickly.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kubelet_kit._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kubelet_kit.runtimes.host import HostProcessRuntime
@@ -17,9 +19,6 @@ if TYPE_CHECKING:
 __all__ = ["HostProcessRuntime"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "HostProcessRuntime":
-        from kubelet_kit.runtimes.host import HostProcessRuntime
-
-        return HostProcessRuntime
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"HostProcessRuntime": "kubelet_kit.runtimes.host"}, __all__
+)

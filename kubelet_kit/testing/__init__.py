@@ -6,8 +6,9 @@ unit-testing a node policy builds on the same fakes the project's tests use.
 in every subsystem.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kubelet_kit._lazy import lazy_exports
 from kubelet_kit.testing.clock import FakeClock, FakeTimerHandle
 from kubelet_kit.testing.conformance import (
     CheckResult,
@@ -56,9 +57,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("KubeletEnv", "stub_parts"):
-        from kubelet_kit.testing import env
-
-        return getattr(env, name)
-    raise AttributeError(f"module 'kubelet_kit.testing' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"KubeletEnv": "kubelet_kit.testing.env", "stub_parts": "kubelet_kit.testing.env"},
+    __all__,
+)

@@ -35,6 +35,7 @@ __all__ = [
     "mount_points_under",
     "mount_tmpfs",
     "unmount",
+    "unmount_all_under",
 ]
 
 MS_RDONLY = 1
@@ -155,6 +156,28 @@ def mount_points_under(root: str | Path) -> list[str]:
     prefix = real.rstrip("/") + "/"
     found = {m for m in _mount_points() if m == real or m.startswith(prefix)}
     return sorted(found, key=lambda m: (-m.count("/"), m))
+
+
+def unmount_all_under(root: str | Path, *, passes: int = 16) -> None:
+    """Unmount every mount at or below ``root``, deepest first; a target mounted
+    more than once (stacked mounts) is unmounted once per layer.
+
+    Raises:
+        OSError: an unmount failed for another reason than nothing being mounted,
+            or mounts remain after ``passes`` rounds.
+    """
+    for _ in range(passes):
+        points = mount_points_under(root)
+        if not points:
+            return
+        for point in points:
+            try:
+                unmount(point)
+            except OSError as exc:
+                if not is_not_mounted_error(exc):
+                    raise
+    if mount_points_under(root):
+        raise OSError(f"{root}: still mounted after unmount")
 
 
 def can_mount() -> bool:

@@ -644,14 +644,7 @@ def tear_down(path: Path) -> None:
         OSError: a mount could not be removed (the directory is then kept, so no
             file beneath a live mount is deleted).
     """
-    for mount_point in mounter.mount_points_under(path):
-        try:
-            mounter.unmount(mount_point)
-        except OSError as exc:
-            if not mounter.is_not_mounted_error(exc):
-                raise
-    if mounter.mount_points_under(path):
-        raise OSError(f"{path}: still mounted after unmount")
+    mounter.unmount_all_under(path)
     if path.is_symlink():
         path.unlink()
     elif path.exists():

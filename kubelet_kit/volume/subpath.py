@@ -294,19 +294,7 @@ def clean_sub_paths(subpaths_dir: str | Path, volume_name: str | None = None) ->
     root = Path(subpaths_dir) if volume_name is None else Path(subpaths_dir) / volume_name
     if not os.path.lexists(root):
         return
-    # A target mounted more than once (stacked mounts) needs one unmount each.
-    for _ in range(16):
-        points = mounter.mount_points_under(root)
-        if not points:
-            break
-        for point in points:
-            try:
-                mounter.unmount(point)
-            except OSError as exc:
-                if not mounter.is_not_mounted_error(exc):
-                    raise
-    else:
-        raise OSError(f"{root}: still mounted after unmount")
+    mounter.unmount_all_under(root)
     for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
         for name in filenames:
             path = os.path.join(dirpath, name)

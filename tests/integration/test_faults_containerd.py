@@ -82,18 +82,6 @@ class KillingRuntime:
         return faulty
 
 
-async def _wait(probe: Any, what: str, within: float) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        got = await probe()
-        if got:
-            return got
-        if loop.time() > deadline:
-            raise AssertionError(f"{what}: not within {within}s")
-        await asyncio.sleep(0.2)
-
-
 @pytest.mark.parametrize("when", ["during", "after", "bounce"])
 @pytest.mark.parametrize("step", ["run_pod_sandbox", "create_container", "start_container"])
 async def test_a_crash_mid_creation_ends_in_one_ready_sandbox_and_each_container_once(
@@ -128,7 +116,8 @@ async def test_a_crash_mid_creation_ends_in_one_ready_sandbox_and_each_container
                        if c.state is ContainerState.RUNNING]
             return len(ready) == 1 and len(running) == 2
 
-        await _wait(settled, "one ready sandbox, two running containers", 30)
+        await second.eventually(settled, "one ready sandbox, two running containers",
+                                within=30)
         boxes = await sandboxes(second.cri, pod.uid)
         [ready] = [b for b in boxes if b.state is PodSandboxState.READY]
         ctrs = await containers(second.cri, pod.uid)
