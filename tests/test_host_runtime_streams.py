@@ -205,6 +205,46 @@ async def test_exec_on_a_tty_has_the_clients_size_from_the_start_and_after(
     assert any(line.startswith("/dev/pts/") for line in lines)
 
 
+# Where the fork handler below notes each fork of this process that ran Python in
+# the child (empty: not noting). Fork handlers cannot be unregistered, so one is
+# registered once and switched on only by the test that uses it.
+_forks_noted_in: list[str] = []
+
+
+def _note_fork() -> None:
+    if _forks_noted_in:
+        fd = os.open(_forks_noted_in[0], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.write(fd, b"%d\n" % os.getpid())
+        os.close(fd)
+
+
+os.register_at_fork(after_in_child=_note_fork)
+
+
+async def test_an_exec_on_a_tty_runs_no_python_in_a_fork_of_the_agent(
+    runtime: HostProcessRuntime, sandbox: str, sandbox_config: PodSandboxConfig,
+    tmp_path: Path,
+) -> None:
+    """Python run between fork and exec in the agent runs the fork handlers of
+    every library it has loaded; gRPC's restarts its threads in the child, and
+    their logging lands on the child's stderr: on a terminal, the user's screen."""
+    cid = await sleeper(runtime, sandbox, sandbox_config)
+    notes = tmp_path / "forks"
+    _forks_noted_in.append(str(notes))
+    try:
+        out = Sink()
+        code = await bounded(asyncio.ensure_future(runtime.exec_stream(
+            cid, ["sh", "-c", "stty size; tty"],
+            StreamIO(stdout=out, tty=True, resize=Sizes(TerminalSize(width=90, height=30))))),
+            "exec")
+    finally:
+        _forks_noted_in.clear()
+    assert code == 0
+    assert out.data.splitlines()[0] == b"30 90"
+    assert out.data.splitlines()[1].startswith(b"/dev/pts/")
+    assert not notes.exists(), "a fork of the agent ran Python before exec"
+
+
 async def test_the_end_of_stdin_on_a_tty_is_end_of_file(
     runtime: HostProcessRuntime, sandbox: str, sandbox_config: PodSandboxConfig
 ) -> None:

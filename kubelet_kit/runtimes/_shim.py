@@ -261,9 +261,18 @@ def enter_netns(path: str) -> None:
 def exec_in(state_dir: Path, pid: int, argv: list[str]) -> int:
     """Join the container's cgroups, enter the mount namespace of ``pid`` (when the
     container has one), and exec ``argv`` as the container's process would run
-    (environment, working directory, user). Returns only on failure, with a
-    shell's exit code."""
+    (environment, working directory, user); on a terminal, take it as the
+    controlling terminal of the session this helper leads. Returns only on
+    failure, with a shell's exit code."""
     spec = json.loads((state_dir / SPEC_FILE).read_text(encoding="utf-8"))
+    if os.isatty(0) and os.getsid(0) == os.getpid():
+        # An exec on a terminal: the helper leads the command's new session, and
+        # the terminal it was given as stdin becomes the session's controlling one.
+        try:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        except OSError as exc:
+            sys.stderr.write(f"take the terminal as controlling terminal: {exc.strerror}\n")
+            return 126
     try:
         join_cgroups(spec.get("cgroup_procs") or ())
     except OSError as exc:

@@ -1320,12 +1320,14 @@ class HostProcessRuntime:
         cdir = self._container_dir(container_id)
         spec = _read_json(cdir / SPEC_FILE) or {}
         pid = self._observe(container_id).pid
-        preexec = take_controlling_tty if tty else None
         in_namespace = bool(spec.get("apply_mounts") and spec.get("mounts"))
         in_namespace = in_namespace or bool(spec.get("netns"))
-        if (in_namespace or spec.get("cgroup_procs")) and pid > 0:
+        if (in_namespace or spec.get("cgroup_procs") or tty) and pid > 0:
             # The command must see the container's mounts and count against its
             # cgroups: the shim's exec helper joins them, then becomes the command.
+            # On a terminal the helper also takes it as its controlling terminal: a
+            # preexec_fn here would run Python in a fork of this process, whose gRPC
+            # fork handlers then write to the child's stderr, the user's terminal.
             return await asyncio.create_subprocess_exec(
                 self._python,
                 "-m",
@@ -1341,7 +1343,6 @@ class HostProcessRuntime:
                 stdout=stdout,
                 stderr=stderr,
                 start_new_session=True,
-                preexec_fn=preexec,
             )
         return await asyncio.create_subprocess_exec(
             *cmd,
@@ -1354,7 +1355,7 @@ class HostProcessRuntime:
             user=spec.get("user"),
             group=spec.get("group"),
             extra_groups=spec.get("extra_groups"),
-            preexec_fn=preexec,
+            preexec_fn=take_controlling_tty if tty else None,
         )
 
     async def exec_sync(
