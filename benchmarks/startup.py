@@ -14,6 +14,13 @@ whether the median meets its target:
 * ``kubelet-kit --version``: <= 150 ms
 * ``kubelet-kit validate examples/pods``: <= 350 ms
 
+Then a large manifest directory (``--manifest-mb``, default 10 MB in 1 MB files of
+pods shaped like ``examples/pods/web.yaml``; 0 skips it): ``kubelet-kit validate
+DIR`` once, its wall time, CPU time, MB/s and peak RSS; and the YAML parse alone
+(``parse_documents`` over the first 1 MB file) with libyaml's C loader, which
+manifests are read with when PyYAML has it, and with the pure-Python fallback,
+in MB/s of CPU time, and their ratio.
+
 The interpreter is ``sys.executable``. The CLI is the ``kubelet-kit`` console
 script found on PATH or beside the interpreter; without one it is run as
 ``python -m kubelet_kit.cli`` (the report says which). Commands run from the
@@ -28,7 +35,11 @@ Usage::
 from each command's key (``import_kubelet_kit``, ``import_pleg``,
 ``import_kubelet``, ``import_agent``, ``cli_version``, ``cli_validate``) to its
 ``argv``, ``min_ms``, ``median_ms``, ``max_ms``, ``ratio`` (median over the
-baseline median), ``target_ms`` and ``met``.
+baseline median), ``target_ms`` and ``met``; and ``manifests`` (absent with
+``--manifest-mb 0``): ``mb``, ``pods``, ``validate_wall_s``, ``validate_cpu_s``,
+``validate_mb_per_s`` (of wall time), ``validate_peak_rss_mb``, ``parse_c_mb_per_s``
+(None without the C loader), ``parse_pure_mb_per_s`` and ``parse_ratio`` (C over
+pure).
 """
 
 from __future__ import annotations
@@ -36,10 +47,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -118,6 +131,97 @@ def measure(runs: int) -> dict[str, Any]:
     return result
 
 
+#: One pod of the large manifest directory: the shape of examples/pods/web.yaml,
+#: a name per pod so that every pod is distinct.
+_POD = """apiVersion: v1
+kind: Pod
+metadata:
+  name: web-{i}
+  labels: {{app: web, index: "{i}"}}
+spec:
+  containers:
+  - name: web
+    image: docker.io/library/busybox:1.36
+    command: ["sh", "-c", "sleep 3600"]
+    env:
+    - {{name: MODE, value: serve}}
+    ports:
+    - {{containerPort: 8080, name: http}}
+    resources:
+      requests: {{cpu: 100m, memory: 64Mi}}
+      limits: {{cpu: 200m, memory: 128Mi}}
+    readinessProbe:
+      httpGet: {{path: /healthz, port: 8080}}
+      periodSeconds: 5
+"""
+
+#: Parses one file's text with one loader in a fresh process and prints the CPU
+#: seconds it took ("pure" forces the fallback loader).
+_PARSE = """
+import sys, time
+from kubelet_kit.api import loading
+if sys.argv[2] == "pure":
+    loading._yaml_loader = lambda: loading._ManifestLoader
+elif loading._c_loader() is None:
+    print("none"); raise SystemExit
+text = open(sys.argv[1], encoding="utf-8").read()
+start = time.process_time()
+loading.parse_documents(text)
+print(time.process_time() - start)
+"""
+
+
+def write_manifests(directory: Path, megabytes: int) -> int:
+    """Fill ``directory`` with ``megabytes`` files of about 1 MB of pods; the count."""
+    count = 0
+    for f in range(megabytes):
+        docs: list[str] = []
+        size = 0
+        while size < 1_000_000:
+            docs.append(_POD.format(i=count))
+            size += len(docs[-1]) + 4
+            count += 1
+        (directory / f"pods-{f:03d}.yaml").write_text("---\n".join(docs))
+    return count
+
+
+def measure_manifests(cli: list[str], megabytes: int) -> dict[str, Any]:
+    """The large-directory figures (see the module docstring)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        pods = write_manifests(directory, megabytes)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        proc = subprocess.run([*cli, "validate", str(directory)], cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if proc.returncode != 0:
+            raise SystemExit(f"validate of the manifest directory exited {proc.returncode}: "
+                             f"{proc.stderr.decode(errors='replace').strip()[:500]}")
+        first = str(directory / "pods-000.yaml")
+        size_mb = (directory / "pods-000.yaml").stat().st_size / 1e6
+        rates: dict[str, float | None] = {}
+        for loader in ("c", "pure"):
+            out = subprocess.run([sys.executable, "-c", _PARSE, first, loader], cwd=ROOT,
+                                 capture_output=True, text=True, check=True).stdout.strip()
+            rates[loader] = None if out == "none" else round(size_mb / float(out), 2)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    c_rate, pure_rate = rates["c"], rates["pure"]
+    return {
+        "mb": megabytes,
+        "pods": pods,
+        "validate_wall_s": round(wall, 2),
+        "validate_cpu_s": round(cpu, 2),
+        "validate_mb_per_s": round(megabytes / wall, 2),
+        # ru_maxrss of children is the largest child so far: the parse runs come after
+        "validate_peak_rss_mb": round(after.ru_maxrss / 1024, 1),
+        "parse_c_mb_per_s": c_rate,
+        "parse_pure_mb_per_s": pure_rate,
+        "parse_ratio": round(c_rate / pure_rate, 1) if c_rate and pure_rate else None,
+    }
+
+
 def report(result: dict[str, Any]) -> str:
     """The human-readable report of ``measure``'s figures."""
     lines = [
@@ -136,6 +240,19 @@ def report(result: dict[str, Any]) -> str:
                      f"{c['ratio']:>6.2f} {c['target_ms']:>8.0f}  {'yes' if c['met'] else 'NO'}")
     lines.append("")
     lines.append("times in ms, wall clock from spawn to exit; ratio = median / baseline median")
+    m = result.get("manifests")
+    if m:
+        c_rate = m["parse_c_mb_per_s"]
+        lines += [
+            "",
+            f"manifest directory: {m['mb']} MB, {m['pods']} pods",
+            f"  kubelet-kit validate DIR: {m['validate_wall_s']} s wall, "
+            f"{m['validate_cpu_s']} s CPU, {m['validate_mb_per_s']} MB/s, "
+            f"peak RSS {m['validate_peak_rss_mb']} MB",
+            f"  YAML parse of 1 MB: C loader {c_rate if c_rate else 'absent'} MB/s, "
+            f"pure Python {m['parse_pure_mb_per_s']} MB/s"
+            + (f", ratio {m['parse_ratio']}" if m["parse_ratio"] else ""),
+        ]
     return "\n".join(lines)
 
 
@@ -144,10 +261,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="fresh processes per command")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--manifest-mb", type=int, default=10,
+                        help="size of the large manifest directory in MB (0 skips it)")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.manifest_mb < 0:
+        parser.error("--manifest-mb must not be negative")
     result = measure(args.runs)
+    if args.manifest_mb:
+        result["manifests"] = measure_manifests(cli_command()[0], args.manifest_mb)
     if args.json:
         print(json.dumps(result))
     else:

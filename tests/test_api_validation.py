@@ -123,7 +123,7 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
         ('', 'invalid JSON: Expecting property name enclosed in double quotes (line 2, column 29)'),
     ],
     'syntax.yaml': [
-        ('', 'invalid YAML: mapping values are not allowed here (line 5, column 10)'),
+        ('', 'invalid YAML: mapping values are not allowed in this context (line 5, column 10)'),
     ],
     'type-meta.yaml': [
         ('apiVersion', 'Unsupported value: "v2": supported values: "v1"'),
