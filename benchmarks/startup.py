@@ -59,6 +59,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: The children's environment: this one without PYTHONDONTWRITEBYTECODE, so that the
+#: warm-up run writes the bytecode caches and the timed runs read them, as after a
+#: ``pip install`` (which compiles them); with it set, every run would compile every
+#: module from source and time the compiler instead.
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
 
 def cli_command() -> tuple[list[str], str]:
     """The argv prefix that runs the CLI, and a note saying where it came from."""
@@ -90,7 +96,7 @@ def time_runs(argv: list[str], runs: int) -> list[float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL,
+        proc = subprocess.run(argv, cwd=ROOT, env=CHILD_ENV, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, check=False)
         elapsed = (time.perf_counter() - start) * 1000.0
         if proc.returncode != 0:
@@ -112,9 +118,9 @@ def measure(runs: int) -> dict[str, Any]:
     # One untimed run of each first, so the page cache and the bytecode caches are
     # warm for all of them alike and the first timed run is not an outlier.
     table = commands(cli)
-    subprocess.run([sys.executable, "-c", "pass"], cwd=ROOT, check=False)
+    subprocess.run([sys.executable, "-c", "pass"], cwd=ROOT, env=CHILD_ENV, check=False)
     for argv, _ in table.values():
-        subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL,
+        subprocess.run(argv, cwd=ROOT, env=CHILD_ENV, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, check=False)
     baseline = summary(time_runs([sys.executable, "-c", "pass"], runs))
     result: dict[str, Any] = {"runs": runs, "cli": cli_note, "python": sys.executable,
@@ -192,7 +198,7 @@ def measure_manifests(cli: list[str], megabytes: int) -> dict[str, Any]:
         pods = write_manifests(directory, megabytes)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        proc = subprocess.run([*cli, "validate", str(directory)], cwd=ROOT,
+        proc = subprocess.run([*cli, "validate", str(directory)], cwd=ROOT, env=CHILD_ENV,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -204,7 +210,8 @@ def measure_manifests(cli: list[str], megabytes: int) -> dict[str, Any]:
         rates: dict[str, float | None] = {}
         for loader in ("c", "pure"):
             out = subprocess.run([sys.executable, "-c", _PARSE, first, loader], cwd=ROOT,
-                                 capture_output=True, text=True, check=True).stdout.strip()
+                                 env=CHILD_ENV, capture_output=True, text=True,
+                                 check=True).stdout.strip()
             rates[loader] = None if out == "none" else round(size_mb / float(out), 2)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     c_rate, pure_rate = rates["c"], rates["pure"]
