@@ -1,0 +1,210 @@
+"""The shared state of :class:`~kubelet_kit.testing.FakeRuntime`'s parts.
+
+:class:`FakeRuntime` is composed of one mixin per part of the CRI; each derives
+from :class:`_FakeRuntimeBase`, which declares every attribute they share (set by
+``FakeRuntime.__init__``) and holds the few internals all of them use: the call
+pipeline every method enters (record, unavailability, latency, faults), the
+lookups of sandboxes and containers by id, the CRI status builders and the
+emission of container events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kubelet_kit.clock import Clock
+from kubelet_kit.container.interfaces import (
+    ContainerEvent,
+    ContainerEventType,
+    ContainerFilter,
+    ContainerStatus,
+    ExecResult,
+    Image,
+    PodSandboxFilter,
+    PodSandboxMetadata,
+    PodSandboxStatus,
+    RuntimeCondition,
+)
+from kubelet_kit.container.streams import TerminalSize
+from kubelet_kit.errors import NotFoundError, RuntimeUnavailableError
+from kubelet_kit.testing._fake_records import (
+    _PARAMS,
+    POD_UID_LABEL,
+    AttachHandler,
+    Call,
+    ExecStreamHandler,
+    LogLine,
+    PortForwardHandler,
+    _Container,
+    _Fault,
+    _Sandbox,
+    _ScriptRule,
+    _take,
+)
+
+if TYPE_CHECKING:
+    from kubelet_kit.testing.fake_runtime import _EventStream
+
+_R = TypeVar("_R", "_Sandbox", "_Container")
+
+
+class _FakeRuntimeBase:
+    """State and common internals of every part of :class:`FakeRuntime`."""
+
+    clock: Clock
+    calls: list[Call]
+    dropped_events: int
+    pull_latency: float
+    image_fs: str | None
+    _default_latency: float
+    _latency: dict[str, float]
+    _events_enabled: bool
+    _streams: weakref.WeakSet[_EventStream]
+    _faults: list[_Fault]
+    _delays: list[_Fault]
+    _unavailable: bool
+    _conditions: dict[str, RuntimeCondition]
+    _sandboxes: dict[str, _Sandbox]
+    _containers: dict[str, _Container]
+    _sandbox_by_metadata: dict[PodSandboxMetadata, str]
+    _containers_by_sandbox: dict[str, dict[str, _Container]]
+    _sandboxes_by_pod: dict[str, dict[str, None]]
+    _containers_by_pod: dict[str, dict[str, None]]
+    _logs: dict[str, list[LogLine]]
+    _ids: itertools.count[int]
+    _ips: itertools.count[int]
+    _registry: dict[str, Image]
+    _present: set[str]
+    _pull_failures: dict[str, BaseException]
+    _private: dict[str, set[tuple[str, str]]]
+    _scripts: list[_ScriptRule]
+    _ignore_term: set[str]
+    _exec_handler: (
+        Callable[[str, Sequence[str]], ExecResult | Awaitable[ExecResult] | None] | None
+    )
+    _exec_stream_handler: ExecStreamHandler | None
+    _attach_handler: AttachHandler | None
+    _port_forward_handler: PortForwardHandler | None
+    _attached: dict[str, list[asyncio.Queue[tuple[str, str]]]]
+    _sizes: dict[str, list[TerminalSize]]
+    _stdin_closed: set[str]
+
+    def latency_of(self, method: str) -> float:
+        """The latency currently applied to ``method``."""
+        return self._latency.get(method, self._default_latency)
+
+    @staticmethod
+    def _candidates(
+        records: Mapping[str, _R],
+        by_pod: Mapping[str, Mapping[str, None]],
+        filter: ContainerFilter | PodSandboxFilter | None,
+    ) -> list[_R]:
+        """The records a filter can match, oldest first: only the pod's own when the
+        filter selects by the pod uid label (what the kubelet's lists do), and the
+        one record when it selects by id."""
+        if filter is not None and filter.id is not None:
+            record = records.get(filter.id)
+            return [record] if record is not None else []
+        uid = filter.label_selector.get(POD_UID_LABEL) if filter is not None else None
+        if uid is None:
+            return list(records.values())
+        # The index is insertion-ordered, as the records are: still oldest first.
+        return [records[i] for i in by_pod.get(uid, {}) if i in records]
+
+    async def _enter(self, method: str, args: tuple[Any, ...]) -> None:
+        """Record a call, apply unavailability, latency and injected faults."""
+        names = _PARAMS[method]
+        self.calls.append(Call(method, args, dict(zip(names, args, strict=True))))
+        if self._unavailable:
+            raise RuntimeUnavailableError(f"{method}: the runtime is unavailable")
+        delay = self.latency_of(method)
+        extra = _take(self._delays, method, args)
+        if extra is not None:
+            delay += extra.seconds
+        if delay > 0:
+            await self.clock.sleep(delay)
+            if self._unavailable:
+                raise RuntimeUnavailableError(f"{method}: the runtime is unavailable")
+        fault = _take(self._faults, method, args)
+        if fault is not None:
+            raise fault.exc.with_traceback(None)
+
+    def _new_id(self, kind: str) -> str:
+        return hashlib.sha256(f"{kind}-{next(self._ids)}".encode()).hexdigest()
+
+    def _sandbox(self, sandbox_id: str) -> _Sandbox:
+        sb = self._sandboxes.get(sandbox_id)
+        if sb is None:
+            raise NotFoundError(f"pod sandbox {sandbox_id!r} not found")
+        return sb
+
+    def _container(self, container_id: str) -> _Container:
+        c = self._containers.get(container_id)
+        if c is None:
+            raise NotFoundError(f"container {container_id!r} not found")
+        return c
+
+    def _sb_status(self, sb: _Sandbox) -> PodSandboxStatus:
+        return PodSandboxStatus(
+            id=sb.id,
+            metadata=sb.config.metadata,
+            state=sb.state,
+            created_at=sb.created_at,
+            ip=sb.ip,
+            namespace_options=sb.config.namespace_options,
+            labels=sb.config.labels,
+            annotations=sb.config.annotations,
+            runtime_handler=sb.config.runtime_handler,
+        )
+
+    def _c_status(self, c: _Container) -> ContainerStatus:
+        return ContainerStatus(
+            id=c.id,
+            metadata=c.config.metadata,
+            state=c.state,
+            created_at=c.created_at,
+            image=c.config.image.image,
+            image_ref=c.image_ref,
+            started_at=c.started_at,
+            finished_at=c.finished_at,
+            exit_code=c.exit_code,
+            reason=c.reason,
+            message=c.message,
+            labels=c.config.labels,
+            annotations=c.config.annotations,
+            mounts=c.config.mounts,
+            log_path=c.log_path,
+            resources=c.resources,
+        )
+
+    def _emit(
+        self,
+        container_id: str,
+        type: ContainerEventType,
+        sandbox_id: str,
+        *,
+        sandbox_status: PodSandboxStatus | None = None,
+    ) -> None:
+        """Queue an event, with the sandbox's status and its containers' statuses."""
+        if not self._events_enabled or not self._streams:
+            return
+        sb = self._sandboxes.get(sandbox_id)
+        if sandbox_status is None and sb is not None:
+            sandbox_status = self._sb_status(sb)
+        event = ContainerEvent(
+            container_id=container_id,
+            type=type,
+            created_at=self.clock.now(),
+            pod_sandbox_status=sandbox_status,
+            containers_statuses=tuple(
+                self._c_status(c) for c in self._containers.values() if c.sandbox_id == sandbox_id
+            ),
+        )
+        for stream in list(self._streams):
+            if not stream.offer(event) and not stream.closed and stream.error is None:
+                self.dropped_events += 1

@@ -1,0 +1,282 @@
+"""The container lifecycle of the fake runtime.
+
+The part of :class:`~kubelet_kit.testing.FakeRuntime` implementing the CRI's
+container calls: create (one per name and attempt in a ready sandbox), start
+(the command, or a scripted exit), stop with its SIGTERM grace period, remove,
+list, status, ``exec_sync`` with its timeout on the clock, resource updates and
+reopening the log file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from kubelet_kit.clock import wait_for
+from kubelet_kit.container.interfaces import (
+    ContainerConfig,
+    ContainerEventType,
+    ContainerFilter,
+    ContainerInfo,
+    ContainerState,
+    ContainerStatus,
+    ExecResult,
+    LinuxContainerResources,
+    PodSandboxConfig,
+    PodSandboxState,
+)
+from kubelet_kit.errors import (
+    AlreadyExistsError,
+    ContainerRuntimeError,
+    ContainerStartError,
+    DeadlineExceededError,
+)
+from kubelet_kit.testing._fake_process import _ProcessPart
+from kubelet_kit.testing._fake_records import (
+    EXIT_SIGKILL,
+    EXIT_SIGTERM,
+    POD_UID_LABEL,
+    _Container,
+    _image_id,
+    normalize_image_ref,
+)
+from kubelet_kit.testing._fake_shell import _run_statements
+
+
+class _ContainerPart(_ProcessPart):
+    """``create_container`` to ``remove_container``, list, status, ``exec_sync``,
+    resource updates and log reopening."""
+
+    # ========================================================== Runtime: containers
+
+    async def create_container(
+        self, pod_sandbox_id: str, config: ContainerConfig, sandbox_config: PodSandboxConfig
+    ) -> str:
+        """Create a container in a READY sandbox.
+
+        Raises:
+            NotFoundError: unknown sandbox.
+            ContainerStartError: the sandbox is not READY.
+            AlreadyExistsError: the sandbox has a container of that name and attempt.
+        """
+        await self._enter("create_container", (pod_sandbox_id, config, sandbox_config))
+        sb = self._sandbox(pod_sandbox_id)
+        if sb.state != PodSandboxState.READY:
+            raise ContainerStartError(
+                f"create_container: sandbox {pod_sandbox_id} is in {sb.state.value} state"
+            )
+        for other in self._containers_by_sandbox.get(sb.id, {}).values():
+            if other.config.metadata == config.metadata:
+                raise AlreadyExistsError(
+                    f"create_container: container name {config.metadata.name!r} attempt "
+                    f"{config.metadata.attempt} is reserved for {other.id}"
+                )
+        cid = self._new_id("container")
+        log_dir = sb.config.log_directory or sandbox_config.log_directory
+        log_path = ""
+        if config.log_path:
+            log_path = os.path.join(log_dir, config.log_path) if log_dir else config.log_path
+        norm = normalize_image_ref(config.image.image)
+        image = self._registry.get(norm)
+        c = _Container(
+            id=cid,
+            sandbox_id=sb.id,
+            config=config,
+            created_at=self.clock.now(),
+            image_ref=image.id if image is not None else _image_id(norm),
+            log_path=log_path,
+            env={kv.key: kv.value for kv in config.envs},
+            resources=config.resources,
+            ignore_term=config.metadata.name in self._ignore_term,
+        )
+        self._containers[cid] = c
+        self._containers_by_sandbox.setdefault(sb.id, {})[cid] = c
+        self._containers_by_pod.setdefault(config.labels.get(POD_UID_LABEL, ""), {})[cid] = None
+        self._logs[cid] = []
+        self._emit(cid, ContainerEventType.CREATED, sb.id)
+        return cid
+
+    async def start_container(self, container_id: str) -> None:
+        """Start a CREATED container.
+
+        Raises:
+            NotFoundError: unknown container.
+            ContainerStartError: the container is not CREATED (already started,
+                exited) or its sandbox is not READY.
+        """
+        await self._enter("start_container", (container_id,))
+        c = self._container(container_id)
+        if c.state != ContainerState.CREATED:
+            raise ContainerStartError(
+                f"start_container: container {container_id} is in {c.state.value} state, "
+                "not CONTAINER_CREATED"
+            )
+        sb = self._sandboxes[c.sandbox_id]
+        if sb.state != PodSandboxState.READY:
+            raise ContainerStartError(
+                f"start_container: sandbox {sb.id} is in {sb.state.value} state"
+            )
+        c.state = ContainerState.RUNNING
+        c.started_at = self.clock.now()
+        if self._names_ignoring_term(c):
+            c.ignore_term = True
+        self._emit(c.id, ContainerEventType.STARTED, c.sandbox_id)
+        rule = self._take_script(c, sb)
+        if rule is not None:
+            code = rule.exit_code
+            if code is None:
+                code = EXIT_SIGKILL if rule.oom_killed else 0
+            reason = "OOMKilled" if rule.oom_killed else None
+            if rule.after <= 0:
+                self._finish(c, code, reason=reason)
+            else:
+                c.timer = self.clock.call_later(
+                    rule.after, lambda: self._finish_if_running(c, code, reason)
+                )
+            return
+        statements = self._statements_for(c)
+        if isinstance(statements, str):
+            # A script the shell cannot parse: sh reports it and exits 2.
+            self._write_log(c, "stderr", f"sh: syntax error: {statements}")
+            self._finish(c, 2)
+            return
+        if statements is None:
+            return  # nothing to run: runs until stopped
+        c.proc = _run_statements(
+            statements,
+            c.env,
+            lambda stream, text: self._write_log(c, stream, text),
+            c.fs,
+            unknown_blocks=True,
+            on_trap_term=lambda ignore: setattr(c, "ignore_term", ignore),
+        )
+        self._step(c)
+
+    async def stop_container(self, container_id: str, timeout: float) -> None:
+        """SIGTERM the container, SIGKILL it after ``timeout`` clock seconds; returns
+        once it has exited. Idempotent (a container not running is left as it is).
+
+        Raises:
+            NotFoundError: unknown container.
+        """
+        await self._enter("stop_container", (container_id, timeout))
+        c = self._container(container_id)
+        if c.state == ContainerState.UNKNOWN:
+            self._finish(c, EXIT_SIGKILL)
+            return
+        if c.state != ContainerState.RUNNING:
+            return
+        if timeout <= 0:
+            self._finish(c, EXIT_SIGKILL)
+            return
+        if not c.ignore_term:
+            self._finish(c, EXIT_SIGTERM)
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        c.waiters.append(fut)
+        try:
+            await wait_for(self.clock, asyncio.shield(fut), timeout)
+        except TimeoutError:
+            if c.state == ContainerState.RUNNING:
+                self._finish(c, EXIT_SIGKILL)
+
+    async def remove_container(self, container_id: str) -> None:
+        """Remove a container, killing it first if it runs. Idempotent (unknown id
+        succeeds)."""
+        await self._enter("remove_container", (container_id,))
+        c = self._containers.get(container_id)
+        if c is not None:
+            self._remove_container(c)
+
+    async def list_containers(self, filter: ContainerFilter | None = None) -> list[ContainerInfo]:
+        """Every container matching ``filter``, oldest first."""
+        await self._enter("list_containers", (filter,))
+        out = []
+        for c in self._candidates(self._containers, self._containers_by_pod, filter):
+            if c.listed is not None and c.listed.state is c.state:
+                if filter is None or filter.matches(c.listed):
+                    out.append(c.listed)
+                continue
+            info = c.listed = ContainerInfo(
+                id=c.id,
+                pod_sandbox_id=c.sandbox_id,
+                metadata=c.config.metadata,
+                image=c.config.image.image,
+                image_ref=c.image_ref,
+                state=c.state,
+                created_at=c.created_at,
+                labels=c.config.labels,
+                annotations=c.config.annotations,
+            )
+            if filter is None or filter.matches(info):
+                out.append(info)
+        return out
+
+    async def container_status(self, container_id: str) -> ContainerStatus:
+        """Status of one container. Raises NotFoundError for an unknown id."""
+        await self._enter("container_status", (container_id,))
+        return self._c_status(self._container(container_id))
+
+    async def exec_sync(
+        self, container_id: str, cmd: Sequence[str], timeout: float | None = None
+    ) -> ExecResult:
+        """Run ``cmd`` with the shell (or the exec handler) in a running container.
+
+        ``timeout`` None or ``<= 0`` means no limit, as in the CRI.
+
+        Raises:
+            NotFoundError: unknown container.
+            ContainerRuntimeError: the container is not running.
+            DeadlineExceededError: it ran longer than ``timeout`` clock seconds.
+        """
+        await self._enter("exec_sync", (container_id, tuple(cmd), timeout))
+        c = self._container(container_id)
+        if c.state != ContainerState.RUNNING:
+            raise ContainerRuntimeError(
+                f"exec_sync: container {container_id} is in {c.state.value} state"
+            )
+        limit = timeout if timeout is not None and timeout > 0 else None
+        try:
+            return await wait_for(self.clock, self._exec(c, cmd), limit)
+        except TimeoutError:
+            raise DeadlineExceededError(
+                f"exec_sync: command {list(cmd)!r} in container {container_id} timed out "
+                f"after {timeout:g}s"
+            ) from None
+
+    async def update_container_resources(
+        self, container_id: str, resources: LinuxContainerResources
+    ) -> None:
+        """Record new resources for a created or running container.
+
+        Raises:
+            NotFoundError: unknown container.
+            ContainerRuntimeError: the container has exited.
+        """
+        await self._enter("update_container_resources", (container_id, resources))
+        c = self._container(container_id)
+        if c.state not in (ContainerState.CREATED, ContainerState.RUNNING):
+            raise ContainerRuntimeError(
+                f"update_container_resources: container {container_id} is in {c.state.value} state"
+            )
+        c.resources = resources
+
+    async def reopen_container_log(self, container_id: str) -> None:
+        """Start a new, empty log file at the container's log path (the fake opens
+        the file for every line anyway, so later output lands in it).
+
+        Raises:
+            NotFoundError: unknown container.
+            ContainerRuntimeError: the container is not running.
+        """
+        await self._enter("reopen_container_log", (container_id,))
+        c = self._container(container_id)
+        if c.state != ContainerState.RUNNING:
+            raise ContainerRuntimeError(
+                f"reopen_container_log: container {container_id} is {c.state.value}, "
+                "not running")
+        if c.log_path and os.path.isabs(c.log_path):
+            Path(c.log_path).parent.mkdir(parents=True, exist_ok=True)
+            Path(c.log_path).touch()

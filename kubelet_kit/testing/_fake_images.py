@@ -1,0 +1,144 @@
+"""The image registry and image store of the fake runtime.
+
+The part of :class:`~kubelet_kit.testing.FakeRuntime` implementing the CRI's
+image calls: a registry a test teaches references (``add_image``), with pulls
+that fail or need credentials (``fail_pull``, ``require_auth``), the images held
+on the node, their status, listing, removal and the image filesystem's usage.
+"""
+
+from __future__ import annotations
+
+import base64
+
+from kubelet_kit.container.interfaces import (
+    AuthConfig,
+    FilesystemUsage,
+    Image,
+    ImageSpec,
+    PodSandboxConfig,
+)
+from kubelet_kit.errors import ImageNotFoundError, ImagePullError
+from kubelet_kit.testing._fake_base import _FakeRuntimeBase
+from kubelet_kit.testing._fake_records import _image_id, normalize_image_ref
+
+
+class _ImagePart(_FakeRuntimeBase):
+    """The registry's controls and ``pull_image`` to ``image_fs_info``."""
+
+    def add_image(
+        self, ref: str, *, present: bool = False, size: int = 1_048_576, pinned: bool = False
+    ) -> Image:
+        """Teach the registry ``ref`` (so pulling it succeeds); ``present`` also puts
+        it on the node; ``pinned`` marks it as one image GC must keep (a sandbox
+        image). Returns the image."""
+        norm = normalize_image_ref(ref)
+        image = Image(id=_image_id(norm), repo_tags=(norm,), size=size, pinned=pinned)
+        self._registry[norm] = image
+        self._pull_failures.pop(norm, None)
+        if present:
+            self._present.add(norm)
+        return image
+
+    def fail_pull(self, ref: str, exc: BaseException) -> None:
+        """Make every pull of ``ref`` raise ``exc`` until :meth:`add_image` is called."""
+        self._pull_failures[normalize_image_ref(ref)] = exc
+
+    def require_auth(self, ref: str, username: str, password: str) -> None:
+        """Make ``ref`` private: a pull succeeds only with an
+        :class:`~kubelet_kit.container.AuthConfig` carrying ``username`` and
+        ``password`` (directly or as the base64 ``auth`` form); any other pull
+        raises ImagePullError, as a registry answering "unauthorized" does.
+        Calling it again adds another accepted pair. The image must still be
+        known (:meth:`add_image`)."""
+        self._private.setdefault(normalize_image_ref(ref), set()).add((username, password))
+
+    # ============================================================== Runtime: images
+
+    async def pull_image(
+        self,
+        image: ImageSpec,
+        sandbox_config: PodSandboxConfig | None = None,
+        auth: AuthConfig | None = None,
+    ) -> str:
+        """Pull an image the registry knows; returns its id (``sha256:...``).
+
+        Takes ``pull_latency`` extra clock seconds. ``auth`` is recorded with the
+        call (``calls_to("pull_image")[i].kwargs["auth"]``) and checked only for
+        images made private by :meth:`require_auth`.
+
+        Raises:
+            ImageNotFoundError: the registry does not know the reference.
+            ImagePullError: a private image pulled without accepted credentials.
+            ImagePullError: (or whatever :meth:`fail_pull` scripted).
+        """
+        await self._enter("pull_image", (image, sandbox_config, auth))
+        if self.pull_latency > 0:
+            await self.clock.sleep(self.pull_latency)
+        norm = normalize_image_ref(image.image)
+        failure = self._pull_failures.get(norm)
+        if failure is not None:
+            raise failure.with_traceback(None)
+        accepted = self._private.get(norm)
+        if accepted is not None and _credentials(auth) not in accepted:
+            raise ImagePullError(
+                f"pull_image: {image.image!r} ({norm}): unauthorized: authentication required"
+            )
+        known = self._registry.get(norm)
+        if known is None:
+            raise ImageNotFoundError(
+                f"pull_image: {image.image!r} ({norm}): not found in the registry"
+            )
+        self._present.add(norm)
+        return known.id
+
+    async def image_status(self, image: ImageSpec) -> Image | None:
+        """The image if the node holds it (by reference or id), else None."""
+        await self._enter("image_status", (image,))
+        return self._find_present(image.image)
+
+    async def list_images(self) -> list[Image]:
+        """Every image the node holds."""
+        await self._enter("list_images", ())
+        return [self._registry[ref] for ref in sorted(self._present)]
+
+    async def image_fs_info(self) -> list[FilesystemUsage]:
+        """The image filesystem given as ``image_fs`` (a directory of the test's),
+        using the present images' sizes; empty without one."""
+        await self._enter("image_fs_info", ())
+        if self.image_fs is None:
+            return []
+        used = sum(self._registry[ref].size for ref in self._present)
+        return [FilesystemUsage(self.image_fs, used_bytes=used,
+                                inodes_used=len(self._present), timestamp=self.clock.now())]
+
+    async def remove_image(self, image: ImageSpec) -> None:
+        """Remove an image from the node (the registry still knows it). Idempotent."""
+        await self._enter("remove_image", (image,))
+        found = self._find_present(image.image)
+        if found is not None:
+            self._present.discard(found.repo_tags[0])
+
+    def _find_present(self, ref: str) -> Image | None:
+        norm = normalize_image_ref(ref) if not ref.startswith("sha256:") else ref
+        for held in self._present:
+            image = self._registry[held]
+            if held == norm or image.id == ref:
+                return image
+        return None
+
+
+def _credentials(auth: AuthConfig | None) -> tuple[str, str] | None:
+    """The (username, password) an AuthConfig carries, from its fields or, as a
+    registry would accept it, from the base64 ``user:password`` ``auth`` form."""
+    if auth is None:
+        return None
+    if auth.username or auth.password:
+        return (auth.username, auth.password)
+    if auth.auth:
+        try:
+            user, sep, password = base64.b64decode(auth.auth).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if sep:
+            return (user, password)
+    return None

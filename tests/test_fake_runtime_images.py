@@ -1,0 +1,80 @@
+"""FakeRuntime's images: reference normalisation, pulls, status and removal."""
+
+from __future__ import annotations
+
+import asyncio
+import string
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kubelet_kit.container import ImageSpec
+from kubelet_kit.errors import ImageNotFoundError, ImagePullError
+from kubelet_kit.testing import FakeClock, FakeRuntime, normalize_image_ref
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+# ----------------------------------------------------------------------- images
+
+
+def test_normalize_image_ref() -> None:
+    assert normalize_image_ref("busybox") == "docker.io/library/busybox:latest"
+    assert normalize_image_ref("busybox:1.36") == "docker.io/library/busybox:1.36"
+    assert normalize_image_ref("me/app") == "docker.io/me/app:latest"
+    assert normalize_image_ref("localhost:5000/app") == "localhost:5000/app:latest"
+    assert normalize_image_ref("registry.k8s.io/pause:3.9") == "registry.k8s.io/pause:3.9"
+    digest = "sha256:" + "ab" * 32
+    assert normalize_image_ref(f"busybox@{digest}") == f"docker.io/library/busybox@{digest}"
+    # Not a reference a runtime accepts (a digest is 32+ hex digits): kept as written.
+    assert normalize_image_ref("busybox@sha256:ab") == "busybox@sha256:ab"
+
+
+async def test_images_pull_status_remove(clock: FakeClock) -> None:
+    rt = FakeRuntime(clock, images=["registry.k8s.io/pause:3.9"], pull_latency=4)
+    rt.add_image("busybox")
+    assert await rt.image_status(ImageSpec("busybox")) is None
+    pull = asyncio.create_task(rt.pull_image(ImageSpec("busybox:latest")))
+    await clock.run_for(3)
+    assert not pull.done()
+    await clock.run_for(1)
+    ref = await pull
+    assert ref.startswith("sha256:")
+    img = await rt.image_status(ImageSpec("docker.io/library/busybox"))
+    assert img is not None and img.id == ref
+    assert await rt.image_status(ImageSpec(ref)) == img
+    assert len(await rt.list_images()) == 2
+    await rt.remove_image(ImageSpec("busybox"))
+    assert await rt.image_status(ImageSpec("busybox")) is None
+
+    missing = asyncio.create_task(rt.pull_image(ImageSpec("nope/missing")))
+    await clock.run_for(4)
+    with pytest.raises(ImageNotFoundError, match="missing"):
+        await missing
+    rt.fail_pull("busybox", ImagePullError("429 Too Many Requests"))
+    failing = asyncio.create_task(rt.pull_image(ImageSpec("busybox")))
+    await clock.run_for(4)
+    with pytest.raises(ImagePullError, match="429"):
+        await failing
+
+
+_REF_PART = st.text(alphabet=string.ascii_lowercase + string.digits, min_size=1, max_size=6)
+
+
+@given(
+    host=st.sampled_from(["", "registry.k8s.io/", "localhost:5000/", "quay.io/"]),
+    path=st.lists(_REF_PART, min_size=1, max_size=3),
+    tag=st.one_of(st.just(""), _REF_PART.map(lambda t: ":" + t)),
+)
+def test_normalize_image_ref_is_idempotent_and_keeps_the_tag(
+    host: str, path: list[str], tag: str
+) -> None:
+    ref = host + "/".join(path) + tag
+    norm = normalize_image_ref(ref)
+    assert normalize_image_ref(norm) == norm
+    assert norm.endswith(tag or ":latest")
+    assert norm.startswith(host or "docker.io/")
