@@ -88,6 +88,39 @@ def test_cli_validate_loads_no_grpc_aiohttp_or_agent() -> None:
     assert loaded_of(modules, ("kubelet_kit.runner", "kubelet_kit.cri", "kubelet_kit.agent")) == []
 
 
+def test_composer_import_loads_no_grpc_aiohttp_or_prometheus() -> None:
+    # The composer and its wiring root load the agent's modules; what only a running
+    # agent uses comes with it: prometheus_client with the first metric, aiohttp with
+    # an HTTP probe, hook or manifest URL, grpc with a gRPC probe or a CRI runtime.
+    for code in ("import kubelet_kit.kubelet", "import kubelet_kit.agent"):
+        modules = loaded_after(code)
+        assert loaded_of(modules, ("grpc", "google.protobuf", "aiohttp",
+                                   "prometheus_client")) == [], code
+        assert loaded_of(modules, ("kubelet_kit.cri", "kubelet_kit.server",
+                                   "kubelet_kit.cluster", "kubelet_kit.runner")) == [], code
+
+
+def test_prober_loads_each_handlers_dependency_with_the_handler() -> None:
+    modules = loaded_after("from kubelet_kit.prober import Prober, ReferenceProbeManager")
+    assert loaded_of(modules, ("grpc", "google.protobuf", "aiohttp")) == []
+    modules = loaded_after("from kubelet_kit.prober import http_probe")
+    assert loaded_of(modules, ("aiohttp",)) == ["aiohttp"]
+    assert loaded_of(modules, ("grpc", "google.protobuf")) == []
+    modules = loaded_after("from kubelet_kit.prober.probers import grpc_probe")
+    assert loaded_of(modules, ("grpc",)) == ["grpc"]
+    assert loaded_of(modules, ("aiohttp",)) == []
+
+
+def test_an_agent_made_from_the_composer_has_its_metrics() -> None:
+    # The lazy imports are still taken when the agent is built.
+    modules = loaded_after(
+        "from kubelet_kit.kubelet import Kubelet\n"
+        "from kubelet_kit.testing import FakeRuntime\n"
+        "k = Kubelet(runtime=FakeRuntime(), root_dir='/nonexistent-root')\n"
+        "assert k.registry.get_sample_value('kubelet_node_name', {'node': k.node_name}) == 1")
+    assert "prometheus_client" in modules
+
+
 def test_lazy_names_resolve() -> None:
     # Every public name is importable as before, and __all__ is unchanged in content.
     import kubelet_kit.api as api

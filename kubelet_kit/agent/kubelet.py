@@ -6,9 +6,7 @@ import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
-
-from prometheus_client import CollectorRegistry
+from typing import TYPE_CHECKING, Any
 
 from kubelet_kit.agent.parts import (
     DEFAULT,
@@ -31,7 +29,7 @@ from kubelet_kit.node.defaults import default_node_name, default_pod_logs_dir, d
 from kubelet_kit.node.housekeeping import HOUSEKEEPING_PERIOD
 from kubelet_kit.node.instrumented import InstrumentedRuntime
 from kubelet_kit.node.kubelet import KubeletCore
-from kubelet_kit.node.metrics import KubeletMetrics
+from kubelet_kit.node.metrics import KubeletMetrics, new_registry
 from kubelet_kit.pleg import PLEG
 from kubelet_kit.podsync.gc import CONTAINER_GC_PERIOD
 from kubelet_kit.podsync.imagegc import IMAGE_GC_PERIOD, ImageGCManager
@@ -40,6 +38,9 @@ from kubelet_kit.prober import ProbeManager
 from kubelet_kit.status import StatusManager
 from kubelet_kit.volume import VolumeManager
 from kubelet_kit.volume.sources import ConfigSource
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 __all__ = ["Kubelet"]
 
@@ -100,7 +101,7 @@ class Kubelet(KubeletCore):
         given_config = config is not None
         config = config if config is not None else KubeletConfiguration()
         clock = clock or RealClock()
-        registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        registry = registry if registry is not None else new_registry(auto_describe=True)
         node_name = node_name or default_node_name()
         root = Path(root_dir) if root_dir is not None else default_root_dir()
         if pod_logs_dir is None:

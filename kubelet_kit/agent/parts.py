@@ -10,10 +10,9 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-from prometheus_client import CollectorRegistry
 
 from kubelet_kit.api import Quantity
 from kubelet_kit.api.kubeletconfig import KubeletConfiguration
@@ -24,6 +23,9 @@ from kubelet_kit.container import Runtime
 from kubelet_kit.errors import ConfigurationError, QuantityError
 from kubelet_kit.eviction import EvictionManager
 from kubelet_kit.podsync.logrotate import ContainerLogManager
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 __all__ = [
     "CNI_BIN_DIRS",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING
 
-import aiohttp
 import attrs
 
 from kubelet_kit.api import Pod
@@ -19,6 +19,9 @@ from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.config.interfaces import SourceSnapshot
 from kubelet_kit.config.static import static_pod_defaults
 from kubelet_kit.errors import ValidationError
+
+if TYPE_CHECKING:
+    import aiohttp
 
 __all__ = ["HTTPSource"]
 
@@ -93,6 +96,8 @@ class HTTPSource:
     async def fetch(self, session: aiohttp.ClientSession) -> bytes:
         """GET the URL once; raises aiohttp.ClientError or ValueError on failure
         (a status other than 200, or a body over ``MAX_MANIFEST_BYTES``)."""
+        import aiohttp
+
         timeout = aiohttp.ClientTimeout(total=self.timeout)
         async with session.get(self.url, headers=self.headers, timeout=timeout) as resp:
             if resp.status != 200:
@@ -109,6 +114,9 @@ class HTTPSource:
 
     async def snapshots(self) -> AsyncIterator[SourceSnapshot]:
         """Yield a snapshot after each fetch whose content changed."""
+        # aiohttp is imported by a running URL source, not with the package
+        import aiohttp
+
         last_body: bytes | None = None
         async with aiohttp.ClientSession() as session:
             while True:

@@ -27,7 +27,6 @@ from kubelet_kit.container.interfaces import (
     PodSandboxStatus,
     Runtime,
 )
-from kubelet_kit.container.termination import with_termination_message
 from kubelet_kit.errors import NotFoundError
 
 __all__ = [
@@ -260,6 +259,9 @@ async def get_pod_status(
     if sandbox_statuses and sandbox_statuses[0].state is PodSandboxState.READY:
         newest = sandbox_statuses[0]
         ips = tuple(ip for ip in (newest.ip, *newest.additional_ips) if ip)
+    # (imported here: the PLEG and the pod grouping load without the log reader)
+    from kubelet_kit.container.termination import with_termination_message
+
     containers = await runtime.list_containers(ContainerFilter(label_selector=selector))
     container_statuses: list[ContainerStatus] = []
     for container in containers:

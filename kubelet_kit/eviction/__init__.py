@@ -7,10 +7,12 @@ clock, :class:`HostStatsProvider` measures this machine, and the pure helpers
 instance in a unit test of a node policy.
 """
 
+from typing import TYPE_CHECKING
+
+from kubelet_kit._lazy import lazy_exports
 from kubelet_kit.eviction.host_stats import HostStatsProvider
 from kubelet_kit.eviction.interfaces import ActivePodsFunc, EvictionManager, KillPodFunc
 from kubelet_kit.eviction.manager import IMMEDIATE_EVICTION_GRACE_PERIOD, ThresholdEvictionManager
-from kubelet_kit.eviction.metrics import EvictionMetrics
 from kubelet_kit.eviction.policy import (
     EVICTED_REASON,
     admit_under_pressure,
@@ -56,6 +58,9 @@ from kubelet_kit.eviction.thresholds import (
     parse_threshold_config,
     thresholds_met,
 )
+
+if TYPE_CHECKING:
+    from kubelet_kit.eviction.metrics import EvictionMetrics
 
 __all__ = [
     "ALLOCATABLE_MEMORY_AVAILABLE",
@@ -104,3 +109,8 @@ __all__ = [
     "rank_pid_pressure",
     "thresholds_met",
 ]
+
+# EvictionMetrics (and prometheus_client with it) loads when first asked for.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "EvictionMetrics": "kubelet_kit.eviction.metrics",
+}, __all__)

@@ -34,7 +34,6 @@ from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.container.interfaces import Runtime
 from kubelet_kit.errors import ConfigurationError, KubeletKitError
 from kubelet_kit.eviction.interfaces import ActivePodsFunc, KillPodFunc
-from kubelet_kit.eviction.metrics import EvictionMetrics
 from kubelet_kit.eviction.policy import (
     EVICTED_REASON,
     admit_under_pressure,
@@ -64,6 +63,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from kubelet_kit.api import Pod
+    from kubelet_kit.eviction.metrics import EvictionMetrics
 
 __all__ = ["IMMEDIATE_EVICTION_GRACE_PERIOD", "ThresholdEvictionManager"]
 
@@ -152,7 +152,11 @@ class ThresholdEvictionManager:
         self.stats = stats
         self.runtime = runtime
         self.clock: Clock = clock if clock is not None else RealClock()
-        self.metrics = metrics if metrics is not None else EvictionMetrics(registry)
+        if metrics is None:  # (prometheus_client loads with the manager, not the module)
+            from kubelet_kit.eviction.metrics import EvictionMetrics
+
+            metrics = EvictionMetrics(registry)
+        self.metrics = metrics
         self._conditions: list[str] = []
         self._conditions_last_observed: dict[str, float] = {}
         self._first_observed: dict[Threshold, float] = {}

@@ -23,7 +23,11 @@ def admit_pod(
     """Ask the eviction manager (node pressure), then the container manager
     (resources, pod count, devices, topology), whether ``pod`` may run beside
     ``active_pods``; the first refusal is the answer. ``pod`` itself is left out of
-    ``active_pods`` if it is there (an update of an admitted pod)."""
+    ``active_pods`` if it is there (an update of an admitted pod). A pod served with
+    values the agent could not read (``Pod.problems``) is refused before either."""
+    if pod.problems:
+        return AdmitResult.refuse("UnexpectedAdmissionError",
+                                  "; ".join(str(e) for e in pod.problems))
     result = eviction_manager.admit(pod)
     if not result.admit:
         return result

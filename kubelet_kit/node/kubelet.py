@@ -18,8 +18,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
-
-from prometheus_client import CollectorRegistry
+from typing import TYPE_CHECKING
 
 from kubelet_kit.api import Pod, PodStatus, Service
 from kubelet_kit.api.admission import AdmitResult
@@ -32,7 +31,7 @@ from kubelet_kit.eviction import EvictionManager
 from kubelet_kit.node.admission import admit_pod
 from kubelet_kit.node.defaults import default_node_name, default_pod_logs_dir, default_root_dir
 from kubelet_kit.node.housekeeping import HOUSEKEEPING_PERIOD, Housekeeping
-from kubelet_kit.node.metrics import KubeletMetrics, TimedPodSyncer
+from kubelet_kit.node.metrics import KubeletMetrics, TimedPodSyncer, new_registry
 from kubelet_kit.node.podworkers import PodWorkers, UpdateType, WorkerPhase
 from kubelet_kit.node.transitions import log_transitions, pod_name
 from kubelet_kit.pleg import PLEG, PodLifecycleEventType
@@ -44,6 +43,9 @@ from kubelet_kit.prober import ProbeKind, ProbeManager, ProbeResult
 from kubelet_kit.status import StatusManager
 from kubelet_kit.volume import VolumeManager
 from kubelet_kit.volume.sources import ConfigSource
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 __all__ = ["KubeletCore"]
 
@@ -102,7 +104,7 @@ class KubeletCore:
         host_ip: str | None = None,
     ) -> None:
         self.clock: Clock = clock
-        self.registry = registry if registry is not None else CollectorRegistry()
+        self.registry = registry if registry is not None else new_registry()
         self.node_name = node_name or default_node_name()
         self.root_dir = Path(root_dir) if root_dir is not None else default_root_dir()
         self.pod_logs_dir = (Path(pod_logs_dir) if pod_logs_dir is not None
@@ -353,11 +355,7 @@ class KubeletCore:
 
     def admit(self, pod: Pod, active_pods: Sequence[Pod] | None = None) -> AdmitResult:
         """Whether ``pod`` may run beside ``active_pods`` (default: the pods active
-        now); see :func:`~kubelet_kit.node.admission.admit_pod`. A pod served with
-        values the agent could not read (``Pod.problems``) is refused first."""
-        if pod.problems:
-            return AdmitResult.refuse("UnexpectedAdmissionError",
-                                      "; ".join(str(e) for e in pod.problems))
+        now); see :func:`~kubelet_kit.node.admission.admit_pod`."""
         active = self.active_pods() if active_pods is None else active_pods
         return admit_pod(pod, active, eviction_manager=self.eviction_manager,
                          container_manager=self.container_manager)

@@ -28,8 +28,6 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import TYPE_CHECKING, Final, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
 from kubelet_kit.clock import Clock
 from kubelet_kit.container.interfaces import (
     ContainerInfo,
@@ -40,6 +38,8 @@ from kubelet_kit.container.interfaces import (
 )
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from kubelet_kit.api import Pod, PodStatus
     from kubelet_kit.node.podworkers import PodSyncer, SyncResult, UpdateType
 
@@ -48,6 +48,7 @@ __all__ = [
     "RUNTIME_OPERATION_BUCKETS",
     "KubeletMetrics",
     "TimedPodSyncer",
+    "new_registry",
 ]
 
 T = TypeVar("T")
@@ -74,6 +75,15 @@ _BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, KubeletMetrics] = (
 )
 
 
+def new_registry(*, auto_describe: bool = False) -> CollectorRegistry:
+    """A fresh metrics registry of the agent's own, never prometheus_client's global
+    one. prometheus_client is imported here, on first use: the agent's modules load
+    without it."""
+    from prometheus_client import CollectorRegistry
+
+    return CollectorRegistry(auto_describe=auto_describe)
+
+
 class KubeletMetrics:
     """The agent-level metrics, registered in ``registry``.
 
@@ -85,6 +95,9 @@ class KubeletMetrics:
     """
 
     def __init__(self, registry: CollectorRegistry | None = None, *, node_name: str = "") -> None:
+        # prometheus_client is imported when metrics are made, not with the module
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
         self.node_name = Gauge("kubelet_node_name", "The node's name. The count is always 1.",

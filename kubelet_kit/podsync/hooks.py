@@ -32,14 +32,14 @@ import ssl
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-import aiohttp
-
 from kubelet_kit.clock import Clock, wait_for
 from kubelet_kit.container.interfaces import Runtime
 from kubelet_kit.errors import ContainerRuntimeError
 from kubelet_kit.podsync.backoff import format_pod, go_list, go_quote
 
 if TYPE_CHECKING:
+    import aiohttp
+
     from kubelet_kit.api import Container, LifecycleHandler, Pod
 
 __all__ = [
@@ -110,7 +110,8 @@ class HandlerRunner:
         self.runtime = runtime
         self.clock = clock
         self.http_timeout = http_timeout
-        self._session_factory = session_factory or aiohttp.ClientSession
+        # aiohttp is imported by the first httpGet handler, not with the agent
+        self._session_factory = session_factory
 
     async def run(
         self,
@@ -198,8 +199,11 @@ class HandlerRunner:
         handler: LifecycleHandler,
         pod_ips: Sequence[str],
     ) -> None:
+        import aiohttp
+
         action = handler.http_get
         assert action is not None
+        session_factory = self._session_factory or aiohttp.ClientSession
         host = self._host(action.host, pod_ips)
         port = resolve_port(action.port, container)
         scheme = (action.scheme or "HTTP").lower()
@@ -214,7 +218,7 @@ class HandlerRunner:
 
         async def get(target: str, send: dict[str, str]) -> None:
             async with (
-                self._session_factory() as session,
+                session_factory() as session,
                 session.get(target, headers=send, ssl=False, allow_redirects=False) as response,
             ):
                 # Read a little of the body, as upstream does before closing.

@@ -9,10 +9,9 @@ import logging
 import random
 from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
-from typing import Final, Self
+from typing import TYPE_CHECKING, Final, Self
 
 import attrs
-from prometheus_client import CollectorRegistry
 
 from kubelet_kit.api import Container, Pod, PodStatus, Probe
 from kubelet_kit.clock import Clock
@@ -26,6 +25,9 @@ from kubelet_kit.prober.results import (
     ThresholdCounter,
     fold_pod_status,
 )
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 __all__ = ["DEFAULT_UPDATES_CAPACITY", "ContainerView", "ReferenceProbeManager", "runtime_id"]
 

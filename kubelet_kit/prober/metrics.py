@@ -11,11 +11,12 @@ prometheus_client's global registry; whoever serves ``/metrics/probes`` mounts i
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Final
-
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from typing import TYPE_CHECKING, Any, Final
 
 from kubelet_kit.prober.interfaces import ProbeKind
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 __all__ = ["RESULT_FAILED", "RESULT_SUCCESSFUL", "RESULT_UNKNOWN", "ProberMetrics"]
 
@@ -36,6 +37,9 @@ class ProberMetrics:
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        # prometheus_client is imported when metrics are made, not with the module
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.probe_total = Counter(
             "prober_probe_total",

@@ -41,23 +41,23 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Iterable, Sequence
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-import aiohttp
 import attrs
-import grpc
-import grpc.aio
-from multidict import CIMultiDict
-from yarl import URL
 
+from kubelet_kit._lazy import lazy_exports
 from kubelet_kit.api import Container, EnvVar, Pod, Probe
 from kubelet_kit.api.expand import expand_all
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.container import Runtime
 from kubelet_kit.errors import ContainerRuntimeError, DeadlineExceededError
-from kubelet_kit.prober.health import CHECK_METHOD, ServingStatus, decode_check_response
-from kubelet_kit.prober.health import encode_check_request as _encode_check_request
 from kubelet_kit.prober.interfaces import ProbeKind
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from kubelet_kit.prober._grpc import grpc_probe
+    from kubelet_kit.prober._http import format_probe_url, http_probe
 
 __all__ = [
     "KUBE_PROBE_USER_AGENT",
@@ -77,6 +77,15 @@ __all__ = [
     "tcp_probe",
 ]
 
+# The HTTP and gRPC handlers live in their own modules, imported when first used:
+# they need aiohttp and grpc, which an agent whose pods probe only by exec or TCP
+# (or not at all) never loads.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "format_probe_url": "kubelet_kit.prober._http",
+    "http_probe": "kubelet_kit.prober._http",
+    "grpc_probe": "kubelet_kit.prober._grpc",
+}, __all__)
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -91,8 +100,6 @@ MAX_PROBE_RETRIES: Final = 3
 KUBERNETES_VERSION: Final = "1.34"
 #: The kubelet's probe User-Agent: ``kube-probe/<major>.<minor>``.
 KUBE_PROBE_USER_AGENT: Final = f"kube-probe/{KUBERNETES_VERSION}"
-
-_REDIRECT_CODES: Final = frozenset({301, 302, 303, 307, 308})
 
 
 class ProbeStatus(enum.Enum):
@@ -213,15 +220,6 @@ def resolve_port(port: int | str, container: Container) -> int:
     raise ValueError(f"invalid port number: {number}")
 
 
-def format_probe_url(scheme: str, host: str, port: int, path: str) -> URL:
-    """The URL an HTTP probe requests: lower-cased scheme (default http), host,
-    port and the path as given (query string included)."""
-    scheme = (scheme or "http").lower()
-    if not path.startswith("/"):
-        path = "/" + path
-    return URL(f"{scheme}://{join_host_port(host, port)}{path}", encoded=True)
-
-
 def expand_command(command: Sequence[str], env: Iterable[EnvVar]) -> list[str]:
     """Expand ``$(VAR)`` in each argument from the container's env.
 
@@ -258,117 +256,6 @@ async def exec_probe(
     data = (result.stdout + result.stderr)[:MAX_READ_LENGTH]
     output = data.decode("utf-8", errors="replace")
     return _success(output) if result.exit_code == 0 else _failure(output)
-
-
-# ------------------------------------------------------------------ HTTP
-
-
-def _probe_headers(
-    headers: Iterable[tuple[str, str]], user_agent: str
-) -> tuple[CIMultiDict[str], list[str]]:
-    """The request headers and the automatic headers aiohttp must not add."""
-    hdrs: CIMultiDict[str] = CIMultiDict(headers)
-    skip: list[str] = []
-    if "User-Agent" not in hdrs:
-        hdrs["User-Agent"] = user_agent
-    elif hdrs["User-Agent"] == "":
-        # Go's transport sends no User-Agent when the header is set but empty.
-        del hdrs["User-Agent"]
-        skip.append("User-Agent")
-    if "Accept" not in hdrs:
-        hdrs["Accept"] = "*/*"
-    elif hdrs["Accept"] == "":
-        del hdrs["Accept"]
-        skip.append("Accept")
-    return hdrs, skip
-
-
-async def _read_at_most(content: aiohttp.StreamReader, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while size < limit:
-        data = await content.read(limit - size)
-        if not data:
-            break
-        chunks.append(data)
-        size += len(data)
-    return b"".join(chunks)
-
-
-async def http_probe(
-    url: URL | str,
-    headers: Iterable[tuple[str, str]],
-    timeout: float,
-    *,
-    clock: Clock,
-    session: aiohttp.ClientSession,
-    user_agent: str = KUBE_PROBE_USER_AGENT,
-) -> ProbeOutcome:
-    """GET ``url`` the way the kubelet's HTTP prober does (see the module docs).
-
-    Args:
-        url: The full URL (see :func:`format_probe_url`).
-        headers: The probe's ``httpHeaders`` as (name, value) pairs, repeats kept.
-        timeout: Seconds for the whole exchange, redirects and body included.
-        clock: Where the timeout is measured (real I/O is bounded in real time too).
-        session: The session to use; it should not verify certificates nor keep
-            connections alive (:class:`Prober` makes such a session).
-        user_agent: Sent unless the probe sets ``User-Agent`` itself.
-    """
-    start = URL(url, encoded=True) if isinstance(url, str) else url
-    hdrs, skip = _probe_headers(headers, user_agent)
-    try:
-        return await _bounded(clock, _http_exchange(start, hdrs, skip, session), timeout)
-    except TimeoutError:
-        return _failure(
-            f'Get "{start}": context deadline exceeded '
-            "(Client.Timeout exceeded while awaiting headers)"
-        )
-
-
-async def _http_exchange(
-    start: URL, hdrs: CIMultiDict[str], skip: list[str], session: aiohttp.ClientSession
-) -> ProbeOutcome:
-    current = start
-    requests = 0
-    while True:
-        requests += 1
-        try:
-            async with session.get(
-                current,
-                headers=hdrs,
-                skip_auto_headers=skip,
-                allow_redirects=False,
-                ssl=False,
-            ) as resp:
-                location = resp.headers.get("Location")
-                if resp.status in _REDIRECT_CODES and location is not None:
-                    target = current.join(URL(location))
-                    if target.host == start.host:
-                        if requests >= MAX_REDIRECT_REQUESTS:
-                            return _failure(f'Get "{target}": stopped after 10 redirects')
-                        current = target
-                        continue
-                    # Another host: the chain ends here with this 3xx (a warning).
-                body = await _read_at_most(resp.content, MAX_READ_LENGTH)
-                text = body.decode("utf-8", errors="replace")
-                if 200 <= resp.status < 300:
-                    return _success(text)
-                if 300 <= resp.status < 400:
-                    log.debug("probe of %s terminated redirects (%d)", start, resp.status)
-                    return ProbeOutcome(
-                        ProbeStatus.WARNING, f"Probe terminated redirects, Response body: {text}"
-                    )
-                return _failure(f"HTTP probe failed with statuscode: {resp.status}")
-        except aiohttp.ClientConnectorError as exc:
-            addr = join_host_port(exc.host, exc.port or 0)
-            reason = _errno_text(exc.os_error)
-            return _failure(f'Get "{current}": dial tcp {addr}: connect: {reason}')
-        except aiohttp.ClientError as exc:
-            return _failure(f'Get "{current}": {exc}')
-        except ValueError as exc:
-            # A URL aiohttp cannot request (a malformed host or path).
-            return _unknown(f'parse "{current}": {exc}')
 
 
 # ------------------------------------------------------------------ TCP
@@ -408,92 +295,6 @@ async def tcp_probe(host: str, port: int, timeout: float, *, clock: Clock) -> Pr
     return _success()
 
 
-# ------------------------------------------------------------------ gRPC
-
-# Go's codes.Code names, which the kubelet's messages print.
-_GO_CODE_NAMES: Final = {
-    grpc.StatusCode.CANCELLED: "Canceled",
-}
-
-
-def _go_code(code: grpc.StatusCode) -> str:
-    if code in _GO_CODE_NAMES:
-        return _GO_CODE_NAMES[code]
-    return "".join(part.capitalize() for part in code.name.split("_"))
-
-
-def _status_name(value: int) -> str:
-    try:
-        return ServingStatus(value).name
-    except ValueError:
-        return str(value)  # Go prints an unknown enum value as its number
-
-
-async def grpc_probe(
-    host: str,
-    port: int,
-    service: str,
-    timeout: float,
-    *,
-    clock: Clock,
-    user_agent: str = KUBE_PROBE_USER_AGENT,
-) -> ProbeOutcome:
-    """Call ``grpc.health.v1.Health/Check`` for ``service`` on ``host:port``.
-
-    Connecting and the call share ``timeout``. Plaintext only, as the kubelet.
-    """
-    addr = join_host_port(host, port)
-    deadline = clock.monotonic() + timeout
-    channel = grpc.aio.insecure_channel(
-        addr,
-        options=[
-            ("grpc.primary_user_agent", user_agent),
-            ("grpc.enable_retries", 0),
-            ("grpc.use_local_subchannel_pool", 1),
-        ],
-    )
-    try:
-        try:
-            await _bounded(clock, channel.channel_ready(), timeout)
-        except TimeoutError:
-            return _failure(
-                f'timeout: failed to connect service "{addr}" within {_go_seconds(timeout)}: '
-                "context deadline exceeded"
-            )
-        remaining = max(deadline - clock.monotonic(), 0.001)
-        check = channel.unary_unary(CHECK_METHOD)
-        try:
-            data = await _bounded(
-                clock, check(_encode_check_request(service), timeout=remaining), remaining
-            )
-        except TimeoutError:
-            return _failure(f"timeout: health rpc did not complete within {_go_seconds(timeout)}")
-        except grpc.aio.AioRpcError as exc:
-            code = exc.code()
-            if code is grpc.StatusCode.UNIMPLEMENTED:
-                return _failure(
-                    "error: this server does not implement the grpc health protocol "
-                    f"(grpc.health.v1.Health): {exc.details()}"
-                )
-            if code is grpc.StatusCode.DEADLINE_EXCEEDED:
-                return _failure(
-                    f"timeout: health rpc did not complete within {_go_seconds(timeout)}"
-                )
-            return _failure(
-                "error: health rpc probe failed: "
-                f"rpc error: code = {_go_code(code)} desc = {exc.details()}"
-            )
-        try:
-            status = decode_check_response(data)
-        except Exception as exc:  # a malformed answer is the server's failure
-            return _failure(f"error: health rpc probe failed: {exc}")
-        if status != ServingStatus.SERVING:
-            return _failure(f'service unhealthy (responded with "{_status_name(status)}")')
-        return _success("service healthy")
-    finally:
-        await channel.close()
-
-
 # ------------------------------------------------------------------ dispatcher
 
 
@@ -530,6 +331,8 @@ class Prober:
         self._session: aiohttp.ClientSession | None = None
 
     def _http_session(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(force_close=True, ssl=False, limit=0),
@@ -609,6 +412,8 @@ class Prober:
                 port = resolve_port(action.port, container)
             except ValueError as exc:
                 return _unknown(str(exc))
+            from kubelet_kit.prober._http import format_probe_url, http_probe
+
             url = format_probe_url(action.scheme, action.host or default_host, port, action.path)
             return await http_probe(
                 url,
@@ -627,6 +432,8 @@ class Prober:
                 probe.tcp_socket.host or default_host, port, timeout, clock=self.clock
             )
         if probe.grpc is not None:
+            from kubelet_kit.prober._grpc import grpc_probe
+
             return await grpc_probe(
                 default_host,
                 probe.grpc.port,

@@ -15,8 +15,10 @@ prometheus_client's global registry.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 __all__ = [
     "ACTUAL_STATE",
@@ -43,6 +45,9 @@ class VolumeMetrics:
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        # prometheus_client is imported when metrics are made, not with the module
+        from prometheus_client import CollectorRegistry, Gauge, Histogram
+
         self.registry = registry if registry is not None else CollectorRegistry()
         self.total_volumes = Gauge(
             "volume_manager_total_volumes",
