@@ -34,56 +34,42 @@ termination-message file.
 
 All time comes from the injected clock; runtime failures are the typed errors of
 :mod:`kubelet_kit.errors`.
+
+Stopping containers is in :mod:`~kubelet_kit.podsync._kill`, starting one in
+:mod:`~kubelet_kit.podsync._start`, and the event recorders in
+:mod:`~kubelet_kit.podsync._events`; their public names are re-exported here.
 """
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import contextlib
 import datetime as _dt
-import functools
 import logging
 import os
-import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from kubelet_kit.api.duration import format_duration
-from kubelet_kit.clock import Clock, wait_for
+from kubelet_kit.clock import Clock
 from kubelet_kit.cm.stub import StubContainerManager
-from kubelet_kit.container import labels as kl
-from kubelet_kit.container.interfaces import (
-    ContainerState,
-    ContainerStatus,
-    DNSConfig,
-    PodSandboxConfig,
-    Runtime,
-)
+from kubelet_kit.container.interfaces import DNSConfig, Runtime
 from kubelet_kit.container.pods import PodRuntimeStatus, get_pod_status
-from kubelet_kit.errors import (
-    ContainerRuntimeError,
-    KubeletKitError,
-    NotFoundError,
-    PodSyncError,
-)
+from kubelet_kit.errors import ContainerRuntimeError, KubeletKitError, PodSyncError
 from kubelet_kit.node.podworkers import SyncResult, UpdateType
 from kubelet_kit.podsync import configs, podfiles
-from kubelet_kit.podsync.actions import (
-    KILL_REASON_LIVENESS,
-    KILL_REASON_POST_START,
-    KILL_REASON_STARTUP,
-    PodActions,
-    compute_pod_actions,
+from kubelet_kit.podsync._events import EventLog, EventRecorder, RecordedEvent
+from kubelet_kit.podsync._kill import MINIMUM_GRACE_PERIOD, _Killer
+from kubelet_kit.podsync._start import (
+    CRASH_LOOP_BACK_OFF,
+    CREATE_CONTAINER_ERROR,
+    POST_START_HOOK_ERROR,
+    RUN_CONTAINER_ERROR,
+    _Starter,
+    _uninterrupted,
+    restart_count_from_log_dir,
 )
-from kubelet_kit.podsync.backoff import (
-    Backoff,
-    format_pod,
-    go_quote,
-    stable_key,
-)
+from kubelet_kit.podsync.actions import PodActions, compute_pod_actions
+from kubelet_kit.podsync.backoff import Backoff, format_pod, go_quote
 from kubelet_kit.podsync.hooks import HandlerRunner
 from kubelet_kit.podsync.images import ImagePuller
 from kubelet_kit.prober.interfaces import ProbeKind, ProbeResult, ProbeUpdate
@@ -118,19 +104,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
-CREATE_CONTAINER_ERROR = "CreateContainerError"
-RUN_CONTAINER_ERROR = "RunContainerError"
-POST_START_HOOK_ERROR = "PostStartHookError"
 FAILED_MOUNT = "FailedMount"
 FAILED_CREATE_POD_SANDBOX = "FailedCreatePodSandBox"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 DEADLINE_EXCEEDED_MESSAGE = "Pod was active on the node longer than the specified deadline"
-
-#: The kubelet always gives a stopping container at least this many seconds.
-MINIMUM_GRACE_PERIOD = 2
 
 #: How long a sync waits for the pod's volumes (the kubelet's 2 min 3 s).
 VOLUME_MOUNT_TIMEOUT = 123.0
@@ -150,71 +127,6 @@ class PodStatusSink(Protocol):
         Never blocks."""
 
 
-class EventRecorder(Protocol):
-    """Receives the kubelet's events about pods (``Pulling``, ``Created``,
-    ``Started``, ``Killing``, ``BackOff``, ``Failed``, ...)."""
-
-    def event(
-        self, pod: Pod, event_type: str, reason: str, message: str, *, container: str = ""
-    ) -> None:
-        """Record one event; ``event_type`` is ``Normal`` or ``Warning``. Never
-        blocks; must not raise."""
-
-
-@attrs.frozen
-class RecordedEvent:
-    """One event as :class:`EventLog` keeps it.
-
-    Attributes:
-        time: Wall-clock seconds when it was recorded.
-        namespace: The pod's namespace.
-        pod_name: The pod's name.
-        pod_uid: The pod's uid.
-        container: The container it is about ("" for the pod).
-        type: ``Normal`` or ``Warning``.
-        reason: The kubelet's event reason.
-        message: The kubelet's event message.
-    """
-
-    time: float
-    namespace: str
-    pod_name: str
-    pod_uid: str
-    container: str
-    type: str
-    reason: str
-    message: str
-
-
-class EventLog:
-    """An in-memory :class:`EventRecorder` keeping the newest ``capacity`` events.
-
-    Args:
-        clock: Stamps each event.
-        capacity: How many events are kept (oldest dropped first).
-    """
-
-    def __init__(self, clock: Clock, *, capacity: int = 1000) -> None:
-        self.clock = clock
-        self._events: collections.deque[RecordedEvent] = collections.deque(maxlen=capacity)
-
-    def event(
-        self, pod: Pod, event_type: str, reason: str, message: str, *, container: str = ""
-    ) -> None:
-        """Keep one event. Never blocks."""
-        md = pod.metadata
-        self._events.append(
-            RecordedEvent(
-                self.clock.now(), md.namespace, md.name, md.uid, container,
-                event_type, reason, message,
-            )
-        )
-
-    def events(self, pod_uid: str | None = None) -> list[RecordedEvent]:
-        """The events kept (of one pod), oldest first."""
-        return [e for e in self._events if pod_uid is None or e.pod_uid == pod_uid]
-
-
 @attrs.define
 class _SyncState:
     """Per-sync bookkeeping: back-off expiries found (wall-clock times)."""
@@ -226,48 +138,7 @@ def _datetime(seconds: float) -> _dt.datetime:
     return _dt.datetime.fromtimestamp(seconds, tz=_dt.UTC)
 
 
-_LOG_NAME = re.compile(r"^(\d+)\.log(\..*)?")
-
-
-def restart_count_from_log_dir(path: str) -> int:
-    """One more than the highest ``<n>.log`` (or rotated ``<n>.log.*``) in ``path``.
-
-    The kubelet's ``calcRestartCountByLogDir``: when the runtime has forgotten a
-    container (after a node reboot, say), its next log must not overwrite the
-    earlier ones. A missing or unreadable directory gives 0.
-    """
-    try:
-        entries = list(os.scandir(path))
-    except OSError:
-        return 0
-    count = 0
-    for entry in entries:
-        match = _LOG_NAME.match(entry.name)
-        if match is None or entry.is_dir():
-            continue
-        count = max(count, int(match.group(1)) + 1)
-    return count
-
-
-def _restart_count(status: ContainerStatus | None) -> int:
-    """The next restart count: the newest container's annotation (or attempt) + 1."""
-    if status is None:
-        return 0
-    raw = status.annotations.get(kl.CONTAINER_RESTART_COUNT)
-    try:
-        current = int(raw) if raw is not None else status.metadata.attempt
-    except ValueError:
-        current = status.metadata.attempt
-    return current + 1
-
-
-def _pod_grace(pod: Pod) -> int:
-    if pod.metadata.deletion_grace_period_seconds is not None:
-        return pod.metadata.deletion_grace_period_seconds
-    return pod.spec.termination_grace_period_seconds
-
-
-class RuntimePodSyncer:
+class RuntimePodSyncer(_Killer):
     """The kubelet's pod sync logic over any Runtime (a :class:`PodSyncer`).
 
     Args:
@@ -726,15 +597,6 @@ class RuntimePodSyncer:
         for idx in actions.containers_to_start:
             await start(pod.spec.containers[idx])
 
-    async def _stop_sandboxes(self, runtime_status: PodRuntimeStatus) -> None:
-        # Every sandbox, ready or not, as the kubelet does: one left NOTREADY by a
-        # runtime that died while making or running it may still hold its network
-        # namespace and IP, which only StopPodSandbox releases.
-        for sandbox in runtime_status.sandbox_statuses:
-            # Gone since the listing: as stopped as it gets.
-            with contextlib.suppress(NotFoundError):
-                await self.runtime.stop_pod_sandbox(sandbox.id)
-
     async def _purge_init_containers(self, pod: Pod, runtime_status: PodRuntimeStatus) -> None:
         """Remove every init container of the pod before a new sandbox is made, so
         initialisation runs again in it (the kubelet's ``purgeInitContainers``):
@@ -751,146 +613,6 @@ class RuntimePodSyncer:
                     status.metadata.name, exc, format_pod(pod),
                 )
 
-    def _grace_for(self, pod: Pod, container: Container | None, reason: str) -> int:
-        """The kubelet's ``setTerminationGracePeriod``: the pod's (deletion) grace,
-        or the probe's own terminationGracePeriodSeconds for a probe kill."""
-        grace = _pod_grace(pod)
-        if container is None or pod.metadata.deletion_timestamp is not None:
-            return grace
-        probe = None
-        if reason == KILL_REASON_LIVENESS:
-            probe = container.liveness_probe
-        elif reason == KILL_REASON_STARTUP:
-            probe = container.startup_probe
-        if probe is not None and probe.termination_grace_period_seconds is not None:
-            return probe.termination_grace_period_seconds
-        return grace
-
-    async def _kill_container(
-        self,
-        pod: Pod,
-        container_id: str,
-        name: str,
-        container: Container | None,
-        *,
-        reason: str = "",
-        message: str = "",
-        grace_override: float | None = None,
-        wait_turn: Callable[[float], Awaitable[float]] | None = None,
-        pod_ips: Sequence[str] = (),
-    ) -> None:
-        """The kubelet's ``killContainer``: preStop within the grace period, wait for
-        this container's turn (termination ordering), then stop with what is left
-        (never less than 2 s)."""
-        grace: float = self._grace_for(pod, container, reason)
-        if grace_override is not None:
-            grace = grace_override
-        message = message or f"Stopping container {name}"
-        log.info("Killing container %s of pod %s (grace %gs): %s",
-                 name, format_pod(pod), grace, message)
-        self._event(pod, "Normal", "Killing", message, name)
-        if (
-            container is not None
-            and container.lifecycle is not None
-            and container.lifecycle.pre_stop is not None
-            and grace > 0
-        ):
-            grace -= await self._pre_stop(pod, container_id, container, grace, pod_ips)
-        if wait_turn is not None and grace > 0:
-            grace -= await wait_turn(grace)
-        grace = max(grace, MINIMUM_GRACE_PERIOD)
-        # A container already gone is stopped, as far as the pod is concerned.
-        with contextlib.suppress(NotFoundError):
-            await self.runtime.stop_container(container_id, grace)
-
-    async def _pre_stop(
-        self,
-        pod: Pod,
-        container_id: str,
-        container: Container,
-        grace: float,
-        pod_ips: Sequence[str],
-    ) -> int:
-        """Run the preStop hook bounded by ``grace``; returns the whole seconds it took."""
-        assert container.lifecycle is not None and container.lifecycle.pre_stop is not None
-        started = self.clock.monotonic()
-        try:
-            failure = await wait_for(
-                self.clock,
-                self.hooks.run(
-                    container_id, pod, container, container.lifecycle.pre_stop,
-                    pod_ips=pod_ips,
-                ),
-                grace,
-            )
-        except TimeoutError:
-            log.info("PreStop hook of %s in %s not completed in grace period",
-                     container.name, format_pod(pod))
-        else:
-            if failure is not None:
-                # The message stays out of the event: it may carry secrets.
-                log.info("%s", failure)
-                self._event(
-                    pod, "Warning", "FailedPreStopHook", "PreStopHook failed", container.name
-                )
-        return int(self.clock.monotonic() - started)
-
-    async def _kill_running(
-        self, pod: Pod, runtime_status: PodRuntimeStatus, *, grace_override: float | None
-    ) -> None:
-        """Stop every running container, with the kubelet's termination ordering:
-        regular containers at once, each sidecar only after every regular
-        container and every later sidecar has stopped (or its grace ran out)."""
-        running = runtime_status.running_container_statuses()
-        if not running:
-            return
-        specs = {c.name: c for c in pod.spec.all_containers()}
-        regular = {c.name for c in pod.spec.containers}
-        sidecar_rank = {c.name: i for i, c in enumerate(pod.spec.sidecars)}
-        stopped = {s.id: asyncio.Event() for s in running}
-
-        def blockers(status: ContainerStatus) -> list[asyncio.Event]:
-            rank = sidecar_rank.get(status.metadata.name)
-            if rank is None:
-                return []
-            return [
-                stopped[other.id]
-                for other in running
-                if other.id != status.id
-                and (
-                    other.metadata.name in regular
-                    or sidecar_rank.get(other.metadata.name, -1) > rank
-                )
-            ]
-
-        def turn_waiter(events: list[asyncio.Event]) -> Callable[[float], Awaitable[float]]:
-            async def wait_turn(remaining: float) -> float:
-                started = self.clock.monotonic()
-                with contextlib.suppress(TimeoutError):
-                    await wait_for(
-                        self.clock, asyncio.gather(*(e.wait() for e in events)), remaining
-                    )
-                return float(int(self.clock.monotonic() - started))
-
-            return wait_turn
-
-        async def stop(status: ContainerStatus) -> None:
-            try:
-                events = blockers(status)
-                await self._kill_container(
-                    pod, status.id, status.metadata.name, specs.get(status.metadata.name),
-                    grace_override=grace_override,
-                    wait_turn=turn_waiter(events) if events else None,
-                    pod_ips=runtime_status.ips,
-                )
-            finally:
-                stopped[status.id].set()
-
-        results = await asyncio.gather(*(stop(s) for s in running), return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-
 
 def _has_work(actions: PodActions) -> bool:
     """Whether applying ``actions`` would ask anything of the runtime."""
@@ -900,221 +622,4 @@ def _has_work(actions: PodActions) -> bool:
         or actions.init_containers_to_start
         or actions.containers_to_start
         or actions.containers_to_kill
-    )
-
-
-class _Starter:
-    """Starts one container of one sync (the kubelet's ``startContainer`` with its
-    back-off and image checks), recording why it could not."""
-
-    def __init__(
-        self,
-        syncer: RuntimePodSyncer,
-        pod: Pod,
-        runtime_status: PodRuntimeStatus,
-        sandbox_id: str,
-        sandbox_config: PodSandboxConfig,
-        pod_ips: Sequence[str],
-        state: _SyncState,
-    ) -> None:
-        self.s = syncer
-        self.pod = pod
-        self.runtime_status = runtime_status
-        self.sandbox_id = sandbox_id
-        self.sandbox_config = sandbox_config
-        self.pod_ips = tuple(pod_ips)
-        self.state = state
-        self.reasons = syncer._reasons.setdefault(pod.uid, {})
-
-    def _fail(
-        self, container: Container, reason: str, message: str, event: str | None = None
-    ) -> bool:
-        """Remember why ``container`` did not start; record the kubelet's ``Failed``
-        event (``Error: <event>``, the message by default)."""
-        self.reasons[container.name] = (reason, message)
-        self.s._event(
-            self.pod, "Warning", "Failed", f"Error: {message if event is None else event}",
-            container.name,
-        )
-        return False
-
-    async def __call__(self, container: Container) -> bool:
-        """Start ``container``; returns whether it runs (postStart done)."""
-        s, pod = self.s, self.pod
-        newest = self.runtime_status.find_container_status(container.name)
-        exited = next(
-            (
-                c for c in self.runtime_status.container_statuses
-                if c.metadata.name == container.name and c.state is ContainerState.EXITED
-            ),
-            None,
-        )
-        if exited is not None:
-            key = stable_key(pod, container, configs.container_hash(container))
-            if s.crash_backoff.is_in_backoff_since(key, exited.finished_at):
-                delay = s.crash_backoff.get(key)
-                self.state.expiries.append(exited.finished_at + delay)
-                s._event(
-                    pod, "Warning", "BackOff",
-                    f"Back-off restarting failed container {container.name} in pod "
-                    f"{format_pod(pod)}",
-                    container.name,
-                )
-                self.reasons[container.name] = (
-                    CRASH_LOOP_BACK_OFF,
-                    f"back-off {format_duration(delay)} restarting failed "
-                    f"container={container.name} pod={format_pod(pod)}",
-                )
-                return False
-            s.crash_backoff.next(key, exited.finished_at)
-
-        try:
-            image_ref = await s.images.ensure_image(pod, container, self.sandbox_config)
-        except PodSyncError as exc:
-            expiry = s.images.backoff_expiry(pod, container)
-            if expiry is not None:
-                self.state.expiries.append(expiry)
-            # The image manager's error name is the event: "Error: ErrImagePull".
-            return self._fail(container, exc.reason, exc.message, event=exc.reason)
-
-        try:
-            resolve = functools.partial(
-                configs.resolve_env,
-                pod,
-                container,
-                pod_ip=self.pod_ips[0] if self.pod_ips else "",
-                host_ip=s.host_ip,
-                node_name=s.node_name,
-                pod_ips=self.pod_ips,
-                host_ips=(s.host_ip,) if s.host_ip else (),
-                config_source=s.config_source,
-                services=s.services() if s.services is not None else (),
-                allocatable=s.container_manager.node_allocatable(),
-            )
-            # A ConfigSource may block (files, an API server): look it up off the loop.
-            env = (await asyncio.to_thread(resolve) if s.config_source is not None
-                   and _uses_config_objects(container) else resolve())
-            # Device plugins' envs and mounts go first, as the kubelet orders them
-            # (so a variable the pod sets itself still wins), in the config and in
-            # the environment subPathExpr expands against.
-            devices = await s.container_manager.container_run_options(pod, container)
-            mounts = s.volume_manager.container_mounts(
-                pod, container, {kv.key: kv.value for kv in (*devices.envs, *env)}
-            )
-        except PodSyncError as exc:
-            return self._fail(container, exc.reason, exc.message)
-        except KubeletKitError as exc:
-            return self._fail(container, configs.CREATE_CONTAINER_CONFIG_ERROR, str(exc))
-        log_dir = os.path.join(configs.pod_log_directory(s.pod_logs_dir, pod), container.name)
-        if newest is not None:
-            restart_count = _restart_count(newest)
-        else:
-            restart_count = restart_count_from_log_dir(log_dir)
-        try:
-            os.makedirs(log_dir, 0o755, exist_ok=True)
-        except OSError as exc:
-            return self._fail(
-                container,
-                configs.CREATE_CONTAINER_CONFIG_ERROR,
-                f"create container log directory for container {container.name} failed: {exc}",
-            )
-        kubelet_mounts = []
-        if s.root_dir is not None:
-            hostname, domain = configs.pod_hostname_and_domain(pod, s.cluster_domain)
-            try:
-                hosts = podfiles.hosts_mount(
-                    s.root_dir, pod, container, self.pod_ips, hostname, domain,
-                    node_hosts_path=s.node_hosts_path,
-                )
-            except OSError as exc:
-                return self._fail(
-                    container, configs.CREATE_CONTAINER_CONFIG_ERROR, exc.strerror or str(exc)
-                )
-            # After the volumes, as the kubelet orders them: the termination file
-            # last, made just before the container that will write it.
-            message = podfiles.termination_message_mount(s.root_dir, pod, container)
-            kubelet_mounts = [m for m in (hosts, message) if m is not None]
-        config = configs.container_config(
-            pod,
-            container,
-            restart_count=restart_count,
-            env=[*devices.envs, *env],
-            mounts=[*devices.mounts, *mounts, *kubelet_mounts],
-            devices=devices.devices,
-            resources=s.container_manager.container_resources(pod, container),
-            image=image_ref,
-            extra_annotations=devices.annotations,
-        )
-        async def create() -> str:
-            made = await s.runtime.create_container(self.sandbox_id, config, self.sandbox_config)
-            s._event(pod, "Normal", "Created", f"Created container: {container.name}",
-                     container.name)
-            return made
-
-        async def start() -> None:
-            await s.runtime.start_container(container_id)
-            s._event(pod, "Normal", "Started", f"Started container {container.name}",
-                     container.name)
-
-        # Each step and its event run to their end even if the sync is cancelled.
-        try:
-            container_id = await _uninterrupted(create())
-        except ContainerRuntimeError as exc:
-            return self._fail(container, CREATE_CONTAINER_ERROR, str(exc))
-        try:
-            await _uninterrupted(start())
-        except ContainerRuntimeError as exc:
-            return self._fail(container, RUN_CONTAINER_ERROR, str(exc))
-
-        hook = container.lifecycle.post_start if container.lifecycle is not None else None
-        if hook is not None:
-            failure = await s.hooks.run(
-                container_id, pod, container, hook, pod_ips=self.pod_ips
-            )
-            if failure is not None:
-                # The message stays out of the event: it may carry secrets.
-                s._event(
-                    pod, "Warning", "FailedPostStartHook", "PostStartHook failed", container.name
-                )
-                await s._kill_container(
-                    pod, container_id, container.name, container,
-                    reason=KILL_REASON_POST_START, message="FailedPostStartHook",
-                    pod_ips=self.pod_ips,
-                )
-                self.reasons[container.name] = (POST_START_HOOK_ERROR, failure)
-                return False
-        self.reasons.pop(container.name, None)
-        return True
-
-
-async def _uninterrupted(call: Awaitable[T]) -> T:
-    """Await a runtime call that makes something (a sandbox, a container, a start)
-    to its end, even when the sync is cancelled meanwhile.
-
-    A pod told to terminate cancels its sync. Abandoning RunPodSandbox,
-    CreateContainer or StartContainer half-way leaves what the runtime was making
-    in a state nobody chose (containerd kills a shim it was starting: a
-    ``StartError``), and the termination that follows could list the pod before
-    the call lands and miss what it made. So the call ends first; then the
-    cancellation goes on, and nothing else is started.
-    """
-    task = asyncio.ensure_future(call)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait([task])
-        if not task.cancelled():
-            task.exception()  # seen: its outcome no longer matters to anyone
-        raise
-
-
-def _uses_config_objects(container: Container) -> bool:
-    """Whether the container's env reads ConfigMaps or Secrets."""
-    if container.env_from:
-        return True
-    return any(
-        e.value_from is not None
-        and (e.value_from.config_map_key_ref is not None
-             or e.value_from.secret_key_ref is not None)
-        for e in container.env
     )
