@@ -49,17 +49,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import struct
 import time
-import zlib
 from collections import deque
 from collections.abc import Mapping
 from types import MappingProxyType, TracebackType
 from typing import Final, Protocol
 
-from kubelet_kit.errors import KubeletKitError
+from kubelet_kit.streams._spdy_frames import (
+    DEFAULT_WINDOW,
+    FLAG_FIN,
+    FLAG_UNIDIRECTIONAL,
+    HEADER_DICTIONARY,
+    MAX_WINDOW,
+    SETTINGS_INITIAL_WINDOW_SIZE,
+    VERSION,
+    FrameType,
+    GoAwayStatus,
+    HeaderCodec,
+    RstStatus,
+    SpdyProtocolError,
+    control_frame,
+    data_frame,
+)
+from kubelet_kit.streams._spdy_stream import SpdyStream
 
 __all__ = [
     "DEFAULT_WINDOW",
@@ -77,103 +91,12 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-#: The SPDY version in every control frame.
-VERSION: Final = 3
-#: Initial window of every stream and of the session (SPDY/3.1).
-DEFAULT_WINDOW: Final = 65536
-
-FLAG_FIN: Final = 0x01
-FLAG_UNIDIRECTIONAL: Final = 0x02
-_SETTINGS_INITIAL_WINDOW_SIZE: Final = 7
-_MAX_WINDOW: Final = 0x7FFFFFFF
 _MAX_STREAM_ID: Final = 0x7FFFFFFF
 # Data frames we send are at most this big: small enough to interleave streams
 # fairly, big enough to keep the per-frame cost low.
 _MAX_SEND_FRAME: Final = 32768
-# A decompressed header block larger than this is refused (zlib bombs).
-_MAX_HEADER_BLOCK: Final = 1 << 20
 # How long close() waits for the GOAWAY to leave before it closes anyway.
 _CLOSE_DRAIN_TIMEOUT: Final = 5.0
-
-
-class FrameType(enum.IntEnum):
-    """Control frame types of SPDY/3."""
-
-    SYN_STREAM = 1
-    SYN_REPLY = 2
-    RST_STREAM = 3
-    SETTINGS = 4
-    PING = 6
-    GOAWAY = 7
-    HEADERS = 8
-    WINDOW_UPDATE = 9
-
-
-class RstStatus(enum.IntEnum):
-    """Status codes of RST_STREAM."""
-
-    PROTOCOL_ERROR = 1
-    INVALID_STREAM = 2
-    REFUSED_STREAM = 3
-    UNSUPPORTED_VERSION = 4
-    CANCEL = 5
-    INTERNAL_ERROR = 6
-    FLOW_CONTROL_ERROR = 7
-    STREAM_IN_USE = 8
-    STREAM_ALREADY_CLOSED = 9
-    INVALID_CREDENTIALS = 10
-    FRAME_TOO_LARGE = 11
-
-
-class GoAwayStatus(enum.IntEnum):
-    """Status codes of GOAWAY."""
-
-    OK = 0
-    PROTOCOL_ERROR = 1
-    INTERNAL_ERROR = 2
-
-
-_DICTIONARY_WORDS: Final = (
-    "options head post put delete trace accept accept-charset accept-encoding "
-    "accept-language accept-ranges age allow authorization cache-control "
-    "connection content-base content-encoding content-language content-length "
-    "content-location content-md5 content-range content-type date etag expect "
-    "expires from host if-match if-modified-since if-none-match if-range "
-    "if-unmodified-since last-modified location max-forwards pragma "
-    "proxy-authenticate proxy-authorization range referer retry-after server te "
-    "trailer transfer-encoding upgrade user-agent vary via warning "
-    "www-authenticate method get status"
-)
-
-
-def _build_dictionary() -> bytes:
-    # The SPDY/3 draft's header dictionary: length-prefixed words, then a tail of
-    # common values without prefixes. Written out this way to be checkable.
-    words = [*_DICTIONARY_WORDS.split(), "200 OK", "version", "HTTP/1.1", "url", "public",
-             "set-cookie", "keep-alive", "origin"]
-    tail = (
-        "100101201202205206300302303304305306307402405406407408409410411412413414415"
-        "416417502504505203 Non-Authoritative Information204 No Content301 Moved "
-        "Permanently400 Bad Request401 Unauthorized403 Forbidden404 Not Found500 "
-        "Internal Server Error501 Not Implemented503 Service UnavailableJan Feb Mar "
-        "Apr May Jun Jul Aug Sept Oct Nov Dec 00:00:00 Mon, Tue, Wed, Thu, Fri, Sat, "
-        "Sun, GMTchunked,text/html,image/png,image/jpg,image/gif,application/xml,"
-        "application/xhtml+xml,text/plain,text/javascript,publicprivatemax-age=gzip,"
-        "deflate,sdchcharset=utf-8charset=iso-8859-1,utf-,*,enq=0."
-    )
-    out = bytearray()
-    for word in words:
-        out += struct.pack(">I", len(word)) + word.encode()
-    return bytes(out + tail.encode())
-
-
-#: The zlib dictionary of SPDY/3 header blocks (1423 bytes).
-HEADER_DICTIONARY: Final = _build_dictionary()
-
-
-class SpdyProtocolError(KubeletKitError, ConnectionError):
-    """The peer sent something that is not SPDY/3 (a malformed or unsupported
-    frame); the session is over. The message names the frame and what is wrong."""
 
 
 class ByteReader(Protocol):
@@ -196,129 +119,6 @@ class ByteWriter(Protocol):
 
     def close(self) -> None:
         """Close the connection."""
-
-
-def _control(ftype: FrameType, flags: int, payload: bytes) -> bytes:
-    return struct.pack(">HHI", 0x8000 | VERSION, ftype, (flags << 24) | len(payload)) + payload
-
-
-def _data(stream_id: int, flags: int, data: bytes | memoryview) -> bytes:
-    return struct.pack(">II", stream_id, (flags << 24) | len(data)) + bytes(data)
-
-
-class SpdyStream:
-    """One stream of a :class:`SpdySession`: a :class:`ByteSource` and :class:`ByteSink`.
-
-    Attributes:
-        id: The stream id (odd: opened by the client; even: by the server).
-        headers: The headers of its ``SYN_STREAM`` (names lower case; several values
-            of one name joined by NUL).
-        reply_headers: The headers of the peer's ``SYN_REPLY`` (streams we opened).
-    """
-
-    def __init__(self, session: SpdySession, stream_id: int, headers: Mapping[str, str],
-                 *, send_window: int) -> None:
-        self.id = stream_id
-        self.headers: Mapping[str, str] = MappingProxyType(dict(headers))
-        self.reply_headers: Mapping[str, str] = MappingProxyType({})
-        self._session = session
-        self._buffer = bytearray()
-        self._readable = asyncio.Event()
-        self._drained = asyncio.Event()
-        self._write_lock = asyncio.Lock()
-        self._send_window = send_window
-        self._unacked = 0
-        self._remote_closed = False
-        self._local_closed = False
-        self._reset = False
-        self._reset_reason = ""
-        self._fin_received = False
-        self._reply: asyncio.Future[None] | None = None
-
-    def __repr__(self) -> str:
-        return f"<SpdyStream {self.id} {dict(self.headers)!r}>"
-
-    @property
-    def fin_received(self) -> bool:
-        """Whether the peer ended its half with FIN (False after a reset or a lost
-        connection, which also end :meth:`read` with ``b""``)."""
-        return self._fin_received
-
-    @property
-    def is_reset(self) -> bool:
-        """Whether the stream was reset (by either side)."""
-        return self._reset
-
-    async def read(self, n: int = 65536) -> bytes:
-        """Up to ``n`` bytes the peer sent; blocks until some arrive.
-
-        Returns:
-            ``b""`` once the peer's FIN arrived and everything before it was read,
-            or right away after a reset or once the session has ended.
-        """
-        if n <= 0:
-            return b""
-        while not self._buffer:
-            if self._remote_closed or self._reset:
-                return b""
-            self._readable.clear()
-            await self._readable.wait()
-        data = bytes(self._buffer[:n])
-        del self._buffer[:n]
-        if len(self._buffer) <= self._session._max_buffer:
-            self._drained.set()
-        self._session._consumed(self, len(data))
-        return data
-
-    async def write(self, data: bytes) -> None:
-        """Send ``data`` as data frames, waiting for the peer's window when it counts
-        windows and for the connection to drain.
-
-        Raises:
-            ConnectionResetError: The stream was reset, or the session has ended.
-            BrokenPipeError: Our half is already closed.
-        """
-        view = memoryview(data)
-        async with self._write_lock:
-            while view:
-                self._check_writable()
-                size = await self._session._reserve(self, len(view))
-                self._check_writable()
-                self._session._send_data(self, view[:size], fin=False)
-                view = view[size:]
-                await self._session._drain()
-
-    async def close(self) -> None:
-        """Half-close: send FIN; the peer may go on sending. Idempotent; does nothing
-        once the stream was reset or the session has ended."""
-        async with self._write_lock:
-            if self._local_closed or self._reset:
-                return
-            self._local_closed = True
-            if self._session._dead:
-                return
-            self._session._send_data(self, b"", fin=True)
-            self._session._forget_if_done(self)
-            with contextlib.suppress(ConnectionError):
-                await self._session._drain()
-
-    async def reset(self) -> None:
-        """Abort the stream both ways (``RST_STREAM`` with CANCEL). Idempotent."""
-        self._session._reset_stream(self, RstStatus.CANCEL, "reset locally")
-        with contextlib.suppress(ConnectionError):
-            await self._session._drain()
-
-    def _check_writable(self) -> None:
-        if self._reset:
-            raise ConnectionResetError(f"SPDY stream {self.id} was reset ({self._reset_reason})")
-        if self._local_closed:
-            raise BrokenPipeError(f"SPDY stream {self.id} is closed for writing")
-        if self._session._dead:
-            raise ConnectionResetError(f"SPDY session ended ({self._session._end_reason()})")
-
-    def _wake(self) -> None:
-        self._readable.set()
-        self._drained.set()
 
 
 class SpdySession:
@@ -344,7 +144,7 @@ class SpdySession:
     def __init__(self, reader: ByteReader, writer: ByteWriter, *, server: bool,
                  flow_control: bool | None = None, initial_window: int = DEFAULT_WINDOW,
                  max_buffer: int = 1 << 20, max_pending: int = 128) -> None:
-        if not 1 <= initial_window <= _MAX_WINDOW:
+        if not 1 <= initial_window <= MAX_WINDOW:
             raise ValueError(f"initial_window: {initial_window} is not in 1..2^31-1")
         self._reader = reader
         self._writer = writer
@@ -364,9 +164,7 @@ class SpdySession:
         self._send_window = DEFAULT_WINDOW
         self._session_unacked = 0
         self._window_event = asyncio.Event()
-        self._compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 15, 9,
-                                            zdict=HEADER_DICTIONARY)
-        self._decompressor = zlib.decompressobj(zdict=HEADER_DICTIONARY)
+        self._header_codec = HeaderCodec()
         self._drain_lock = asyncio.Lock()
         self._pings: dict[int, asyncio.Future[None]] = {}
         self._started = False
@@ -416,7 +214,7 @@ class SpdySession:
         except SpdyProtocolError as exc:
             error = exc
             _log.warning("SPDY session: %s", exc)
-            self._send_quiet(_control(FrameType.GOAWAY, 0, struct.pack(
+            self._send_quiet(control_frame(FrameType.GOAWAY, 0, struct.pack(
                 ">II", self._last_peer_id, GoAwayStatus.PROTOCOL_ERROR)))
         except (ConnectionError, OSError) as exc:
             error = ConnectionResetError(f"connection lost: {exc}")
@@ -438,7 +236,7 @@ class SpdySession:
             self._closed = True
             if not self._dead and not self._goaway_sent:
                 self._goaway_sent = True
-                self._send_quiet(_control(FrameType.GOAWAY, 0, struct.pack(
+                self._send_quiet(control_frame(FrameType.GOAWAY, 0, struct.pack(
                     ">II", self._last_peer_id, GoAwayStatus.OK)))
                 with contextlib.suppress(ConnectionError, OSError, TimeoutError):
                     await asyncio.wait_for(self._drain(), _CLOSE_DRAIN_TIMEOUT)
@@ -477,14 +275,14 @@ class SpdySession:
         if stream_id > _MAX_STREAM_ID:
             raise ConnectionError("SPDY session: stream ids exhausted")
         self._next_id += 2
-        block = self._encode_headers(headers)
+        block = self._header_codec.encode(headers)
         stream = SpdyStream(self, stream_id, {k.lower(): v for k, v in headers.items()},
                             send_window=self._peer_initial_window)
         stream._reply = asyncio.get_running_loop().create_future()
         self._streams[stream_id] = stream
         # Priority 0 and slot 0, as spdystream sends them.
-        self._send(_control(FrameType.SYN_STREAM, 0,
-                            struct.pack(">IIBB", stream_id, 0, 0, 0) + block))
+        self._send(control_frame(FrameType.SYN_STREAM, 0,
+                                 struct.pack(">IIBB", stream_id, 0, 0, 0) + block))
         try:
             await self._drain()
             await stream._reply
@@ -520,9 +318,9 @@ class SpdySession:
             stream = self._incoming.popleft()
             if stream._reset:
                 continue
-            block = self._encode_headers(reply_headers or {})
-            self._send(_control(FrameType.SYN_REPLY, 0,
-                                struct.pack(">I", stream.id) + block))
+            block = self._header_codec.encode(reply_headers or {})
+            self._send(control_frame(FrameType.SYN_REPLY, 0,
+                                     struct.pack(">I", stream.id) + block))
             await self._drain()
             return stream
 
@@ -544,7 +342,7 @@ class SpdySession:
         self._pings[ping_id] = waiter
         started = time.monotonic()
         try:
-            self._send(_control(FrameType.PING, 0, struct.pack(">I", ping_id)))
+            self._send(control_frame(FrameType.PING, 0, struct.pack(">I", ping_id)))
             await self._drain()
             await waiter
         finally:
@@ -559,8 +357,8 @@ class SpdySession:
         self._started = True
         # SETTINGS first: it tells a peer like us that we count windows, before any
         # stream exists (spdystream ignores it).
-        settings = struct.pack(">III", 1, _SETTINGS_INITIAL_WINDOW_SIZE, self._recv_window)
-        self._send_quiet(_control(FrameType.SETTINGS, 0, settings))
+        settings = struct.pack(">III", 1, SETTINGS_INITIAL_WINDOW_SIZE, self._recv_window)
+        self._send_quiet(control_frame(FrameType.SETTINGS, 0, settings))
         if self._recv_window > DEFAULT_WINDOW:
             self._send_window_update(0, self._recv_window - DEFAULT_WINDOW, always=True)
 
@@ -581,7 +379,7 @@ class SpdySession:
             await self._writer.drain()
 
     def _send_data(self, stream: SpdyStream, data: bytes | memoryview, *, fin: bool) -> None:
-        self._send(_data(stream.id, FLAG_FIN if fin else 0, data))
+        self._send(data_frame(stream.id, FLAG_FIN if fin else 0, data))
         # Counted always, enforced only when the peer counts windows (see _reserve).
         stream._send_window -= len(data)
         self._send_window -= len(data)
@@ -592,8 +390,8 @@ class SpdySession:
         # reset that discards what it sent last (an exec's final Status) unread.
         if not always and not self._enforce_windows():
             return
-        self._send_quiet(_control(FrameType.WINDOW_UPDATE, 0,
-                                  struct.pack(">II", stream_id, delta)))
+        self._send_quiet(control_frame(FrameType.WINDOW_UPDATE, 0,
+                                       struct.pack(">II", stream_id, delta)))
 
     def _enforce_windows(self) -> bool:
         if self._flow_control is not None:
@@ -629,7 +427,8 @@ class SpdySession:
         if stream._reset or (stream._local_closed and stream._remote_closed):
             return
         self._mark_reset(stream, reason)
-        self._send_quiet(_control(FrameType.RST_STREAM, 0, struct.pack(">II", stream.id, status)))
+        self._send_quiet(control_frame(FrameType.RST_STREAM, 0,
+                                       struct.pack(">II", stream.id, status)))
 
     def _mark_reset(self, stream: SpdyStream, reason: str, *,
                     keep_received: bool = False) -> None:
@@ -687,57 +486,6 @@ class SpdySession:
             with contextlib.suppress(ConnectionError, OSError, RuntimeError):
                 self._writer.close()
         self._done.set()
-
-    # -- headers -----------------------------------------------------------------
-
-    def _encode_headers(self, headers: Mapping[str, str]) -> bytes:
-        parts = [struct.pack(">I", len(headers))]
-        seen: set[str] = set()
-        for name, value in headers.items():
-            lower = name.lower()
-            if not lower or lower in seen:
-                raise ValueError(f"SPDY headers: name {name!r} is empty or repeated")
-            seen.add(lower)
-            raw_name, raw_value = lower.encode(), value.encode()
-            parts += [struct.pack(">I", len(raw_name)), raw_name,
-                      struct.pack(">I", len(raw_value)), raw_value]
-        block = b"".join(parts)
-        return self._compressor.compress(block) + self._compressor.flush(zlib.Z_SYNC_FLUSH)
-
-    def _decode_headers(self, what: str, data: bytes) -> dict[str, str]:
-        try:
-            raw = self._decompressor.decompress(data, _MAX_HEADER_BLOCK)
-        except zlib.error as exc:
-            raise SpdyProtocolError(f"{what}: header block does not decompress: {exc}") from None
-        if self._decompressor.unconsumed_tail:
-            raise SpdyProtocolError(f"{what}: header block larger than {_MAX_HEADER_BLOCK} bytes")
-        headers: dict[str, str] = {}
-        pos = 0
-
-        def take(size: int) -> bytes:
-            nonlocal pos
-            if pos + size > len(raw):
-                raise SpdyProtocolError(f"{what}: header block truncated at byte {pos}")
-            chunk = raw[pos:pos + size]
-            pos += size
-            return chunk
-
-        (count,) = struct.unpack(">I", take(4))
-        for _ in range(count):
-            (name_len,) = struct.unpack(">I", take(4))
-            name = take(name_len).decode("utf-8", "replace")
-            (value_len,) = struct.unpack(">I", take(4))
-            value = take(value_len).decode("utf-8", "replace")
-            if not name:
-                raise SpdyProtocolError(f"{what}: empty header name")
-            if name != name.lower():
-                raise SpdyProtocolError(f"{what}: header name {name!r} is not lower case")
-            if name in headers:
-                raise SpdyProtocolError(f"{what}: header {name!r} repeated")
-            headers[name] = value
-        if pos != len(raw):
-            raise SpdyProtocolError(f"{what}: {len(raw) - pos} bytes after the header block")
-        return headers
 
     # -- receiving ---------------------------------------------------------------
 
@@ -809,7 +557,7 @@ class SpdySession:
             self._on_syn_stream(flags, payload)
         elif kind is FrameType.SYN_REPLY or kind is FrameType.HEADERS:
             stream_id = struct.unpack(">I", payload[:4])[0] & 0x7FFFFFFF
-            headers = self._decode_headers(f"{name} for stream {stream_id}", payload[4:])
+            headers = self._header_codec.decode(f"{name} for stream {stream_id}", payload[4:])
             if stream_id == 0:
                 raise SpdyProtocolError(f"{name} frame for stream 0")
             stream = self._streams.get(stream_id)
@@ -841,7 +589,7 @@ class SpdySession:
         elif kind is FrameType.PING:
             (ping_id,) = struct.unpack(">I", payload)
             if ping_id % 2 != self._next_ping % 2:
-                self._send_quiet(_control(FrameType.PING, 0, payload))
+                self._send_quiet(control_frame(FrameType.PING, 0, payload))
             else:
                 waiter = self._pings.get(ping_id)
                 if waiter is not None and not waiter.done():
@@ -863,13 +611,13 @@ class SpdySession:
             if delta == 0:
                 return
             if stream_id == 0:
-                self._send_window = min(self._send_window + delta, _MAX_WINDOW)
+                self._send_window = min(self._send_window + delta, MAX_WINDOW)
             else:
                 stream = self._streams.get(stream_id)
                 if stream is None:
                     return
                 stream._send_window += delta
-                if stream._send_window > _MAX_WINDOW:
+                if stream._send_window > MAX_WINDOW:
                     self._reset_stream(stream, RstStatus.FLOW_CONTROL_ERROR,
                                        "reset: the peer's window overflowed")
             self._windows_changed()
@@ -878,19 +626,19 @@ class SpdySession:
         stream_id, _assoc, _priority, _slot = struct.unpack(">IIBB", payload[:10])
         stream_id &= 0x7FFFFFFF
         # Decompress first in any case: the zlib context spans every header block.
-        headers = self._decode_headers(f"SYN_STREAM {stream_id}", payload[10:])
+        headers = self._header_codec.decode(f"SYN_STREAM {stream_id}", payload[10:])
         if stream_id == 0:
             raise SpdyProtocolError("SYN_STREAM for stream 0")
         peer_parity = 1 if self._server else 0
         if stream_id % 2 != peer_parity or stream_id <= self._last_peer_id:
             # Like spdystream: the stream is refused, the session goes on.
             _log.warning("SPDY: SYN_STREAM with invalid id %d refused", stream_id)
-            self._send_quiet(_control(FrameType.RST_STREAM, 0, struct.pack(
+            self._send_quiet(control_frame(FrameType.RST_STREAM, 0, struct.pack(
                 ">II", stream_id, RstStatus.PROTOCOL_ERROR)))
             return
         self._last_peer_id = stream_id
         if self._closed or self._goaway_sent or len(self._incoming) >= self._max_pending:
-            self._send_quiet(_control(FrameType.RST_STREAM, 0, struct.pack(
+            self._send_quiet(control_frame(FrameType.RST_STREAM, 0, struct.pack(
                 ">II", stream_id, RstStatus.REFUSED_STREAM)))
             return
         stream = SpdyStream(self, stream_id, headers, send_window=self._peer_initial_window)
@@ -909,9 +657,9 @@ class SpdySession:
         self._peer_counts_windows = True
         for i in range(count):
             id_flags, value = struct.unpack(">II", payload[4 + 8 * i:12 + 8 * i])
-            if id_flags & 0xFFFFFF != _SETTINGS_INITIAL_WINDOW_SIZE:
+            if id_flags & 0xFFFFFF != SETTINGS_INITIAL_WINDOW_SIZE:
                 continue
-            if value > _MAX_WINDOW:
+            if value > MAX_WINDOW:
                 raise SpdyProtocolError(f"SETTINGS: initial window {value} over 2^31-1")
             delta = value - self._peer_initial_window
             self._peer_initial_window = value
