@@ -48,7 +48,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import images, registries
+from . import images, pki, registries
+from .pki import clean_env as clean_env  # re-exported: run.py imports it from here
 
 NODE_IP = "10.199.0.2"
 NODE_PREFIX = 24
@@ -61,14 +62,6 @@ APISERVER_PORT = 6443
 #: The prefix of each run's cgroup root (see :attr:`Cluster.cgroup_root`).
 CGROUP_PREFIX = "/kubelet-kit-conformance"
 NAMESPACE = "k8s.io"
-
-_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k.lower() not in _PROXY_VARS}
-    env.update(extra)
-    return env
 
 
 def sh(*argv: str, check: bool = True, timeout: float = 60) -> str:
@@ -118,61 +111,18 @@ authorityKeyIdentifier = keyid
 """
 
 
-class PKI:
-    """Keys and certificates made with the ``openssl`` command in one directory."""
+class PKI(pki.PKI):
+    """The cluster's keys and certificates, in one directory: serving names of the API
+    server and of the image registries."""
 
     def __init__(self, directory: Path) -> None:
-        self.dir = directory
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.config = directory / "openssl.cnf"
         names = ["kubernetes", "kubernetes.default", "kubernetes.default.svc",
                  "kubernetes.default.svc.cluster.local", "localhost"]
         sans = ", ".join([f"IP:{ip}" for ip in ("127.0.0.1", NODE_IP, "10.96.0.1")]
                          + [f"DNS:{n}" for n in names])
         registry_sans = ", ".join([f"DNS:{n}" for n in registries.REGISTRIES]
                                   + [f"IP:{a}" for a, _ in registries.REGISTRIES.values()])
-        self.config.write_text(_REQ_CONFIG.format(sans=sans, registry_sans=registry_sans))
-
-    def _openssl(self, *args: str) -> None:
-        done = subprocess.run(["openssl", *args], capture_output=True, text=True, timeout=60,
-                              env=clean_env(OPENSSL_CONF=str(self.config)))
-        if done.returncode != 0:
-            raise RuntimeError(f"openssl {' '.join(args)} failed:\n{done.stderr}")
-
-    def key(self, name: str, rsa: bool = False) -> Path:
-        path = self.dir / f"{name}.key"
-        if rsa:
-            self._openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
-                          "-out", str(path))
-        else:
-            self._openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
-                          "-out", str(path))
-        return path
-
-    def ca(self, name: str, common_name: str) -> tuple[Path, Path]:
-        key = self.key(name)
-        cert = self.dir / f"{name}.crt"
-        self._openssl("req", "-x509", "-new", "-config", str(self.config), "-extensions", "ca",
-                      "-key", str(key), "-subj", f"/CN={common_name}", "-days", "2",
-                      "-out", str(cert))
-        return cert, key
-
-    def signed(self, name: str, subject: str, kind: str,
-               ca: tuple[Path, Path]) -> tuple[Path, Path]:
-        key = self.key(name)
-        csr = self.dir / f"{name}.csr"
-        cert = self.dir / f"{name}.crt"
-        self._openssl("req", "-new", "-config", str(self.config), "-key", str(key),
-                      "-subj", subject, "-out", str(csr))
-        self._openssl("x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
-                      "-CAcreateserial", "-days", "2", "-extfile", str(self.config),
-                      "-extensions", kind, "-out", str(cert))
-        return cert, key
-
-    def public_key(self, key: Path) -> Path:
-        path = key.with_suffix(".pub")
-        self._openssl("pkey", "-in", str(key), "-pubout", "-out", str(path))
-        return path
+        super().__init__(directory, _REQ_CONFIG.format(sans=sans, registry_sans=registry_sans))
 
 
 def kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path) -> Path:

@@ -56,6 +56,7 @@ BUSYBOX_BIN = Path("/bin/busybox")
 
 
 def goarch() -> str:
+    """This machine's architecture as Go (and OCI) name it."""
     machine = platform.machine()
     return {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}.get(machine, machine)
 
@@ -155,6 +156,20 @@ def add_busybox(layer: Layer, skip: Iterable[str] = ()) -> None:
 def write_image(path: Path, name: str, layer: Layer, entrypoint: list[str],
                 cmd: list[str]) -> None:
     """Write ``layer`` as a one-layer OCI image-layout tar referenced as ``name``."""
+    write_layout(path, name, layer.tar(), env=[PATH_ENV], entrypoint=entrypoint or None,
+                 cmd=cmd or None)
+
+
+def write_layout(path: Path, name: str, layer: bytes, *, env: list[str],
+                 entrypoint: list[str] | None,
+                 cmd: list[str] | None) -> tuple[dict[str, bytes], str]:
+    """Write the layer tar ``layer`` as a one-layer OCI image-layout tar referenced as
+    ``name``, for this machine's architecture, running ``entrypoint`` and ``cmd``
+    (None: unset) with ``env``.
+
+    Returns:
+        The blobs by digest and the manifest's digest (what a registry serves).
+    """
     blobs: dict[str, bytes] = {}
 
     def add(data: bytes) -> dict[str, object]:
@@ -162,13 +177,12 @@ def write_image(path: Path, name: str, layer: Layer, entrypoint: list[str],
         blobs[digest] = data
         return {"digest": digest, "size": len(data)}
 
-    layer_desc = add(layer.tar())
+    layer_desc = add(layer)
     arch = goarch()
     config = {
         "architecture": arch,
         "os": "linux",
-        "config": {"Env": [PATH_ENV], "Entrypoint": entrypoint or None, "Cmd": cmd or None,
-                   "WorkingDir": "/"},
+        "config": {"Env": env, "Entrypoint": entrypoint, "Cmd": cmd, "WorkingDir": "/"},
         "rootfs": {"type": "layers", "diff_ids": [layer_desc["digest"]]},
     }
     config_desc = add(json.dumps(config).encode())
@@ -200,6 +214,7 @@ def write_image(path: Path, name: str, layer: Layer, entrypoint: list[str],
         put("index.json", json.dumps(index).encode())
         for digest, data in blobs.items():
             put(f"blobs/sha256/{digest.split(':', 1)[1]}", data)
+    return blobs, str(manifest_desc["digest"])
 
 
 def _nc() -> Path | None:

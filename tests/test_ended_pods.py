@@ -14,16 +14,11 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
 import pytest
-from test_kubelet import manifest
+from test_kubelet import leftover_sandbox_config, manifest, start_leftover
 
 from kubelet_kit.container import (
-    ContainerConfig,
     ContainerFilter,
-    ContainerMetadata,
-    ImageSpec,
-    PodSandboxConfig,
     PodSandboxFilter,
-    PodSandboxMetadata,
     labels,
 )
 from kubelet_kit.podsync.gc import CONTAINER_GC_PERIOD
@@ -100,19 +95,7 @@ async def test_dead_containers_of_a_pod_no_source_wants_are_removed_not_stopped(
     # A previous agent left an ended pod behind; no source wants it now.
     clock = FakeClock()
     runtime = FakeRuntime(clock, images=["busybox"])
-    meta = PodSandboxMetadata(name="ended", namespace="default", uid="uid-ended")
-    pod_labels = {labels.POD_NAME: "ended", labels.POD_NAMESPACE: "default",
-                  labels.POD_UID: "uid-ended"}
-    sandbox_config = PodSandboxConfig(metadata=meta, labels=pod_labels)
-    sandbox = await runtime.run_pod_sandbox(sandbox_config)
-    cid = await runtime.create_container(
-        sandbox,
-        ContainerConfig(metadata=ContainerMetadata("c"), image=ImageSpec("busybox"),
-                        command=("sh", "-c", "exit 0"),
-                        labels={**pod_labels, labels.CONTAINER_NAME: "c"}),
-        sandbox_config,
-    )
-    await runtime.start_container(cid)
+    sandbox, cid = await start_leftover(runtime, "ended", "sh", "-c", "exit 0")
     await runtime.stop_container(cid, 0)
     await runtime.stop_pod_sandbox(sandbox)
     async with KubeletEnv(clock=clock, runtime=runtime) as env:
@@ -127,12 +110,8 @@ async def test_dead_containers_of_a_pod_no_source_wants_are_removed_not_stopped(
 async def test_a_running_orphan_is_still_stopped() -> None:
     clock = FakeClock()
     runtime = FakeRuntime(clock, images=["busybox"])
-    meta = PodSandboxMetadata(name="ghost", namespace="default", uid="uid-ghost")
-    pod_labels = {labels.POD_NAME: "ghost", labels.POD_NAMESPACE: "default",
-                  labels.POD_UID: "uid-ghost"}
-    sandbox_config = PodSandboxConfig(metadata=meta, labels=pod_labels)
     # Only a ready sandbox: the kubelet's GetPods(false) lists it, so it is killed.
-    await runtime.run_pod_sandbox(sandbox_config)
+    await runtime.run_pod_sandbox(leftover_sandbox_config("ghost"))
     async with KubeletEnv(clock=clock, runtime=runtime) as env:
         await env.wait_for(lambda: bool(runtime.calls_to("stop_pod_sandbox")),
                            what="orphan sandbox stopped")

@@ -49,6 +49,30 @@ async def no_containers(env: KubeletEnv, uid: str) -> bool:
     return await env.running_containers(uid) == []
 
 
+def leftover_sandbox_config(name: str) -> PodSandboxConfig:
+    """The sandbox config of pod ``name`` (uid ``uid-NAME``) as an earlier agent made it."""
+    meta = PodSandboxMetadata(name=name, namespace="default", uid=f"uid-{name}")
+    pod_labels = {labels.POD_NAME: name, labels.POD_NAMESPACE: "default",
+                  labels.POD_UID: f"uid-{name}"}
+    return PodSandboxConfig(metadata=meta, labels=pod_labels)
+
+
+async def start_leftover(runtime: FakeRuntime, name: str, *command: str) -> tuple[str, str]:
+    """Start pod ``name`` in ``runtime`` as an earlier agent left it: its sandbox and a
+    container ``c`` of busybox running ``command``. The sandbox's id and the container's."""
+    sandbox_config = leftover_sandbox_config(name)
+    sandbox = await runtime.run_pod_sandbox(sandbox_config)
+    cid = await runtime.create_container(
+        sandbox,
+        ContainerConfig(metadata=ContainerMetadata("c"), image=ImageSpec("busybox"),
+                        command=command,
+                        labels={**sandbox_config.labels, labels.CONTAINER_NAME: "c"}),
+        sandbox_config,
+    )
+    await runtime.start_container(cid)
+    return sandbox, cid
+
+
 async def test_a_pod_runs_and_its_status_is_published() -> None:
     async with KubeletEnv() as env:
         updates = env.kubelet.subscribe()
@@ -108,19 +132,7 @@ async def test_a_pod_removed_from_its_source_is_stopped_and_forgotten() -> None:
 async def test_orphaned_runtime_pods_are_stopped_by_housekeeping() -> None:
     clock = FakeClock()
     runtime = FakeRuntime(clock, images=["busybox"])
-    meta = PodSandboxMetadata(name="ghost", namespace="default", uid="uid-ghost")
-    pod_labels = {labels.POD_NAME: "ghost", labels.POD_NAMESPACE: "default",
-                  labels.POD_UID: "uid-ghost"}
-    sandbox_config = PodSandboxConfig(metadata=meta, labels=pod_labels)
-    sandbox = await runtime.run_pod_sandbox(sandbox_config)
-    cid = await runtime.create_container(
-        sandbox,
-        ContainerConfig(metadata=ContainerMetadata("c"), image=ImageSpec("busybox"),
-                        command=("sleep", "infinity"),
-                        labels={**pod_labels, labels.CONTAINER_NAME: "c"}),
-        sandbox_config,
-    )
-    await runtime.start_container(cid)
+    await start_leftover(runtime, "ghost", "sleep", "infinity")
     async with KubeletEnv(clock=clock, runtime=runtime) as env:
         await env.wait_for(lambda: no_containers(env, "uid-ghost"), what="orphan stopped")
 

@@ -19,7 +19,8 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
+from types import TracebackType
+from typing import TYPE_CHECKING, ClassVar, Self
 
 from kubelet_kit.pleg.interfaces import EVENT_CHANNEL_CAPACITY, PodLifecycleEvent
 
@@ -162,3 +163,44 @@ class EventChannel:
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
+
+
+class _ChannelPLEG:
+    """The lifecycle the reference PLEGs share around their :class:`EventChannel`.
+
+    ``async with pleg:`` runs :meth:`run` in a task named :attr:`_run_task_name`
+    and, on exit, stops it and waits for it; :meth:`watch` reads the channel. The
+    subclass provides ``run``, ``stop``, ``_channel`` and sets ``_task`` to None.
+    """
+
+    #: The name of the task ``async with`` runs :meth:`run` in.
+    _run_task_name: ClassVar[str]
+    _channel: EventChannel
+    _task: asyncio.Task[None] | None
+
+    async def run(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        self._task = asyncio.create_task(self.run(), name=self._run_task_name)
+        # One turn of the loop, so that the task has started when the block begins.
+        await asyncio.sleep(0)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+        if self._task is not None:
+            task, self._task = self._task, None
+            await task
+
+    def watch(self) -> AsyncIterator[PodLifecycleEvent]:
+        """The event stream; single consumer (see :meth:`kubelet_kit.pleg.PLEG.watch`)."""
+        return self._channel.watch()

@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from kubelet_kit.clock import Clock, RealClock, TimerHandle
@@ -53,7 +51,7 @@ from kubelet_kit.container.interfaces import (
 from kubelet_kit.container.pods import PodRuntimeStatus
 from kubelet_kit.errors import ContainerRuntimeError, UnimplementedError
 from kubelet_kit.pleg.cache import PodCache
-from kubelet_kit.pleg.channel import EventChannel
+from kubelet_kit.pleg.channel import EventChannel, _ChannelPLEG
 from kubelet_kit.pleg.generic import (
     DEFAULT_INSPECT_TIMEOUT,
     RELIST_PERIOD,
@@ -118,7 +116,7 @@ def pod_status_from_event(event: ContainerEvent) -> PodRuntimeStatus | None:
     )
 
 
-class EventedPLEG:
+class EventedPLEG(_ChannelPLEG):
     """A PLEG driven by the runtime's event stream, with a slow safety relist.
 
     Args:
@@ -141,6 +139,8 @@ class EventedPLEG:
         channel_capacity: How many events may wait for the consumer (the
             kubelet's 1000).
     """
+
+    _run_task_name = "EventedPLEG.run"
 
     def __init__(
         self,
@@ -257,26 +257,6 @@ class EventedPLEG:
         self._generic.stop()
         if self._stream_task is not None:
             self._stream_task.cancel()
-
-    async def __aenter__(self) -> EventedPLEG:
-        self._task = asyncio.create_task(self.run(), name="EventedPLEG.run")
-        await asyncio.sleep(0)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-        if self._task is not None:
-            task, self._task = self._task, None
-            await task
-
-    def watch(self) -> AsyncIterator[PodLifecycleEvent]:
-        """The event stream; single consumer (see ``PLEG.watch``)."""
-        return self._channel.watch()
 
     def healthy(self) -> tuple[bool, str]:
         """Healthy while relisting keeps to its current threshold and the queue has room.

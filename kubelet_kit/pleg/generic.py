@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from types import TracebackType
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -50,7 +49,7 @@ from kubelet_kit.container.pods import (
 )
 from kubelet_kit.errors import ContainerRuntimeError, DeadlineExceededError
 from kubelet_kit.pleg.cache import PodCache
-from kubelet_kit.pleg.channel import EventChannel
+from kubelet_kit.pleg.channel import EventChannel, _ChannelPLEG
 from kubelet_kit.pleg.interfaces import EVENT_CHANNEL_CAPACITY, PodLifecycleEvent
 from kubelet_kit.pleg.relist import (
     CONTAINER_STATES,
@@ -100,7 +99,7 @@ class _Inspection:
     updated: bool
 
 
-class GenericPLEG:
+class GenericPLEG(_ChannelPLEG):
     """A PLEG that relists the runtime every ``relist_period`` seconds.
 
     Args:
@@ -120,6 +119,8 @@ class GenericPLEG:
             status (used beside an event stream, where the cache may already
             hold something newer).
     """
+
+    _run_task_name = "GenericPLEG.run"
 
     def __init__(
         self,
@@ -232,26 +233,6 @@ class GenericPLEG:
         """Make :meth:`run` return after the current relist. Never blocks; idempotent."""
         self._stopped = True
         self._wake()
-
-    async def __aenter__(self) -> GenericPLEG:
-        self._task = asyncio.create_task(self.run(), name="GenericPLEG.run")
-        await asyncio.sleep(0)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-        if self._task is not None:
-            task, self._task = self._task, None
-            await task
-
-    def watch(self) -> AsyncIterator[PodLifecycleEvent]:
-        """The event stream; single consumer (see :meth:`kubelet_kit.pleg.PLEG.watch`)."""
-        return self._channel.watch()
 
     def healthy(self) -> tuple[bool, str]:
         """Whether a relist succeeded within the threshold, with the kubelet's message."""

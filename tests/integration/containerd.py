@@ -11,12 +11,10 @@ leftover mounts under its root unmounted.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import http.server
 import io
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -26,6 +24,10 @@ import tarfile
 import threading
 import time
 from pathlib import Path
+
+# The conformance runner's image writer (the package at the repository's root,
+# importable as the suite runs from there).
+from conformance import images
 
 #: Names the images are imported under (and served by the test registry).
 PAUSE_IMAGE = "kubelet-kit.test/pause:1"
@@ -53,11 +55,6 @@ def missing_parts() -> list[str]:
 
 
 # ------------------------------------------------------------------ the image
-
-
-def _goarch() -> str:
-    machine = platform.machine()
-    return {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}.get(machine, machine)
 
 
 def _layer_tar() -> bytes:
@@ -97,58 +94,8 @@ def build_image_tar(
     Returns:
         The blobs by digest and the manifest's digest (what a registry serves).
     """
-    blobs: dict[str, bytes] = {}
-
-    def add(data: bytes) -> dict[str, object]:
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        blobs[digest] = data
-        return {"digest": digest, "size": len(data)}
-
-    layer = _layer_tar()
-    layer_desc = add(layer)
-    arch = _goarch()
-    config = {
-        "architecture": arch,
-        "os": "linux",
-        "config": {"Env": ["PATH=/bin"], "Entrypoint": entrypoint, "Cmd": cmd,
-                   "WorkingDir": "/"},
-        "rootfs": {"type": "layers", "diff_ids": [layer_desc["digest"]]},
-    }
-    config_desc = add(json.dumps(config).encode())
-    manifest = {
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **config_desc},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **layer_desc}],
-    }
-    manifest_desc = add(json.dumps(manifest).encode())
-    index = {
-        "schemaVersion": 2,
-        "manifests": [
-            {
-                "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                **manifest_desc,
-                "platform": {"architecture": arch, "os": "linux"},
-                "annotations": {
-                    "io.containerd.image.name": name,
-                    "org.opencontainers.image.ref.name": name.rsplit(":", 1)[-1],
-                },
-            }
-        ],
-    }
-    with tarfile.open(path, "w") as tar:
-
-        def put(member: str, data: bytes) -> None:
-            info = tarfile.TarInfo(member)
-            info.size = len(data)
-            info.mode = 0o644
-            tar.addfile(info, io.BytesIO(data))
-
-        put("oci-layout", json.dumps({"imageLayoutVersion": "1.0.0"}).encode())
-        put("index.json", json.dumps(index).encode())
-        for digest, data in blobs.items():
-            put(f"blobs/sha256/{digest.split(':', 1)[1]}", data)
-    return blobs, str(manifest_desc["digest"])
+    return images.write_layout(path, name, _layer_tar(), env=["PATH=/bin"],
+                               entrypoint=entrypoint, cmd=cmd)
 
 
 # -------------------------------------------------------------------- registry

@@ -36,13 +36,16 @@ from typing import Any
 
 import attrs
 
+# The conformance runner's PKI (the package at the repository's root, importable
+# as the suite runs from there); clean_env: nothing started here may reach a proxy
+# (re-exported for real_kubelet).
+from conformance.pki import PKI
+from conformance.pki import clean_env as clean_env
+
 KUBERNETES_VERSION = "1.20.2"
 LOOPBACK = "127.0.0.1"
 #: The binaries this harness runs from the Kubernetes build.
 BINARIES = ("kube-apiserver", "kubectl")
-
-# Nothing started here may reach a proxy: every address is loopback.
-_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 
 def kubernetes_bin_dir() -> Path:
@@ -91,13 +94,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without proxy settings, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if k.lower() not in _PROXY_VARS}
-    env.update(extra)
-    return env
-
-
 @attrs.frozen
 class Completed:
     """What a command printed and its exit status."""
@@ -138,57 +134,11 @@ authorityKeyIdentifier = keyid
 """
 
 
-class _PKI:
-    """Keys and certificates made with the ``openssl`` command in one directory."""
+class _PKI(PKI):
+    """The harness's keys and certificates in one directory: loopback serving names."""
 
     def __init__(self, directory: Path) -> None:
-        self.dir = directory
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.config = directory / "openssl.cnf"
-        self.config.write_text(_REQ_CONFIG)
-
-    def _openssl(self, *args: str) -> None:
-        done = subprocess.run(["openssl", *args], capture_output=True, text=True, timeout=60,
-                              env=clean_env(OPENSSL_CONF=str(self.config)))
-        if done.returncode != 0:
-            raise RuntimeError(f"openssl {' '.join(args)} failed:\n{done.stderr}")
-
-    def key(self, name: str, rsa: bool = False) -> Path:
-        path = self.dir / f"{name}.key"
-        if rsa:  # the service-account key: RS256 is what every client verifies
-            self._openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
-                          "-out", str(path))
-        else:
-            self._openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
-                          "-out", str(path))
-        return path
-
-    def ca(self, name: str, common_name: str) -> tuple[Path, Path]:
-        key = self.key(name)
-        cert = self.dir / f"{name}.crt"
-        self._openssl("req", "-x509", "-new", "-config", str(self.config), "-extensions", "ca",
-                      "-key", str(key), "-subj", f"/CN={common_name}", "-days", "2",
-                      "-out", str(cert))
-        return cert, key
-
-    def signed(
-        self, name: str, subject: str, kind: str, ca: tuple[Path, Path]
-    ) -> tuple[Path, Path]:
-        """A certificate of ``kind`` (``server`` or ``client``) signed by ``ca``."""
-        key = self.key(name)
-        csr = self.dir / f"{name}.csr"
-        cert = self.dir / f"{name}.crt"
-        self._openssl("req", "-new", "-config", str(self.config), "-key", str(key),
-                      "-subj", subject, "-out", str(csr))
-        self._openssl("x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
-                      "-CAcreateserial", "-days", "2", "-extfile", str(self.config),
-                      "-extensions", kind, "-out", str(cert))
-        return cert, key
-
-    def public_key(self, key: Path) -> Path:
-        path = key.with_suffix(".pub")
-        self._openssl("pkey", "-in", str(key), "-pubout", "-out", str(path))
-        return path
+        super().__init__(directory, _REQ_CONFIG)
 
 
 def _b64(path: Path) -> str:
