@@ -54,7 +54,8 @@ def test_validate_mixed_directory(mixed_dir: Path) -> None:
     assert f"{d}/image.yaml: spec.containers[0].image: Required value" in lines
     assert (f'{d}/multi.yaml[1]: spec.restartPolicy: Unsupported value: "Sometimes": '
             'supported values: "Always", "Never", "OnFailure"') in lines
-    assert (f"{d}/syntax.yaml: invalid YAML: mapping values are not allowed here "
+    # libyaml's wording, the loader used wherever PyYAML has it (as its wheels do).
+    assert (f"{d}/syntax.yaml: invalid YAML: mapping values are not allowed in this context "
             "(line 5, column 10)") in lines
     assert (f'{d}/types.yaml: spec.containers[0].ports[0].containerPort: Invalid value: "80": '
             "expected an integer, got a string") in lines
