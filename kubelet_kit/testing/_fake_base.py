@@ -22,6 +22,7 @@ from kubelet_kit.container.interfaces import (
     ContainerEvent,
     ContainerEventType,
     ContainerFilter,
+    ContainerInfo,
     ContainerStatus,
     ExecResult,
     Image,
@@ -160,6 +161,20 @@ class _FakeRuntimeBase:
             labels=sb.config.labels,
             annotations=sb.config.annotations,
             runtime_handler=sb.config.runtime_handler,
+        )
+
+    def _c_info(self, c: _Container) -> ContainerInfo:
+        """What ``list_containers`` reports for ``c``."""
+        return ContainerInfo(
+            id=c.id,
+            pod_sandbox_id=c.sandbox_id,
+            metadata=c.config.metadata,
+            image=c.config.image.image,
+            image_ref=c.image_ref,
+            state=c.state,
+            created_at=c.created_at,
+            labels=c.config.labels,
+            annotations=c.config.annotations,
         )
 
     def _c_status(self, c: _Container) -> ContainerStatus:

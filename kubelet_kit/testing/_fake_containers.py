@@ -199,17 +199,7 @@ class _ContainerPart(_ProcessPart):
                 if filter is None or filter.matches(c.listed):
                     out.append(c.listed)
                 continue
-            info = c.listed = ContainerInfo(
-                id=c.id,
-                pod_sandbox_id=c.sandbox_id,
-                metadata=c.config.metadata,
-                image=c.config.image.image,
-                image_ref=c.image_ref,
-                state=c.state,
-                created_at=c.created_at,
-                labels=c.config.labels,
-                annotations=c.config.annotations,
-            )
+            info = c.listed = self._c_info(c)
             if filter is None or filter.matches(info):
                 out.append(info)
         return out

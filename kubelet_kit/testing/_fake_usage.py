@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from kubelet_kit.container.interfaces import (
     ContainerFilter,
-    ContainerInfo,
     ContainerState,
     ContainerStats,
     PodSandboxStats,
@@ -79,19 +78,6 @@ class _UsagePart(_FakeRuntimeBase):
             memory_working_set_bytes=sum(c.memory_working_set for c in members),
             process_count=sum(1 for c in members if c.state == ContainerState.RUNNING),
             containers=tuple(self._c_stats(c) for c in members),
-        )
-
-    def _c_info(self, c: _Container) -> ContainerInfo:
-        return ContainerInfo(
-            id=c.id,
-            pod_sandbox_id=c.sandbox_id,
-            metadata=c.config.metadata,
-            image=c.config.image.image,
-            image_ref=c.image_ref,
-            state=c.state,
-            created_at=c.created_at,
-            labels=c.config.labels,
-            annotations=c.config.annotations,
         )
 
     def _c_stats(self, c: _Container) -> ContainerStats:
