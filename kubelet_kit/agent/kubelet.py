@@ -42,6 +42,8 @@ from kubelet_kit.volume.sources import ConfigSource
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+    from kubelet_kit.prober import ReferenceProbeManager
+
 __all__ = ["Kubelet"]
 
 
@@ -65,6 +67,10 @@ class Kubelet(KubeletCore):
         sync_frequency: Default ``config``'s syncFrequency.
         pod_logs_dir: Default ``config``'s podLogsDir when a config is given, else
             ``/var/log/pods`` as root and ``root_dir/logs`` otherwise.
+        probe_manager: Default a
+            :class:`~kubelet_kit.prober.ReferenceProbeManager` recording its probe
+            events in :attr:`events`; a manager that is given records where it
+            was told to.
         Others: as :class:`~kubelet_kit.node.kubelet.KubeletCore`.
     """
 
@@ -105,16 +111,23 @@ class Kubelet(KubeletCore):
         node_name = node_name or default_node_name()
         root = Path(root_dir) if root_dir is not None else default_root_dir()
         if pod_logs_dir is None:
-            pod_logs_dir = (config.pod_logs_dir if given_config and config.pod_logs_dir
-                            else default_pod_logs_dir(root))
+            pod_logs_dir = (
+                config.pod_logs_dir
+                if given_config and config.pod_logs_dir
+                else default_pod_logs_dir(root)
+            )
         metrics = KubeletMetrics.for_registry(registry, node_name=node_name)
-        base = runtime or build_runtime(config, root_dir=root, clock=clock,
-                                        cni_conf_dir=cni_conf_dir, cni_bin_dirs=cni_bin_dirs)
+        base = runtime or build_runtime(
+            config, root_dir=root, clock=clock, cni_conf_dir=cni_conf_dir, cni_bin_dirs=cni_bin_dirs
+        )
         #: The runtime as given or built, before the metrics wrapper.
         self.base_runtime: Runtime = base
         # Every runtime call counts under the kubelet's runtime operation metrics.
-        wrapped: Runtime = (base if isinstance(base, InstrumentedRuntime)
-                            else InstrumentedRuntime(base, metrics, clock))
+        wrapped: Runtime = (
+            base
+            if isinstance(base, InstrumentedRuntime)
+            else InstrumentedRuntime(base, metrics, clock)
+        )
         if pleg is None:
             from kubelet_kit.pleg import GenericPLEG
 
@@ -125,39 +138,66 @@ class Kubelet(KubeletCore):
             from kubelet_kit.volume.reconciler import ReconcilingVolumeManager
 
             volume_manager = ReconcilingVolumeManager(
-                root, config_source=config_source, clock=clock, registry=registry,
-                node_allocatable=container_manager.node_allocatable())
+                root,
+                config_source=config_source,
+                clock=clock,
+                registry=registry,
+                node_allocatable=container_manager.node_allocatable(),
+            )
+        built_probes: ReferenceProbeManager | None = None
         if probe_manager is None:
             from kubelet_kit.prober import ReferenceProbeManager
 
-            probe_manager = ReferenceProbeManager(wrapped, clock, registry=registry)
+            probe_manager = built_probes = ReferenceProbeManager(wrapped, clock, registry=registry)
         if eviction_manager is None:
-            eviction_manager = eviction_manager_for(config, wrapped, root, clock,
-                                                 container_manager, registry)
+            eviction_manager = eviction_manager_for(
+                config, wrapped, root, clock, container_manager, registry
+            )
         if image_gc is DEFAULT:
             image_gc = ImageGCManager(
-                wrapped, functools.partial(image_fs_usage, wrapped, root), clock=clock,
+                wrapped,
+                functools.partial(image_fs_usage, wrapped, root),
+                clock=clock,
                 high_threshold_percent=config.image_gc_high_threshold_percent,
                 low_threshold_percent=config.image_gc_low_threshold_percent,
-                minimum_age=config.seconds("image_minimum_gc_age"))
+                minimum_age=config.seconds("image_minimum_gc_age"),
+            )
         if container_log_manager is DEFAULT:
             container_log_manager = log_manager_for(config, wrapped, clock)
         #: The configuration this agent was wired from.
         self.config = config
         super().__init__(
-            runtime=wrapped, pleg=pleg, clock=clock,
-            container_manager=container_manager, volume_manager=volume_manager,
-            probe_manager=probe_manager, eviction_manager=eviction_manager,
+            runtime=wrapped,
+            pleg=pleg,
+            clock=clock,
+            container_manager=container_manager,
+            volume_manager=volume_manager,
+            probe_manager=probe_manager,
+            eviction_manager=eviction_manager,
             sources=[*config_sources(config, node_name, clock), *sources],
-            status_manager=status_manager, node_name=node_name, root_dir=root,
+            status_manager=status_manager,
+            node_name=node_name,
+            root_dir=root,
             pod_logs_dir=pod_logs_dir,
-            sync_frequency=(sync_frequency if sync_frequency is not None
-                            else config.seconds("sync_frequency")),
-            housekeeping_period=housekeeping_period, container_gc_period=container_gc_period,
-            image_gc=image_gc, image_gc_period=image_gc_period,
-            container_log_manager=container_log_manager, on_pod_problem=on_pod_problem,
-            registry=registry, config_source=config_source, services=services,
-            host_ip=host_ip)
+            sync_frequency=(
+                sync_frequency if sync_frequency is not None else config.seconds("sync_frequency")
+            ),
+            housekeeping_period=housekeeping_period,
+            container_gc_period=container_gc_period,
+            image_gc=image_gc,
+            image_gc_period=image_gc_period,
+            container_log_manager=container_log_manager,
+            on_pod_problem=on_pod_problem,
+            registry=registry,
+            config_source=config_source,
+            services=services,
+            host_ip=host_ip,
+        )
+        if built_probes is not None:
+            # The agent's event log exists only once the core is built: probe events
+            # (Unhealthy, ProbeWarning) join the syncer's there, and so reach the
+            # API server in cluster mode.
+            built_probes.recorder = self.events
         #: The agent-level metrics (shared with the node API's ``/metrics``).
         self.metrics = metrics
 

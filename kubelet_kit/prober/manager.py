@@ -18,7 +18,7 @@ from kubelet_kit.clock import Clock
 from kubelet_kit.container import Runtime
 from kubelet_kit.prober.interfaces import ProbeKind, ProbeResult, ProbeUpdate
 from kubelet_kit.prober.metrics import RESULT_FAILED, RESULT_SUCCESSFUL, ProberMetrics
-from kubelet_kit.prober.probers import Prober, ProbeStatus
+from kubelet_kit.prober.probers import ProbeOutcome, Prober, ProbeStatus
 from kubelet_kit.prober.results import (
     INITIAL_RESULTS,
     ResultsCache,
@@ -29,7 +29,17 @@ from kubelet_kit.prober.results import (
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-__all__ = ["DEFAULT_UPDATES_CAPACITY", "ContainerView", "ReferenceProbeManager", "runtime_id"]
+    from kubelet_kit.podsync._events import EventRecorder
+
+__all__ = [
+    "DEFAULT_UPDATES_CAPACITY",
+    "REASON_PROBE_WARNING",
+    "REASON_UNHEALTHY",
+    "ContainerView",
+    "ReferenceProbeManager",
+    "probe_event",
+    "runtime_id",
+]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +48,11 @@ log = logging.getLogger(__name__)
 DEFAULT_UPDATES_CAPACITY: Final = 1000
 
 _TERMINAL_PHASES: Final = frozenset({"Failed", "Succeeded"})
+
+#: The kubelet's event reasons for probe outcomes (``events.ContainerUnhealthy``
+#: and ``events.ContainerProbeWarning``).
+REASON_UNHEALTHY: Final = "Unhealthy"
+REASON_PROBE_WARNING: Final = "ProbeWarning"
 
 _Key = tuple[str, str, ProbeKind]
 
@@ -84,11 +99,34 @@ def _timestamp(value: _dt.datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
 
 
+def probe_event(kind: ProbeKind, outcome: ProbeOutcome) -> tuple[str, str] | None:
+    """The kubelet's event for one probe run: ``(reason, message)``, or None.
+
+    Every such event is a Warning: a failure and a prober error are ``Unhealthy``
+    (``<Kind> probe failed: <output>``, ``<Kind> probe errored: <error>``), a
+    success with a warning is ``ProbeWarning`` (``<Kind> probe warning:
+    <output>``); a plain success records nothing.
+    """
+    verb = {
+        ProbeStatus.FAILURE: (REASON_UNHEALTHY, "failed"),
+        ProbeStatus.UNKNOWN: (REASON_UNHEALTHY, "errored"),
+        ProbeStatus.WARNING: (REASON_PROBE_WARNING, "warning"),
+    }.get(outcome.status)
+    if verb is None:
+        return None
+    reason, what = verb
+    return reason, f"{kind.value} probe {what}: {outcome.output}"
+
+
 class _Worker:
     """Probes one container with one probe kind, every period, until stopped."""
 
     def __init__(
-        self, manager: ReferenceProbeManager, pod: Pod, container: Container, kind: ProbeKind,
+        self,
+        manager: ReferenceProbeManager,
+        pod: Pod,
+        container: Container,
+        kind: ProbeKind,
         probe: Probe,
     ) -> None:
         self.manager = manager
@@ -173,7 +211,9 @@ class _Worker:
             # One broken probe must not stop the others (the kubelet recovers too).
             log.exception(
                 "%s probe worker for %s container %s failed; continuing",
-                self.kind.value, self.pod.uid, self.container.name,
+                self.kind.value,
+                self.pod.uid,
+                self.container.name,
             )
             return True
 
@@ -205,14 +245,16 @@ class _Worker:
             # A container that exited and will not be restarted needs no worker.
             return not (c.terminated and self.pod.spec.restart_policy == "Never")
         if self.pod.metadata.deletion_timestamp is not None and self.kind in (
-            ProbeKind.LIVENESS, ProbeKind.STARTUP,
+            ProbeKind.LIVENESS,
+            ProbeKind.STARTUP,
         ):
             # The pod is going away: end quietly with a success.
             await m._publish(self, ProbeResult.SUCCESS, "")
             return False
-        if c.started_at is not None and int(
-            m.clock.now() - c.started_at
-        ) < self.probe.initial_delay_seconds:
+        if (
+            c.started_at is not None
+            and int(m.clock.now() - c.started_at) < self.probe.initial_delay_seconds
+        ):
             return True
         started = m._is_started(self.pod.uid, self.container.name, self.container_id)
         if started == (self.kind is ProbeKind.STARTUP):
@@ -221,17 +263,27 @@ class _Worker:
 
         began = m.clock.monotonic()
         outcome = await m.prober.probe(
-            self.kind, self.pod, self.container, self.probe,
-            pod_ip=view.pod_ip, container_id=self.container_id,
+            self.kind,
+            self.pod,
+            self.container,
+            self.probe,
+            pod_ip=view.pod_ip,
+            container_id=self.container_id,
         )
+        # Every run is reported, before thresholds are applied: a user reading the
+        # pod's events sees each failure leading up to a restart, as with the kubelet.
+        m._record(self, outcome)
         if outcome.status is ProbeStatus.UNKNOWN:
             return True  # a prober error says nothing about the container
         result = ProbeResult.SUCCESS if outcome.succeeded else ProbeResult.FAILURE
         m.metrics.observe(
             self.kind,
             RESULT_SUCCESSFUL if result is ProbeResult.SUCCESS else RESULT_FAILED,
-            container=self.container.name, pod=self.pod.name, namespace=self.pod.namespace,
-            pod_uid=self.pod.uid, duration=m.clock.monotonic() - began,
+            container=self.container.name,
+            pod=self.pod.name,
+            namespace=self.pod.namespace,
+            pod_uid=self.pod.uid,
+            duration=m.clock.monotonic() - began,
         )
         if not self.counter.observe(result):
             return True
@@ -285,6 +337,14 @@ class ReferenceProbeManager:
     published liveness/startup FAILURE always means a running container failed);
     the consecutive-result count starts over with a new container.
 
+    **Events.** With a ``recorder``, every probe run that fails, errs or succeeds
+    with a warning is recorded as the kubelet records it, for the pod and the
+    container (see :func:`probe_event`): a Warning ``Unhealthy`` event ``Liveness
+    probe failed: <output>`` (``Readiness``, ``Startup``) or ``... probe errored:
+    <error>``, or a Warning ``ProbeWarning`` event ``... probe warning: <output>``.
+    The ``Killing`` event of the restart that follows a liveness or startup
+    failure is the pod syncer's, not the manager's.
+
     **After an agent restart.** Seed the manager with the statuses the previous
     agent reported (``previous_statuses`` or :meth:`seed_pod_status`): a container
     with the same id that was ready stays ready, and one that was started stays
@@ -300,6 +360,8 @@ class ReferenceProbeManager:
         prober: Runs probes; default a :class:`Prober` over ``runtime``.
         previous_statuses: Last reported status by pod uid, to seed from.
         updates_capacity: Capacity of the updates queue.
+        recorder: Receives the probe events; None records none. The attribute of
+            the same name may be set later (before or while the manager runs).
     """
 
     def __init__(
@@ -313,8 +375,11 @@ class ReferenceProbeManager:
         prober: Prober | None = None,
         previous_statuses: Mapping[str, PodStatus] | None = None,
         updates_capacity: int = DEFAULT_UPDATES_CAPACITY,
+        recorder: EventRecorder | None = None,
     ) -> None:
         self.runtime = runtime
+        #: Where probe events go (None: nowhere).
+        self.recorder: EventRecorder | None = recorder
         self.clock = clock
         self.metrics = ProberMetrics(registry)
         self.agent_start_time = clock.now() if agent_start_time is None else agent_start_time
@@ -485,7 +550,11 @@ class ReferenceProbeManager:
             running = cs.state.running is not None
             started_at = _timestamp(cs.state.running.started_at) if cs.state.running else None
             self.update_container(
-                pod_uid, cs.name, cs.container_id, running=running, started_at=started_at,
+                pod_uid,
+                cs.name,
+                cs.container_id,
+                running=running,
+                started_at=started_at,
                 terminated=cs.state.terminated is not None,
             )
 
@@ -576,6 +645,20 @@ class ReferenceProbeManager:
             return True
         return self._caches[ProbeKind.STARTUP].get(container_id) is ProbeResult.SUCCESS
 
+    def _record(self, worker: _Worker, outcome: ProbeOutcome) -> None:
+        recorder = self.recorder
+        if recorder is None:
+            return
+        event = probe_event(worker.kind, outcome)
+        if event is None:
+            return
+        reason, message = event
+        try:
+            recorder.event(worker.pod, "Warning", reason, message, container=worker.container.name)
+        except Exception:
+            # A broken recorder must not cost the probe its result.
+            log.exception("recording a %s probe event failed", worker.kind.value)
+
     async def _publish(self, worker: _Worker, result: ProbeResult, message: str) -> None:
         if not self._caches[worker.kind].set(worker.container_id, result):
             return
@@ -602,6 +685,9 @@ class ReferenceProbeManager:
         if worker.container_id:
             self._caches[worker.kind].remove(worker.container_id)
         self.metrics.forget(
-            worker.kind, container=worker.container.name, pod=worker.pod.name,
-            namespace=worker.pod.namespace, pod_uid=worker.pod.uid,
+            worker.kind,
+            container=worker.container.name,
+            pod=worker.pod.name,
+            namespace=worker.pod.namespace,
+            pod_uid=worker.pod.uid,
         )
