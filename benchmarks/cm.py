@@ -32,11 +32,25 @@ from kubelet_kit.testing.fake_cgroups import FakeCgroupTree
 
 
 def _pod(i: int) -> Any:
-    return load_pod({"apiVersion": "v1", "kind": "Pod",
-                     "metadata": {"name": f"p{i}", "uid": f"uid-{i}"},
-                     "spec": {"containers": [{"name": "c", "image": "i", "resources": {
-                         "requests": {"cpu": "10m", "memory": "10Mi"},
-                         "limits": {"cpu": "20m", "memory": "20Mi"}}}]}})
+    return load_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"p{i}", "uid": f"uid-{i}"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "i",
+                        "resources": {
+                            "requests": {"cpu": "10m", "memory": "10Mi"},
+                            "limits": {"cpu": "20m", "memory": "20Mi"},
+                        },
+                    }
+                ]
+            },
+        }
+    )
 
 
 def _cpu_us(fn: Callable[[], object], repeat: int) -> float:
@@ -55,19 +69,26 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     args = parser.parse_args()
     repeat = 20 if args.quick else 200
-    capacity = {"cpu": Quantity.parse("64"), "memory": Quantity.parse("256Gi"),
-                "ephemeral-storage": Quantity.parse("1Ti"), "pods": Quantity.parse("1000")}
+    capacity = {
+        "cpu": Quantity.parse("64"),
+        "memory": Quantity.parse("256Gi"),
+        "ephemeral-storage": Quantity.parse("1Ti"),
+        "pods": Quantity.parse("1000"),
+    }
     tree = FakeCgroupTree()
-    mgr = CgroupContainerManager(KubeletConfiguration(max_pods=1000),
-                                 driver=CgroupV2Driver(files=tree, clock=FakeClock()),
-                                 capacity=capacity)
+    mgr = CgroupContainerManager(
+        KubeletConfiguration(max_pods=1000),
+        driver=CgroupV2Driver(files=tree, clock=FakeClock()),
+        capacity=capacity,
+    )
     results: dict[str, float] = {}
     new = _pod(-1)
     for n in (10, 100, 500):
         active = [_pod(i) for i in range(n)]
         results[f"admit_{n}_us"] = _cpu_us(lambda a=active: mgr.admit_pod(new, a), repeat)
     results["container_resources_us"] = _cpu_us(
-        lambda: mgr.container_resources(new, new.spec.containers[0]), repeat)
+        lambda: mgr.container_resources(new, new.spec.containers[0]), repeat
+    )
 
     async def cycle() -> None:
         await mgr.ensure_pod_cgroup(new)
@@ -76,8 +97,7 @@ def main() -> None:
     loop = asyncio.new_event_loop()
     try:
         loop.run_until_complete(mgr.start())
-        results["ensure_remove_pod_us"] = _cpu_us(
-            lambda: loop.run_until_complete(cycle()), repeat)
+        results["ensure_remove_pod_us"] = _cpu_us(lambda: loop.run_until_complete(cycle()), repeat)
     finally:
         loop.close()
     if args.json:

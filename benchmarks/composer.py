@@ -76,18 +76,27 @@ def make_pods(n: int, prefix: str) -> list[Pod]:
     pods = []
     for i in range(n):
         name = f"{prefix}-{i:05d}"
-        pods.append(load_pod({
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": "bench", "uid": f"uid-{name}"},
-            "spec": {
-                "terminationGracePeriodSeconds": 30,
-                "containers": [
-                    {"name": "app", "image": IMAGES[0], "command": ["sleep", "infinity"]},
-                    {"name": "helper", "image": IMAGES[1], "command": ["sleep", "infinity"]},
-                ],
-            },
-        }, source="benchmark"))
+        pods.append(
+            load_pod(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": name, "namespace": "bench", "uid": f"uid-{name}"},
+                    "spec": {
+                        "terminationGracePeriodSeconds": 30,
+                        "containers": [
+                            {"name": "app", "image": IMAGES[0], "command": ["sleep", "infinity"]},
+                            {
+                                "name": "helper",
+                                "image": IMAGES[1],
+                                "command": ["sleep", "infinity"],
+                            },
+                        ],
+                    },
+                },
+                source="benchmark",
+            )
+        )
     return pods
 
 
@@ -113,16 +122,18 @@ class Agent:
         for image in IMAGES:
             self.runtime.add_image(image, present=True)
         self.source = ProgrammaticSource(clock=self.clock)
-        self.kubelet = Kubelet(**stub_parts(
-            runtime=self.runtime,
-            clock=self.clock,
-            sources=[self.source],
-            node_name="bench-node",
-            root_dir=root,
-            pod_logs_dir=root / "logs",
-            # The kubelet's default maxPods (110) would refuse most of the burst.
-            container_manager=StubContainerManager(max_pods=max_pods),
-        ))
+        self.kubelet = Kubelet(
+            **stub_parts(
+                runtime=self.runtime,
+                clock=self.clock,
+                sources=[self.source],
+                node_name="bench-node",
+                root_dir=root,
+                pod_logs_dir=root / "logs",
+                # The kubelet's default maxPods (110) would refuse most of the burst.
+                container_manager=StubContainerManager(max_pods=max_pods),
+            )
+        )
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Agent:
@@ -167,7 +178,9 @@ class Agent:
             subscription.close()
             watcher.cancel()
         return {uid: running[uid] - added[uid] for uid in wanted} | {
-            "_first": min(added.values()), "_last": max(running.values())}
+            "_first": min(added.values()),
+            "_last": max(running.values()),
+        }
 
     async def delete_pods(self, pods: list[Pod], timeout: float) -> dict[str, float]:
         """Delete ``pods`` gracefully in one burst; per uid, seconds from its delete
@@ -192,7 +205,9 @@ class Agent:
                 f"only {len(stopped)} of {len(pods)} pods stopped after {timeout:g}s"
             ) from None
         return {uid: stopped[uid] - deleted[uid] for uid in deleted} | {
-            "_first": min(deleted.values()), "_last": max(stopped.values())}
+            "_first": min(deleted.values()),
+            "_last": max(stopped.values()),
+        }
 
 
 def _rate(times: dict[str, float]) -> tuple[float, list[float]]:
@@ -283,14 +298,21 @@ def main(argv: list[str] | None = None) -> int:
     """Parse arguments, run the benchmark, print the report."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object only")
-    parser.add_argument("--quick", action="store_true",
-                        help="200 pods and a 5 s idle window (a smoke run; targets still shown)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="200 pods and a 5 s idle window (a smoke run; targets still shown)",
+    )
     parser.add_argument("--pods", type=int, default=None, help="pods in the burst (1000)")
-    parser.add_argument("--idle-seconds", type=float, default=None,
-                        help="length of the idle CPU window (20)")
-    parser.add_argument("--root", default=None,
-                        help="where the agent's temporary state and logs go "
-                             "(default /dev/shm when writable, else the temp dir)")
+    parser.add_argument(
+        "--idle-seconds", type=float, default=None, help="length of the idle CPU window (20)"
+    )
+    parser.add_argument(
+        "--root",
+        default=None,
+        help="where the agent's temporary state and logs go "
+        "(default /dev/shm when writable, else the temp dir)",
+    )
     args = parser.parse_args(argv)
     pods = args.pods or (200 if args.quick else 1000)
     idle_seconds = args.idle_seconds or (5.0 if args.quick else 20.0)
@@ -308,27 +330,41 @@ def main(argv: list[str] | None = None) -> int:
         return "met" if ok else "NOT met"
 
     load = os.getloadavg()
-    print(f"Composer benchmark: {pods} pods x 2 containers, FakeRuntime (no latency), "
-          f"real clock; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
-          f"on {os.cpu_count()} CPUs; state under {root or tempfile.gettempdir()}")
+    print(
+        f"Composer benchmark: {pods} pods x 2 containers, FakeRuntime (no latency), "
+        f"real clock; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
+        f"on {os.cpu_count()} CPUs; state under {root or tempfile.gettempdir()}"
+    )
     up, down = results["pods_per_s_running"], results["pods_per_s_deleted"]
-    print(f"  to Running:    {up:8.1f} pods/s  (target >= {TARGET_PODS_PER_S:g}: "
-          f"{verdict(up >= TARGET_PODS_PER_S)})")
-    print(f"    per pod:     p50 {results['pod_p50_ms']:8.1f} ms   "
-          f"p99 {results['pod_p99_ms']:8.1f} ms   "
-          f"(process CPU {results['cpu_s_running']:.2f} s)")
-    print(f"  to deleted:    {down:8.1f} pods/s  (target >= {TARGET_PODS_PER_S:g}: "
-          f"{verdict(down >= TARGET_PODS_PER_S)})")
-    print(f"    per pod:     p50 {results['delete_p50_ms']:8.1f} ms   "
-          f"p99 {results['delete_p99_ms']:8.1f} ms   "
-          f"(process CPU {results['cpu_s_deleted']:.2f} s)")
+    print(
+        f"  to Running:    {up:8.1f} pods/s  (target >= {TARGET_PODS_PER_S:g}: "
+        f"{verdict(up >= TARGET_PODS_PER_S)})"
+    )
+    print(
+        f"    per pod:     p50 {results['pod_p50_ms']:8.1f} ms   "
+        f"p99 {results['pod_p99_ms']:8.1f} ms   "
+        f"(process CPU {results['cpu_s_running']:.2f} s)"
+    )
+    print(
+        f"  to deleted:    {down:8.1f} pods/s  (target >= {TARGET_PODS_PER_S:g}: "
+        f"{verdict(down >= TARGET_PODS_PER_S)})"
+    )
+    print(
+        f"    per pod:     p50 {results['delete_p50_ms']:8.1f} ms   "
+        f"p99 {results['delete_p99_ms']:8.1f} ms   "
+        f"(process CPU {results['cpu_s_deleted']:.2f} s)"
+    )
     rss = results["peak_rss_mb"]
-    print(f"  peak RSS:      {rss:8.1f} MB      (target < {TARGET_RSS_MB:g}: "
-          f"{verdict(rss < TARGET_RSS_MB)})")
+    print(
+        f"  peak RSS:      {rss:8.1f} MB      (target < {TARGET_RSS_MB:g}: "
+        f"{verdict(rss < TARGET_RSS_MB)})"
+    )
     idle = results["idle_cpu_pct_100_pods"]
-    print(f"  idle CPU:      {idle:8.2f} % of a core with 100 Running pods over "
-          f"{idle_seconds:g} s (target < {TARGET_IDLE_CPU_PCT:g}: "
-          f"{verdict(idle < TARGET_IDLE_CPU_PCT)})")
+    print(
+        f"  idle CPU:      {idle:8.2f} % of a core with 100 Running pods over "
+        f"{idle_seconds:g} s (target < {TARGET_IDLE_CPU_PCT:g}: "
+        f"{verdict(idle < TARGET_IDLE_CPU_PCT)})"
+    )
     return 0
 
 

@@ -64,8 +64,10 @@ async def _paired(
     our_times: list[float] = []
     clock = time.perf_counter
     for i in range(n):
-        for fn, times in ((ours, our_times), (bare, bare_times)) if i % 2 else (
-            (bare, bare_times), (ours, our_times)
+        for fn, times in (
+            ((ours, our_times), (bare, bare_times))
+            if i % 2
+            else ((bare, bare_times), (ours, our_times))
         ):
             t0 = clock()
             await fn()
@@ -82,8 +84,7 @@ def _configs(log_root: Path, image: str) -> tuple[PodSandboxConfig, ContainerCon
         metadata=ObjectMeta(name=f"bench-{uid[:8]}", namespace="default", uid=uid),
         spec=PodSpec(containers=(app,), host_network=True),
     )
-    sandbox = sandbox_config(pod, attempt=0, pod_logs_dir=str(log_root),
-                             resolv_conf=DNSConfig())
+    sandbox = sandbox_config(pod, attempt=0, pod_logs_dir=str(log_root), resolv_conf=DNSConfig())
     container = container_config(pod, app, restart_count=0, env=resolve_env(pod, app))
     return sandbox, container
 
@@ -93,9 +94,10 @@ async def bench(
 ) -> dict[str, float]:
     """Run every measurement; returns seconds per operation and the ratios."""
     results: dict[str, float] = {}
-    async with CRIRuntime(endpoint, timeout=60) as rt, CRIRuntime(
-        endpoint, timeout=60, memo_size=0
-    ) as unmemoized:
+    async with (
+        CRIRuntime(endpoint, timeout=60) as rt,
+        CRIRuntime(endpoint, timeout=60, memo_size=0) as unmemoized,
+    ):
         stub = rt.runtime_stub
         sandboxes, containers = [], []
         try:
@@ -119,7 +121,9 @@ async def bench(
                 "container_status": (status_with_stub, lambda: rt.container_status(cid)),
                 "list_containers_unmemoized": (list_with_stub, unmemoized.list_containers),
                 "container_status_unmemoized": (
-                    status_with_stub, lambda: unmemoized.container_status(cid)),
+                    status_with_stub,
+                    lambda: unmemoized.container_status(cid),
+                ),
             }
             # The sides take turns call by call and each keeps the median of its
             # calls: on a shared machine the runtime's answer time drifts by tens
@@ -143,8 +147,11 @@ async def bench(
             t0 = time.perf_counter()
             resp = await stub.RunPodSandbox(pb.RunPodSandboxRequest(config=sandbox_pb), timeout=60)
             created = await stub.CreateContainer(
-                pb.CreateContainerRequest(pod_sandbox_id=resp.pod_sandbox_id,
-                                          config=container_pb, sandbox_config=sandbox_pb),
+                pb.CreateContainerRequest(
+                    pod_sandbox_id=resp.pod_sandbox_id,
+                    config=container_pb,
+                    sandbox_config=sandbox_pb,
+                ),
                 timeout=60,
             )
             await stub.StartContainer(
@@ -168,8 +175,9 @@ async def bench(
 
         stub_times, cri_times, ratios = [], [], []
         for i in range(pods):  # paired and interleaved, as the loops above
-            first, second = (start_with_cri, start_with_stub) if i % 2 else (
-                start_with_stub, start_with_cri)
+            first, second = (
+                (start_with_cri, start_with_stub) if i % 2 else (start_with_stub, start_with_cri)
+            )
             a, b = await first(), await second()
             stub_s, cri_s = (b, a) if i % 2 else (a, b)
             stub_times.append(stub_s)
@@ -186,13 +194,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--endpoint", help="CRI endpoint of a running runtime")
-    where.add_argument("--start-containerd", action="store_true",
-                       help="start a private containerd for the run (root)")
+    where.add_argument(
+        "--start-containerd",
+        action="store_true",
+        help="start a private containerd for the run (root)",
+    )
     parser.add_argument("--image", default="", help="image for the container (with --endpoint)")
     parser.add_argument("-n", type=int, default=1000, help="calls per loop and side (default 1000)")
     parser.add_argument("--pods", type=int, default=8, help="pod starts per side (default 8)")
-    parser.add_argument("--running", type=int, default=10,
-                        help="pods running while the loops list (default 10)")
+    parser.add_argument(
+        "--running", type=int, default=10, help="pods running while the loops list (default 10)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     opts = parser.parse_args(argv)
 
@@ -215,8 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     elif not image:
         parser.error("--image is required with --endpoint")
     try:
-        results = asyncio.run(bench(endpoint, image, opts.n, opts.pods, opts.running,
-                                      log_root))
+        results = asyncio.run(bench(endpoint, image, opts.n, opts.pods, opts.running, log_root))
     finally:
         if harness is not None:
             harness.cleanup()
@@ -226,11 +237,18 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results, indent=2, sort_keys=True))
         return 0
     print(f"{'operation':<28} {'stub':>12} {'CRIRuntime':>12} {'ratio':>7}")
-    for op in ("list_containers", "container_status", "pod_start",
-               "list_containers_unmemoized", "container_status_unmemoized"):
+    for op in (
+        "list_containers",
+        "container_status",
+        "pod_start",
+        "list_containers_unmemoized",
+        "container_status_unmemoized",
+    ):
         stub_s, cri_s = results[f"stub_{op}"], results[f"cri_{op}"]
-        print(f"{op:<28} {stub_s * 1e3:>10.3f}ms {cri_s * 1e3:>10.3f}ms "
-              f"{results[f'ratio_{op}']:>7.2f}")
+        print(
+            f"{op:<28} {stub_s * 1e3:>10.3f}ms {cri_s * 1e3:>10.3f}ms "
+            f"{results[f'ratio_{op}']:>7.2f}"
+        )
     return 0
 
 

@@ -82,19 +82,30 @@ def make_pods(n: int, seed: int = 1) -> tuple[list[Pod], dict[str, PodUsage]]:
                 res = ResourceRequirements(requests={"memory": Quantity.parse(mem)})
             else:
                 q = Quantity.parse(mem)
-                res = ResourceRequirements(requests={"memory": q, "cpu": Quantity.parse("100m")},
-                                           limits={"memory": q, "cpu": Quantity.parse("100m")})
+                res = ResourceRequirements(
+                    requests={"memory": q, "cpu": Quantity.parse("100m")},
+                    limits={"memory": q, "cpu": Quantity.parse("100m")},
+                )
             containers.append(Container(name=f"c{j}", image="busybox:1.36", resources=res))
-            usage.append(ContainerUsage(
-                f"c{j}", memory_working_set_bytes=rnd.randint(1, 600) * MI,
-                rootfs_used_bytes=rnd.randint(0, 100) * MI, logs_used_bytes=rnd.randint(0, 50) * MI,
-            ))
+            usage.append(
+                ContainerUsage(
+                    f"c{j}",
+                    memory_working_set_bytes=rnd.randint(1, 600) * MI,
+                    rootfs_used_bytes=rnd.randint(0, 100) * MI,
+                    logs_used_bytes=rnd.randint(0, 50) * MI,
+                )
+            )
         uid = f"uid-{i}"
-        pods.append(Pod(
-            metadata=ObjectMeta(name=f"pod-{i}", uid=uid),
-            spec=PodSpec(priority=rnd.randint(-10, 10), containers=tuple(containers),
-                         volumes=(Volume(name="scratch", empty_dir=EmptyDirVolumeSource()),)),
-        ))
+        pods.append(
+            Pod(
+                metadata=ObjectMeta(name=f"pod-{i}", uid=uid),
+                spec=PodSpec(
+                    priority=rnd.randint(-10, 10),
+                    containers=tuple(containers),
+                    volumes=(Volume(name="scratch", empty_dir=EmptyDirVolumeSource()),),
+                ),
+            )
+        )
         if rnd.random() < 0.99:  # a few pods have no stats yet
             stats[uid] = PodUsage(
                 uid,
@@ -123,7 +134,8 @@ async def synchronize_times(repeat: int) -> list[float]:
     stats.pods.update(usage)
     stats.set_memory(available="100Mi", capacity="64Gi")
     manager = ThresholdEvictionManager(
-        stats=stats, clock=clock,
+        stats=stats,
+        clock=clock,
         thresholds=parse_threshold_config(eviction_hard={"memory.available": "500Mi"}),
     )
     evicted: list[str] = []
@@ -152,8 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     pods, stats = make_pods(10_000)
     cold_med, cold_min = measure(lambda: rank_memory_pressure(pods, stats), args.repeat)
     cache = RequestCache()
-    rank_med, rank_min = measure(lambda: rank_memory_pressure(pods, stats, cache=cache),
-                                 args.repeat)
+    rank_med, rank_min = measure(
+        lambda: rank_memory_pressure(pods, stats, cache=cache), args.repeat
+    )
     disk_rank = rank_for_signal("nodefs.available", False)
     assert disk_rank is not None
     disk_med, disk_min = measure(lambda: disk_rank(pods, stats, cache=cache), args.repeat)
@@ -174,8 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"rank 10,000 pods (memory):  {rank_med:8.2f} ms median, {rank_min:8.2f} ms best "
-              f"(target < 50 ms)")
+        print(
+            f"rank 10,000 pods (memory):  {rank_med:8.2f} ms median, {rank_min:8.2f} ms best "
+            f"(target < 50 ms)"
+        )
         print(f"  without a RequestCache:   {cold_med:8.2f} ms median, {cold_min:8.2f} ms best")
         print(f"rank 10,000 pods (nodefs):  {disk_med:8.2f} ms median, {disk_min:8.2f} ms best")
         print(f"synchronize, 1,000 pods:    {sync_med:8.2f} ms median, {sync_min:8.2f} ms best")

@@ -55,21 +55,28 @@ def write_log(path: Path, size: int) -> None:
     i = 0
     with open(path, "wb") as f:
         while f.tell() < size:
-            f.write(b"".join(
-                LogRecord(T0 + n, LogStream.STDOUT, False, b"line %09d " % n + b"x" * 45).encode()
-                for n in range(i, i + batch)))
+            f.write(
+                b"".join(
+                    LogRecord(
+                        T0 + n, LogStream.STDOUT, False, b"line %09d " % n + b"x" * 45
+                    ).encode()
+                    for n in range(i, i + batch)
+                )
+            )
             i += batch
 
 
 def tail(path: Path) -> bytes:
     """The last lines through the log server's reader."""
+
     async def running() -> bool:
         return False
 
     async def read() -> bytes:
         out = b""
-        async for chunk in stream_log(path, LogOptions(tail_lines=TAIL), clock=FakeClock(),
-                                      running=running):
+        async for chunk in stream_log(
+            path, LogOptions(tail_lines=TAIL), clock=FakeClock(), running=running
+        ):
             out += chunk
         return out
 
@@ -143,16 +150,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result))
     else:
+
         def kib(value: float | None) -> str:
             return "n/a" if value is None else f"{value:,.0f} KiB"
 
         print(f"last {TAIL} lines of a {args.size_mib} MiB CRI log (median of {args.repeat})")
-        print(f"  tail (stream_log):   {tail_ms:9.2f} ms  peak {tail_peak:>10,.0f} KiB  "
-              f"read {kib(tail_read)}")
-        print(f"  baseline (whole):    {base_ms:9.2f} ms  peak {base_peak:>10,.0f} KiB  "
-              f"read {kib(base_read)}")
-        print(f"  ratio tail/baseline: time {tail_ms / base_ms:.4f}, "
-              f"peak memory {tail_peak / base_peak:.4f}")
+        print(
+            f"  tail (stream_log):   {tail_ms:9.2f} ms  peak {tail_peak:>10,.0f} KiB  "
+            f"read {kib(tail_read)}"
+        )
+        print(
+            f"  baseline (whole):    {base_ms:9.2f} ms  peak {base_peak:>10,.0f} KiB  "
+            f"read {kib(base_read)}"
+        )
+        print(
+            f"  ratio tail/baseline: time {tail_ms / base_ms:.4f}, "
+            f"peak memory {tail_peak / base_peak:.4f}"
+        )
     return 0
 
 

@@ -99,9 +99,7 @@ def percentile(values: list[float], q: float) -> float:
 async def run(
     probes: int, period: float, duration: float, *, gc_freeze: bool = True
 ) -> dict[str, Any]:
-    server = subprocess.Popen(
-        [sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True
-    )
+    server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
         port = int(server.stdout.readline())
@@ -185,8 +183,10 @@ def main() -> None:
         f"{result['duration_s']:g}s: {result['probe_runs']} runs, "
         f"{result['failed_runs']} failed"
     )
-    print(f"scheduling drift p50 {result['drift_p50_ms']:.2f} ms, "
-          f"p99 {result['drift_p99_ms']:.2f} ms (target p99 < 50 ms)")
+    print(
+        f"scheduling drift p50 {result['drift_p50_ms']:.2f} ms, "
+        f"p99 {result['drift_p99_ms']:.2f} ms (target p99 < 50 ms)"
+    )
     print(f"CPU {result['cpu_pct']:.1f}% of one core")
 
 

@@ -74,8 +74,10 @@ def cli_command() -> tuple[list[str], str]:
     beside = Path(sys.executable).parent / "kubelet-kit"
     if beside.is_file() and os.access(beside, os.X_OK):
         return [str(beside)], f"console script beside the interpreter ({beside})"
-    return ([sys.executable, "-m", "kubelet_kit.cli"],
-            "python -m kubelet_kit.cli (no console script)")
+    return (
+        [sys.executable, "-m", "kubelet_kit.cli"],
+        "python -m kubelet_kit.cli (no console script)",
+    )
 
 
 def commands(cli: list[str]) -> dict[str, tuple[list[str], float]]:
@@ -96,20 +98,31 @@ def time_runs(argv: list[str], runs: int) -> list[float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        proc = subprocess.run(argv, cwd=ROOT, env=CHILD_ENV, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, check=False)
+        proc = subprocess.run(
+            argv,
+            cwd=ROOT,
+            env=CHILD_ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
         elapsed = (time.perf_counter() - start) * 1000.0
         if proc.returncode != 0:
-            raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: "
-                             f"{proc.stderr.decode(errors='replace').strip()}")
+            raise SystemExit(
+                f"{' '.join(argv)} exited {proc.returncode}: "
+                f"{proc.stderr.decode(errors='replace').strip()}"
+            )
         times.append(elapsed)
     return times
 
 
 def summary(times: list[float]) -> dict[str, float]:
     """Min, median and max of ``times``, rounded to 0.1 ms."""
-    return {"min_ms": round(min(times), 1), "median_ms": round(statistics.median(times), 1),
-            "max_ms": round(max(times), 1)}
+    return {
+        "min_ms": round(min(times), 1),
+        "median_ms": round(statistics.median(times), 1),
+        "max_ms": round(max(times), 1),
+    }
 
 
 def measure(runs: int) -> dict[str, Any]:
@@ -120,11 +133,22 @@ def measure(runs: int) -> dict[str, Any]:
     table = commands(cli)
     subprocess.run([sys.executable, "-c", "pass"], cwd=ROOT, env=CHILD_ENV, check=False)
     for argv, _ in table.values():
-        subprocess.run(argv, cwd=ROOT, env=CHILD_ENV, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, check=False)
+        subprocess.run(
+            argv,
+            cwd=ROOT,
+            env=CHILD_ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
     baseline = summary(time_runs([sys.executable, "-c", "pass"], runs))
-    result: dict[str, Any] = {"runs": runs, "cli": cli_note, "python": sys.executable,
-                              "baseline": baseline, "commands": {}}
+    result: dict[str, Any] = {
+        "runs": runs,
+        "cli": cli_note,
+        "python": sys.executable,
+        "baseline": baseline,
+        "commands": {},
+    }
     for key, (argv, target) in table.items():
         figures = summary(time_runs(argv, runs))
         result["commands"][key] = {
@@ -198,20 +222,33 @@ def measure_manifests(cli: list[str], megabytes: int) -> dict[str, Any]:
         pods = write_manifests(directory, megabytes)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        proc = subprocess.run([*cli, "validate", str(directory)], cwd=ROOT, env=CHILD_ENV,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+        proc = subprocess.run(
+            [*cli, "validate", str(directory)],
+            cwd=ROOT,
+            env=CHILD_ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0:
-            raise SystemExit(f"validate of the manifest directory exited {proc.returncode}: "
-                             f"{proc.stderr.decode(errors='replace').strip()[:500]}")
+            raise SystemExit(
+                f"validate of the manifest directory exited {proc.returncode}: "
+                f"{proc.stderr.decode(errors='replace').strip()[:500]}"
+            )
         first = str(directory / "pods-000.yaml")
         size_mb = (directory / "pods-000.yaml").stat().st_size / 1e6
         rates: dict[str, float | None] = {}
         for loader in ("c", "pure"):
-            out = subprocess.run([sys.executable, "-c", _PARSE, first, loader], cwd=ROOT,
-                                 env=CHILD_ENV, capture_output=True, text=True,
-                                 check=True).stdout.strip()
+            out = subprocess.run(
+                [sys.executable, "-c", _PARSE, first, loader],
+                cwd=ROOT,
+                env=CHILD_ENV,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
             rates[loader] = None if out == "none" else round(size_mb / float(out), 2)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     c_rate, pure_rate = rates["c"], rates["pure"]
@@ -240,11 +277,15 @@ def report(result: dict[str, Any]) -> str:
         f"{'command':<24} {'min':>8} {'median':>8} {'max':>8} {'ratio':>6} {'target':>8}  met",
     ]
     b = result["baseline"]
-    lines.append(f"{'python -c pass':<24} {b['min_ms']:>8.1f} {b['median_ms']:>8.1f} "
-                 f"{b['max_ms']:>8.1f} {'1.00':>6} {'':>8}")
+    lines.append(
+        f"{'python -c pass':<24} {b['min_ms']:>8.1f} {b['median_ms']:>8.1f} "
+        f"{b['max_ms']:>8.1f} {'1.00':>6} {'':>8}"
+    )
     for key, c in result["commands"].items():
-        lines.append(f"{key:<24} {c['min_ms']:>8.1f} {c['median_ms']:>8.1f} {c['max_ms']:>8.1f} "
-                     f"{c['ratio']:>6.2f} {c['target_ms']:>8.0f}  {'yes' if c['met'] else 'NO'}")
+        lines.append(
+            f"{key:<24} {c['min_ms']:>8.1f} {c['median_ms']:>8.1f} {c['max_ms']:>8.1f} "
+            f"{c['ratio']:>6.2f} {c['target_ms']:>8.0f}  {'yes' if c['met'] else 'NO'}"
+        )
     lines.append("")
     lines.append("times in ms, wall clock from spawn to exit; ratio = median / baseline median")
     m = result.get("manifests")
@@ -268,8 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="fresh processes per command")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--manifest-mb", type=int, default=10,
-                        help="size of the large manifest directory in MB (0 skips it)")
+    parser.add_argument(
+        "--manifest-mb",
+        type=int,
+        default=10,
+        help="size of the large manifest directory in MB (0 skips it)",
+    )
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")

@@ -65,8 +65,9 @@ NAMESPACE = "k8s.io"
 
 
 def sh(*argv: str, check: bool = True, timeout: float = 60) -> str:
-    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
-                          env=clean_env())
+    done = subprocess.run(
+        list(argv), capture_output=True, text=True, timeout=timeout, env=clean_env()
+    )
     if check and done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr}")
     return done.stdout
@@ -116,12 +117,20 @@ class PKI(pki.PKI):
     server and of the image registries."""
 
     def __init__(self, directory: Path) -> None:
-        names = ["kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                 "kubernetes.default.svc.cluster.local", "localhost"]
-        sans = ", ".join([f"IP:{ip}" for ip in ("127.0.0.1", NODE_IP, "10.96.0.1")]
-                         + [f"DNS:{n}" for n in names])
-        registry_sans = ", ".join([f"DNS:{n}" for n in registries.REGISTRIES]
-                                  + [f"IP:{a}" for a, _ in registries.REGISTRIES.values()])
+        names = [
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+            "localhost",
+        ]
+        sans = ", ".join(
+            [f"IP:{ip}" for ip in ("127.0.0.1", NODE_IP, "10.96.0.1")] + [f"DNS:{n}" for n in names]
+        )
+        registry_sans = ", ".join(
+            [f"DNS:{n}" for n in registries.REGISTRIES]
+            + [f"IP:{a}" for a, _ in registries.REGISTRIES.values()]
+        )
         super().__init__(directory, _REQ_CONFIG.format(sans=sans, registry_sans=registry_sans))
 
 
@@ -154,8 +163,15 @@ current-context: user@conformance
 class Cluster:
     """The one-node cluster, its files in ``base`` (logs in ``base/logs``)."""
 
-    def __init__(self, base: Path, bin_dir: Path, tree: Path, node: str,
-                 repo: Path, log: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        base: Path,
+        bin_dir: Path,
+        tree: Path,
+        node: str,
+        repo: Path,
+        log: Callable[[str], None] = print,
+    ) -> None:
         assert node in ("kubelet-kit", "real"), node
         self.base = base
         self.bin = bin_dir
@@ -182,16 +198,23 @@ class Cluster:
     def _spawn(self, name: str, argv: list[str], **env: str) -> subprocess.Popen[bytes]:
         self.logs.mkdir(parents=True, exist_ok=True)
         with (self.logs / f"{name}.log").open("ab") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                    cwd=self.base, env=clean_env(**env))
+            proc = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=self.base,
+                env=clean_env(**env),
+            )
         self.procs.append((name, proc))
         with self.pid_file.open("a") as f:
             f.write(f"{proc.pid} {name}\n")
         return proc
 
-    def _wait(self, name: str, proc: subprocess.Popen[bytes], ready: Callable[[], bool],
-              timeout: float) -> None:
+    def _wait(
+        self, name: str, proc: subprocess.Popen[bytes], ready: Callable[[], bool], timeout: float
+    ) -> None:
         deadline = time.monotonic() + timeout
         while True:
             if proc.poll() is not None:
@@ -212,14 +235,20 @@ class Cluster:
         if cert is None:
             cert = (self.pki_dir / "admin.crt", self.pki_dir / "admin.key")
         ctx.load_cert_chain(str(cert[0]), str(cert[1]))
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
-                                             urllib.request.HTTPSHandler(context=ctx))
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx)
+        )
         with opener.open(url, timeout=3) as resp:
             return bool(resp.status == 200)
 
     def kubectl(self, *args: str, timeout: float = 60) -> str:
-        return sh(str(self.bin / "kubectl"), f"--kubeconfig={self.admin_kubeconfig}",
-                  f"--cache-dir={self.base / 'kubectl-cache'}", *args, timeout=timeout)
+        return sh(
+            str(self.bin / "kubectl"),
+            f"--kubeconfig={self.admin_kubeconfig}",
+            f"--cache-dir={self.base / 'kubectl-cache'}",
+            *args,
+            timeout=timeout,
+        )
 
     def get_json(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", "-o", "json", *args))
@@ -229,8 +258,9 @@ class Cluster:
     def start(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
         if os.environ.get("KUBELET_KIT_CONFORMANCE_NS") != "1":
-            raise RuntimeError("the cluster runs only inside the namespaces that "
-                               "scripts/conformance makes")
+            raise RuntimeError(
+                "the cluster runs only inside the namespaces that scripts/conformance makes"
+            )
         self._network()
         self._mounts()
         self._pki()
@@ -278,84 +308,135 @@ class Cluster:
         pki.signed("admin", "/O=system:masters/CN=conformance-admin", "client", ca)
         pki.signed("node", f"/O=system:nodes/CN=system:node:{NODE_NAME}", "client", ca)
         kca = pki.ca("kubelet-client-ca", "kubelet-kit-conformance-kubelet-client-ca")
-        pki.signed("apiserver-kubelet-client",
-                   "/O=system:masters/CN=kube-apiserver-kubelet-client", "client", kca)
+        pki.signed(
+            "apiserver-kubelet-client",
+            "/O=system:masters/CN=kube-apiserver-kubelet-client",
+            "client",
+            kca,
+        )
         pki.public_key(pki.key("sa", rsa=True))
         pki.signed("registry", "/CN=conformance-registry", "registry", ca)
         p = self.pki_dir
-        kubeconfig(self.admin_kubeconfig, f"https://127.0.0.1:{APISERVER_PORT}",
-                   p / "ca.crt", p / "admin.crt", p / "admin.key")
-        kubeconfig(self.base / "node.kubeconfig", f"https://{NODE_IP}:{APISERVER_PORT}",
-                   p / "ca.crt", p / "node.crt", p / "node.key")
+        kubeconfig(
+            self.admin_kubeconfig,
+            f"https://127.0.0.1:{APISERVER_PORT}",
+            p / "ca.crt",
+            p / "admin.crt",
+            p / "admin.key",
+        )
+        kubeconfig(
+            self.base / "node.kubeconfig",
+            f"https://{NODE_IP}:{APISERVER_PORT}",
+            p / "ca.crt",
+            p / "node.crt",
+            p / "node.key",
+        )
 
     def _etcd(self) -> None:
         self.log("etcd")
-        proc = self._spawn("etcd", [
-            "etcd", "--name", "conformance", "--data-dir", str(self.base / "etcd"),
-            "--listen-client-urls", "http://127.0.0.1:2379",
-            "--advertise-client-urls", "http://127.0.0.1:2379",
-            "--listen-peer-urls", "http://127.0.0.1:2380",
-            "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
-            "--initial-cluster", "conformance=http://127.0.0.1:2380",
-            "--initial-cluster-state", "new", "--unsafe-no-fsync"])
+        proc = self._spawn(
+            "etcd",
+            [
+                "etcd",
+                "--name",
+                "conformance",
+                "--data-dir",
+                str(self.base / "etcd"),
+                "--listen-client-urls",
+                "http://127.0.0.1:2379",
+                "--advertise-client-urls",
+                "http://127.0.0.1:2379",
+                "--listen-peer-urls",
+                "http://127.0.0.1:2380",
+                "--initial-advertise-peer-urls",
+                "http://127.0.0.1:2380",
+                "--initial-cluster",
+                "conformance=http://127.0.0.1:2380",
+                "--initial-cluster-state",
+                "new",
+                "--unsafe-no-fsync",
+            ],
+        )
 
         def ready() -> bool:
             opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
             with opener.open("http://127.0.0.1:2379/health", timeout=2) as r:
                 return b"true" in r.read()
+
         self._wait("etcd", proc, ready, 60)
 
     def _apiserver(self) -> None:
         self.log("kube-apiserver")
         p = self.pki_dir
-        proc = self._spawn("kube-apiserver", [
-            str(self.bin / "kube-apiserver"),
-            "--etcd-servers=http://127.0.0.1:2379",
-            "--bind-address=0.0.0.0", f"--advertise-address={NODE_IP}",
-            f"--secure-port={APISERVER_PORT}",
-            f"--cert-dir={self.base / 'apiserver-certs'}",
-            f"--tls-cert-file={p / 'apiserver.crt'}",
-            f"--tls-private-key-file={p / 'apiserver.key'}",
-            f"--client-ca-file={p / 'ca.crt'}",
-            "--service-account-issuer=https://kubernetes.default.svc",
-            f"--service-account-key-file={p / 'sa.pub'}",
-            f"--service-account-signing-key-file={p / 'sa.key'}",
-            f"--kubelet-client-certificate={p / 'apiserver-kubelet-client.crt'}",
-            f"--kubelet-client-key={p / 'apiserver-kubelet-client.key'}",
-            "--kubelet-preferred-address-types=InternalIP",
-            "--authorization-mode=Node,RBAC",
-            "--enable-admission-plugins=NodeRestriction",
-            "--allow-privileged=true",
-            f"--service-cluster-ip-range={SERVICE_CIDR}"])
-        self._wait("kube-apiserver", proc,
-                   lambda: self._https_ok(f"https://127.0.0.1:{APISERVER_PORT}/readyz"), 180)
+        proc = self._spawn(
+            "kube-apiserver",
+            [
+                str(self.bin / "kube-apiserver"),
+                "--etcd-servers=http://127.0.0.1:2379",
+                "--bind-address=0.0.0.0",
+                f"--advertise-address={NODE_IP}",
+                f"--secure-port={APISERVER_PORT}",
+                f"--cert-dir={self.base / 'apiserver-certs'}",
+                f"--tls-cert-file={p / 'apiserver.crt'}",
+                f"--tls-private-key-file={p / 'apiserver.key'}",
+                f"--client-ca-file={p / 'ca.crt'}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={p / 'sa.pub'}",
+                f"--service-account-signing-key-file={p / 'sa.key'}",
+                f"--kubelet-client-certificate={p / 'apiserver-kubelet-client.crt'}",
+                f"--kubelet-client-key={p / 'apiserver-kubelet-client.key'}",
+                "--kubelet-preferred-address-types=InternalIP",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
+                "--allow-privileged=true",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+            ],
+        )
+        self._wait(
+            "kube-apiserver",
+            proc,
+            lambda: self._https_ok(f"https://127.0.0.1:{APISERVER_PORT}/readyz"),
+            180,
+        )
 
     def _controller_manager(self) -> None:
         self.log("kube-controller-manager")
         p = self.pki_dir
-        proc = self._spawn("kube-controller-manager", [
-            str(self.bin / "kube-controller-manager"),
-            f"--kubeconfig={self.admin_kubeconfig}",
-            f"--authentication-kubeconfig={self.admin_kubeconfig}",
-            f"--authorization-kubeconfig={self.admin_kubeconfig}",
-            f"--service-account-private-key-file={p / 'sa.key'}",
-            f"--root-ca-file={p / 'ca.crt'}",
-            f"--cert-dir={self.base / 'kcm-certs'}",
-            "--leader-elect=false", "--use-service-account-credentials=false",
-            "--bind-address=127.0.0.1", "--port=0"])
+        proc = self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.bin / "kube-controller-manager"),
+                f"--kubeconfig={self.admin_kubeconfig}",
+                f"--authentication-kubeconfig={self.admin_kubeconfig}",
+                f"--authorization-kubeconfig={self.admin_kubeconfig}",
+                f"--service-account-private-key-file={p / 'sa.key'}",
+                f"--root-ca-file={p / 'ca.crt'}",
+                f"--cert-dir={self.base / 'kcm-certs'}",
+                "--leader-elect=false",
+                "--use-service-account-credentials=false",
+                "--bind-address=127.0.0.1",
+                "--port=0",
+            ],
+        )
         time.sleep(1)
         if proc.poll() is not None:
             self._wait("kube-controller-manager", proc, lambda: False, 0)
 
     def _scheduler(self) -> None:
         self.log("kube-scheduler")
-        proc = self._spawn("kube-scheduler", [
-            str(self.bin / "kube-scheduler"),
-            f"--kubeconfig={self.admin_kubeconfig}",
-            f"--authentication-kubeconfig={self.admin_kubeconfig}",
-            f"--authorization-kubeconfig={self.admin_kubeconfig}",
-            f"--cert-dir={self.base / 'scheduler-certs'}",
-            "--leader-elect=false", "--bind-address=127.0.0.1", "--port=0"])
+        proc = self._spawn(
+            "kube-scheduler",
+            [
+                str(self.bin / "kube-scheduler"),
+                f"--kubeconfig={self.admin_kubeconfig}",
+                f"--authentication-kubeconfig={self.admin_kubeconfig}",
+                f"--authorization-kubeconfig={self.admin_kubeconfig}",
+                f"--cert-dir={self.base / 'scheduler-certs'}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                "--port=0",
+            ],
+        )
         time.sleep(1)
         if proc.poll() is not None:
             self._wait("kube-scheduler", proc, lambda: False, 0)
@@ -364,16 +445,31 @@ class Cluster:
         self.log("containerd")
         for d in ("root", "state", "cni", "cni-state"):
             (self.ctd / d).mkdir(parents=True, exist_ok=True)
-        (self.ctd / "cni" / "10-conformance.conflist").write_text(json.dumps({
-            "cniVersion": "0.4.0", "name": "conformance",
-            "plugins": [
-                {"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": False,
-                 "hairpinMode": True,
-                 "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]],
-                          "routes": [{"dst": "0.0.0.0/0"}],
-                          "dataDir": str(self.ctd / "cni-state")}},
-                {"type": "portmap", "capabilities": {"portMappings": True}},
-            ]}, indent=1))
+        (self.ctd / "cni" / "10-conformance.conflist").write_text(
+            json.dumps(
+                {
+                    "cniVersion": "0.4.0",
+                    "name": "conformance",
+                    "plugins": [
+                        {
+                            "type": "bridge",
+                            "bridge": "cni0",
+                            "isGateway": True,
+                            "ipMasq": False,
+                            "hairpinMode": True,
+                            "ipam": {
+                                "type": "host-local",
+                                "ranges": [[{"subnet": POD_CIDR}]],
+                                "routes": [{"dst": "0.0.0.0/0"}],
+                                "dataDir": str(self.ctd / "cni-state"),
+                            },
+                        },
+                        {"type": "portmap", "capabilities": {"portMappings": True}},
+                    ],
+                },
+                indent=1,
+            )
+        )
         cri = '[plugins."io.containerd.grpc.v1.cri"]'
         (self.ctd / "config.toml").write_text(
             "version = 2\n"
@@ -390,14 +486,23 @@ class Cluster:
             f"\n{cri[:-1]}.cni]\n"
             '  bin_dir = "/usr/lib/cni"\n'
             f'  conf_dir = "{self.ctd / "cni"}"\n'
-            + registries.containerd_config(self.pki_dir / "ca.crt"))
+            + registries.containerd_config(self.pki_dir / "ca.crt")
+        )
         proc = self._spawn("containerd", ["containerd", "--config", str(self.ctd / "config.toml")])
-        self._wait("containerd", proc, lambda: self.socket.exists() and bool(
-            sh("ctr", "-a", str(self.socket), "version", timeout=10)), 60)
+        self._wait(
+            "containerd",
+            proc,
+            lambda: (
+                self.socket.exists()
+                and bool(sh("ctr", "-a", str(self.socket), "version", timeout=10))
+            ),
+            60,
+        )
 
     def ctr(self, *args: str, check: bool = True, timeout: float = 120) -> str:
-        return sh("ctr", "-a", str(self.socket), "-n", NAMESPACE, *args, check=check,
-                  timeout=timeout)
+        return sh(
+            "ctr", "-a", str(self.socket), "-n", NAMESPACE, *args, check=check, timeout=timeout
+        )
 
     def _images(self) -> None:
         self.log("test images: assembling and importing")
@@ -412,14 +517,19 @@ class Cluster:
 
     def _registries(self) -> None:
         if not registries.available():
-            self.log(f"no {registries.PROGRAM} or htpasswd (scripts/setup installs them): "
-                     "the image-pull specs will fail")
+            self.log(
+                f"no {registries.PROGRAM} or htpasswd (scripts/setup installs them): "
+                "the image-pull specs will fail"
+            )
             return
-        self.log("image registries: " + ", ".join(
-            f"{n} on {a}:443" for n, (a, _) in registries.REGISTRIES.items()))
+        self.log(
+            "image registries: "
+            + ", ".join(f"{n} on {a}:443" for n, (a, _) in registries.REGISTRIES.items())
+        )
         p = self.pki_dir
-        regs = registries.Registries(self.base / "registries", p / "ca.crt",
-                                     (p / "registry.crt", p / "registry.key"))
+        regs = registries.Registries(
+            self.base / "registries", p / "ca.crt", (p / "registry.crt", p / "registry.key")
+        )
         regs.start(self._spawn, self._wait, sh)
         regs.push(self.ctr)
         self.registries = regs
@@ -429,51 +539,83 @@ class Cluster:
         root_dir = "/var/lib/kubelet"
         if self.node == "real":
             self.log("node: the real kubelet 1.20.2")
-            proc = self._spawn("node", [
-                str(self.bin / "kubelet"),
-                f"--kubeconfig={self.base / 'node.kubeconfig'}",
-                f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}",
-                f"--root-dir={root_dir}", f"--cert-dir={root_dir}/pki",
-                "--container-runtime=remote",
-                f"--container-runtime-endpoint=unix://{self.socket}",
-                "--runtime-request-timeout=5m",
-                f"--client-ca-file={p / 'kubelet-client-ca.crt'}",
-                "--anonymous-auth=false", "--authorization-mode=AlwaysAllow",
-                "--fail-swap-on=false", "--cgroups-per-qos=false",
-                "--enforce-node-allocatable=", f"--cgroup-root={self.cgroup_root}",
-                "--cgroup-driver=cgroupfs", "--read-only-port=0",
-                "--healthz-bind-address=127.0.0.1",
-                f"--pod-manifest-path={self.base / 'manifests'}",
-                "--v=2"])
+            proc = self._spawn(
+                "node",
+                [
+                    str(self.bin / "kubelet"),
+                    f"--kubeconfig={self.base / 'node.kubeconfig'}",
+                    f"--hostname-override={NODE_NAME}",
+                    f"--node-ip={NODE_IP}",
+                    f"--root-dir={root_dir}",
+                    f"--cert-dir={root_dir}/pki",
+                    "--container-runtime=remote",
+                    f"--container-runtime-endpoint=unix://{self.socket}",
+                    "--runtime-request-timeout=5m",
+                    f"--client-ca-file={p / 'kubelet-client-ca.crt'}",
+                    "--anonymous-auth=false",
+                    "--authorization-mode=AlwaysAllow",
+                    "--fail-swap-on=false",
+                    "--cgroups-per-qos=false",
+                    "--enforce-node-allocatable=",
+                    f"--cgroup-root={self.cgroup_root}",
+                    "--cgroup-driver=cgroupfs",
+                    "--read-only-port=0",
+                    "--healthz-bind-address=127.0.0.1",
+                    f"--pod-manifest-path={self.base / 'manifests'}",
+                    "--v=2",
+                ],
+            )
         else:
             self.log("node: kubelet-kit run")
             config = self.base / "kubelet.yaml"
-            config.write_text(json.dumps({
-                "apiVersion": "kubelet.config.k8s.io/v1beta1",
-                "kind": "KubeletConfiguration",
-                "containerRuntimeEndpoint": f"unix://{self.socket}",
-                "cgroupsPerQOS": False,
-                "cgroupRoot": self.cgroup_root,
-                "staticPodPath": str(self.base / "manifests"),
-                "authentication": {"anonymous": {"enabled": False},
-                                   "x509": {"clientCAFile": str(p / "kubelet-client-ca.crt")}},
-                "authorization": {"mode": "AlwaysAllow"},
-            }, indent=1))
-            proc = self._spawn("node", [
-                str(self.repo / ".venv/bin/kubelet-kit"), "run",
-                "--kubeconfig", str(self.base / "node.kubeconfig"),
-                "--config", str(config),
-                "--hostname-override", NODE_NAME, "--node-ip", NODE_IP,
-                "--root-dir", root_dir,
-                "--client-ca-file", str(p / "kubelet-client-ca.crt")])
+            config.write_text(
+                json.dumps(
+                    {
+                        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+                        "kind": "KubeletConfiguration",
+                        "containerRuntimeEndpoint": f"unix://{self.socket}",
+                        "cgroupsPerQOS": False,
+                        "cgroupRoot": self.cgroup_root,
+                        "staticPodPath": str(self.base / "manifests"),
+                        "authentication": {
+                            "anonymous": {"enabled": False},
+                            "x509": {"clientCAFile": str(p / "kubelet-client-ca.crt")},
+                        },
+                        "authorization": {"mode": "AlwaysAllow"},
+                    },
+                    indent=1,
+                )
+            )
+            proc = self._spawn(
+                "node",
+                [
+                    str(self.repo / ".venv/bin/kubelet-kit"),
+                    "run",
+                    "--kubeconfig",
+                    str(self.base / "node.kubeconfig"),
+                    "--config",
+                    str(config),
+                    "--hostname-override",
+                    NODE_NAME,
+                    "--node-ip",
+                    NODE_IP,
+                    "--root-dir",
+                    root_dir,
+                    "--client-ca-file",
+                    str(p / "kubelet-client-ca.crt"),
+                ],
+            )
         (self.base / "manifests").mkdir(exist_ok=True)
         self._node_proc = proc
 
     def _wait_node_ready(self) -> None:
         def ready() -> bool:
             node = self.get_json("node", NODE_NAME)
-            return any(c["type"] == "Ready" and c["status"] == "True"
-                       for c in node["status"].get("conditions", []))
+            return any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in node["status"].get("conditions", [])
+            )
+
         self._wait("node", self._node_proc, ready, 180)
         self.log(f"node {NODE_NAME} Ready")
 
@@ -490,8 +632,9 @@ class Cluster:
         for name, proc in self.procs:
             if name == "node":
                 self._end(proc)
-        if self.socket.exists() and any(n == "containerd" and p.poll() is None
-                                        for n, p in self.procs):
+        if self.socket.exists() and any(
+            n == "containerd" and p.poll() is None for n, p in self.procs
+        ):
             ids = self.ctr("tasks", "ls", "-q", check=False, timeout=30).split()
             self._ids = self.ctr("containers", "ls", "-q", check=False, timeout=30).split()
             for cid in ids:

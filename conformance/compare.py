@@ -23,8 +23,10 @@ def table(summaries: list[dict[str, Any]]) -> str:
     lines = [f"{'node':<12} {'passed':>9} {'specs min':>10} {'run min':>8}  commit"]
     for s in summaries:
         commit = s["commit"] + ("+" if s.get("local_changes") else "")
-        lines.append(f"{s['node']:<12} {s['passed']:>4}/{s['total']:<4} "
-                     f"{s['spec_minutes']:>10.1f} {s.get('run_minutes', 0):>8.1f}  {commit}")
+        lines.append(
+            f"{s['node']:<12} {s['passed']:>4}/{s['total']:<4} "
+            f"{s['spec_minutes']:>10.1f} {s.get('run_minutes', 0):>8.1f}  {commit}"
+        )
     real = next((s for s in summaries if s["node"] == "real"), None)
     for s in summaries:
         if s["node"] != "real" and real is not None and real["spec_minutes"] > 0:

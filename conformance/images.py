@@ -131,12 +131,27 @@ class Layer:
 def base_layer() -> Layer:
     """The directories and account files every image has."""
     layer = Layer()
-    for d in ("bin", "sbin", "usr/bin", "usr/sbin", "usr/local/bin", "etc", "proc", "sys",
-              "dev", "root", "var", "run", "home"):
+    for d in (
+        "bin",
+        "sbin",
+        "usr/bin",
+        "usr/sbin",
+        "usr/local/bin",
+        "etc",
+        "proc",
+        "sys",
+        "dev",
+        "root",
+        "var",
+        "run",
+        "home",
+    ):
         layer.dir(d)
     layer.dir("tmp", 0o1777)
-    layer.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n"
-                             b"nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")
+    layer.file(
+        "etc/passwd",
+        b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
+    )
     layer.file("etc/group", b"root:x:0:\nnogroup:x:65534:\n")
     return layer
 
@@ -144,8 +159,9 @@ def base_layer() -> Layer:
 def add_busybox(layer: Layer, skip: Iterable[str] = ()) -> None:
     """Debian's static busybox at /bin/busybox, every applet a link to it."""
     layer.host_file("bin/busybox", BUSYBOX_BIN, 0o755)
-    applets = subprocess.run([str(BUSYBOX_BIN), "--list"], capture_output=True, text=True,
-                             check=True, timeout=30).stdout.split()
+    applets = subprocess.run(
+        [str(BUSYBOX_BIN), "--list"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout.split()
     skipped = set(skip)
     for applet in applets:
         if applet in skipped or applet == "busybox":
@@ -153,16 +169,22 @@ def add_busybox(layer: Layer, skip: Iterable[str] = ()) -> None:
         layer.symlink(f"bin/{applet}", "busybox")
 
 
-def write_image(path: Path, name: str, layer: Layer, entrypoint: list[str],
-                cmd: list[str]) -> None:
+def write_image(path: Path, name: str, layer: Layer, entrypoint: list[str], cmd: list[str]) -> None:
     """Write ``layer`` as a one-layer OCI image-layout tar referenced as ``name``."""
-    write_layout(path, name, layer.tar(), env=[PATH_ENV], entrypoint=entrypoint or None,
-                 cmd=cmd or None)
+    write_layout(
+        path, name, layer.tar(), env=[PATH_ENV], entrypoint=entrypoint or None, cmd=cmd or None
+    )
 
 
-def write_layout(path: Path, name: str, layer: bytes, *, env: list[str],
-                 entrypoint: list[str] | None,
-                 cmd: list[str] | None) -> tuple[dict[str, bytes], str]:
+def write_layout(
+    path: Path,
+    name: str,
+    layer: bytes,
+    *,
+    env: list[str],
+    entrypoint: list[str] | None,
+    cmd: list[str] | None,
+) -> tuple[dict[str, bytes], str]:
     """Write the layer tar ``layer`` as a one-layer OCI image-layout tar referenced as
     ``name``, for this machine's architecture, running ``entrypoint`` and ``cmd``
     (None: unset) with ``env``.
@@ -195,15 +217,20 @@ def write_layout(path: Path, name: str, layer: bytes, *, env: list[str],
     manifest_desc = add(json.dumps(manifest).encode())
     index = {
         "schemaVersion": 2,
-        "manifests": [{
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            **manifest_desc,
-            "platform": {"architecture": arch, "os": "linux"},
-            "annotations": {"io.containerd.image.name": name,
-                            "org.opencontainers.image.ref.name": name.rsplit(":", 1)[-1]},
-        }],
+        "manifests": [
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                **manifest_desc,
+                "platform": {"architecture": arch, "os": "linux"},
+                "annotations": {
+                    "io.containerd.image.name": name,
+                    "org.opencontainers.image.ref.name": name.rsplit(":", 1)[-1],
+                },
+            }
+        ],
     }
     with tarfile.open(path, "w") as tar:
+
         def put(member: str, data: bytes) -> None:
             info = tarfile.TarInfo(member)
             info.size = len(data)

@@ -42,8 +42,13 @@ class PKI:
         self.config.write_text(config)
 
     def _openssl(self, *args: str) -> None:
-        done = subprocess.run(["openssl", *args], capture_output=True, text=True, timeout=60,
-                              env=clean_env(OPENSSL_CONF=str(self.config)))
+        done = subprocess.run(
+            ["openssl", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=clean_env(OPENSSL_CONF=str(self.config)),
+        )
         if done.returncode != 0:
             raise RuntimeError(f"openssl {' '.join(args)} failed:\n{done.stderr}")
 
@@ -51,20 +56,48 @@ class PKI:
         """A new key ``NAME.key``: EC P-256, or RSA 2048 when ``rsa``."""
         path = self.dir / f"{name}.key"
         if rsa:  # the service-account key: RS256 is what every client verifies
-            self._openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
-                          "-out", str(path))
+            self._openssl(
+                "genpkey",
+                "-algorithm",
+                "RSA",
+                "-pkeyopt",
+                "rsa_keygen_bits:2048",
+                "-out",
+                str(path),
+            )
         else:
-            self._openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
-                          "-out", str(path))
+            self._openssl(
+                "genpkey",
+                "-algorithm",
+                "EC",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-out",
+                str(path),
+            )
         return path
 
     def ca(self, name: str, common_name: str) -> tuple[Path, Path]:
         """A new self-signed CA ``NAME.crt`` valid for two days: its certificate and key."""
         key = self.key(name)
         cert = self.dir / f"{name}.crt"
-        self._openssl("req", "-x509", "-new", "-config", str(self.config), "-extensions", "ca",
-                      "-key", str(key), "-subj", f"/CN={common_name}", "-days", "2",
-                      "-out", str(cert))
+        self._openssl(
+            "req",
+            "-x509",
+            "-new",
+            "-config",
+            str(self.config),
+            "-extensions",
+            "ca",
+            "-key",
+            str(key),
+            "-subj",
+            f"/CN={common_name}",
+            "-days",
+            "2",
+            "-out",
+            str(cert),
+        )
         return cert, key
 
     def signed(
@@ -74,11 +107,37 @@ class PKI:
         key = self.key(name)
         csr = self.dir / f"{name}.csr"
         cert = self.dir / f"{name}.crt"
-        self._openssl("req", "-new", "-config", str(self.config), "-key", str(key),
-                      "-subj", subject, "-out", str(csr))
-        self._openssl("x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
-                      "-CAcreateserial", "-days", "2", "-extfile", str(self.config),
-                      "-extensions", kind, "-out", str(cert))
+        self._openssl(
+            "req",
+            "-new",
+            "-config",
+            str(self.config),
+            "-key",
+            str(key),
+            "-subj",
+            subject,
+            "-out",
+            str(csr),
+        )
+        self._openssl(
+            "x509",
+            "-req",
+            "-in",
+            str(csr),
+            "-CA",
+            str(ca[0]),
+            "-CAkey",
+            str(ca[1]),
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            str(self.config),
+            "-extensions",
+            kind,
+            "-out",
+            str(cert),
+        )
         return cert, key
 
     def public_key(self, key: Path) -> Path:

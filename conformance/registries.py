@@ -70,8 +70,10 @@ def containerd_config(ca: Path) -> str:
     """The CRI plugin's registry section: trust ``ca`` for the registries' hosts."""
     out = []
     for name in REGISTRIES:
-        out.append(f'\n[plugins."io.containerd.grpc.v1.cri".registry.configs."{name}".tls]\n'
-                   f'  ca_file = "{ca}"\n')
+        out.append(
+            f'\n[plugins."io.containerd.grpc.v1.cri".registry.configs."{name}".tls]\n'
+            f'  ca_file = "{ca}"\n'
+        )
     return "".join(out)
 
 
@@ -87,9 +89,12 @@ class Registries:
         #: The pull secret's contents, for the suite's ``--docker-config-file``.
         self.docker_config = directory / "docker-config.json"
 
-    def start(self, spawn: Callable[[str, list[str]], subprocess.Popen[bytes]],
-              wait: Callable[[str, subprocess.Popen[bytes], Callable[[], bool], float], None],
-              run: Callable[..., str]) -> None:
+    def start(
+        self,
+        spawn: Callable[[str, list[str]], subprocess.Popen[bytes]],
+        wait: Callable[[str, subprocess.Popen[bytes], Callable[[], bool], float], None],
+        run: Callable[..., str],
+    ) -> None:
         """Write the configuration, start one registry per name and wait until each
         answers on its ``/v2/`` endpoint."""
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -100,16 +105,21 @@ class Registries:
         auth = base64.b64encode(f"{USER}:{self.password}".encode()).decode()
         # The key is the form upstream's own secret uses; the kubelet's keyring
         # strips the scheme and matches gcr.io/... images with it.
-        self.docker_config.write_text(json.dumps(
-            {"auths": {"https://gcr.io": {"auth": auth}}}, indent=1))
+        self.docker_config.write_text(
+            json.dumps({"auths": {"https://gcr.io": {"auth": auth}}}, indent=1)
+        )
         for name, (addr, authenticated) in REGISTRIES.items():
             config = {
                 "version": 0.1,
                 "log": {"level": "info", "accesslog": {"disabled": False}},
-                "storage": {"filesystem": {"rootdirectory": str(self.dir / name / "data")},
-                            "maintenance": {"uploadpurging": {"enabled": False}}},
-                "http": {"addr": f"{addr}:443",
-                         "tls": {"certificate": str(self.cert[0]), "key": str(self.cert[1])}},
+                "storage": {
+                    "filesystem": {"rootdirectory": str(self.dir / name / "data")},
+                    "maintenance": {"uploadpurging": {"enabled": False}},
+                },
+                "http": {
+                    "addr": f"{addr}:443",
+                    "tls": {"certificate": str(self.cert[0]), "key": str(self.cert[1])},
+                },
             }
             if authenticated:
                 config["auth"] = {"htpasswd": {"realm": name, "path": str(htpasswd)}}
@@ -124,8 +134,9 @@ class Registries:
         """``/v2/`` answers over TLS checked against the CA (401 for the
         authenticated one: it is up, and refuses the anonymous)."""
         ctx = ssl.create_default_context(cafile=str(self.ca))
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
-                                             urllib.request.HTTPSHandler(context=ctx))
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx)
+        )
         try:
             with opener.open(f"https://{name}/v2/", timeout=3) as resp:
                 return bool(resp.status == 200)
@@ -139,8 +150,7 @@ class Registries:
         nothing to fall back on."""
         ca = f"--tlscacert={self.ca}"
         ctr("images", "push", ca, images.AGNHOST)
-        ctr("images", "push", ca, f"--user={USER}:{self.password}",
-            images.AUTHENTICATED_ALPINE)
+        ctr("images", "push", ca, f"--user={USER}:{self.password}", images.AUTHENTICATED_ALPINE)
         # Every name of its manifest: the CRI plugin adds one of its own (the image
         # id, sha256:...) that would keep the content. --sync: once the garbage
         # collector has removed it.

@@ -71,9 +71,14 @@ def log(msg: str) -> None:
 
 
 def e2e_args(cluster: Cluster, bin_dir: Path, report_dir: Path) -> list[str]:
-    args = [f"--kubeconfig={cluster.admin_kubeconfig}", "--provider=skeleton",
-            f"--kubectl-path={bin_dir / 'kubectl'}", f"--report-dir={report_dir}",
-            "--allowed-not-ready-nodes=0", "--disable-log-dump"]
+    args = [
+        f"--kubeconfig={cluster.admin_kubeconfig}",
+        "--provider=skeleton",
+        f"--kubectl-path={bin_dir / 'kubectl'}",
+        f"--report-dir={report_dir}",
+        "--allowed-not-ready-nodes=0",
+        "--disable-log-dump",
+    ]
     if cluster.registries is not None:
         # The private-registry spec's pull secret: the account of our gcr.io, in
         # place of upstream's service-account key for the real one.
@@ -137,11 +142,21 @@ def list_specs(cluster: Cluster, bin_dir: Path, out: Path, focus: str, skip: str
     """The names of the specs ``focus`` and ``skip`` select (a ginkgo dry run)."""
     report = out / "junit" / "dry-run"
     report.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(bin_dir / "e2e.test"), "--ginkgo.dryRun", "--ginkgo.noColor",
-                    f"--ginkgo.focus={focus}", f"--ginkgo.skip={skip}",
-                    *e2e_args(cluster, bin_dir, report)],
-                   stdout=(out / "dry-run.log").open("wb"), stderr=subprocess.STDOUT,
-                   env=clean_env(), timeout=600, check=False)
+    subprocess.run(
+        [
+            str(bin_dir / "e2e.test"),
+            "--ginkgo.dryRun",
+            "--ginkgo.noColor",
+            f"--ginkgo.focus={focus}",
+            f"--ginkgo.skip={skip}",
+            *e2e_args(cluster, bin_dir, report),
+        ],
+        stdout=(out / "dry-run.log").open("wb"),
+        stderr=subprocess.STDOUT,
+        env=clean_env(),
+        timeout=600,
+        check=False,
+    )
     names = [n for n, (state, _) in junit_cases(report).items() if state != "skipped"]
     shutil.rmtree(report)
     return sorted(names)
@@ -152,8 +167,14 @@ def run_ginkgo(argv: list[str], logfile: Path, cluster: Cluster, verbose: bool) 
     and the summary (everything with ``verbose``)."""
     log(f"{' '.join(argv[:3])} ... (the whole output: {logfile})")
     with logfile.open("w") as f:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, env=clean_env(), cwd=cluster.base)
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=clean_env(),
+            cwd=cluster.base,
+        )
         assert proc.stdout is not None
         for line in proc.stdout:
             f.write(line)
@@ -172,41 +193,68 @@ def run_ginkgo(argv: list[str], logfile: Path, cluster: Cluster, verbose: bool) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="scripts/conformance", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--node", choices=("kubelet-kit", "real"), default="kubelet-kit",
-                    help="the node under test: kubelet-kit run (default) or the real "
-                         "kubelet 1.20.2, the control (scripts/conformance also takes "
-                         "both: the real kubelet, then kubelet-kit, then a table of both)")
-    ap.add_argument("--set", choices=SETS, default="all", dest="spec_set",
-                    help="all: the node set and the other SIGs' [NodeConformance] "
-                         "conformance specs, 155 (default); node: the node set, 149; "
-                         "nodeconformance: the 16 [NodeConformance] specs without the "
-                         "[Conformance] tag; smoke: a subset of a few minutes touching "
-                         "every area")
+    ap = argparse.ArgumentParser(
+        prog="scripts/conformance",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--node",
+        choices=("kubelet-kit", "real"),
+        default="kubelet-kit",
+        help="the node under test: kubelet-kit run (default) or the real "
+        "kubelet 1.20.2, the control (scripts/conformance also takes "
+        "both: the real kubelet, then kubelet-kit, then a table of both)",
+    )
+    ap.add_argument(
+        "--set",
+        choices=SETS,
+        default="all",
+        dest="spec_set",
+        help="all: the node set and the other SIGs' [NodeConformance] "
+        "conformance specs, 155 (default); node: the node set, 149; "
+        "nodeconformance: the 16 [NodeConformance] specs without the "
+        "[Conformance] tag; smoke: a subset of a few minutes touching "
+        "every area",
+    )
     ap.add_argument("--focus", help="only the selected specs whose name matches this regex")
     ap.add_argument("--nodes", type=int, default=4, help="parallel ginkgo workers (default 4)")
-    ap.add_argument("--out", type=Path,
-                    help="the output directory (default /tmp/kubelet-kit-conformance-NODE-TIME)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        help="the output directory (default /tmp/kubelet-kit-conformance-NODE-TIME)",
+    )
     ap.add_argument("--bin-dir", type=Path, required=True, help="scripts/kubernetes --bin-dir")
     ap.add_argument("--tree", type=Path, required=True, help="the Kubernetes source tree")
-    ap.add_argument("--keep-state", action="store_true",
-                    help="keep containerd's root and etcd's data in the output directory")
-    ap.add_argument("-v", "--verbose", action="store_true",
-                    help="ginkgo's whole output on the terminal too")
+    ap.add_argument(
+        "--keep-state",
+        action="store_true",
+        help="keep containerd's root and etcd's data in the output directory",
+    )
+    ap.add_argument(
+        "-v", "--verbose", action="store_true", help="ginkgo's whole output on the terminal too"
+    )
     args = ap.parse_args(argv)
 
     started = time.monotonic()
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out: Path = (args.out or Path(f"/tmp/kubelet-kit-conformance-{args.node}-{stamp}")).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True, check=False).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--",
-                            "kubelet_kit"], capture_output=True, text=True,
-                           check=False).stdout.strip()
-    log(f"node {args.node}, commit {commit}{' (+ local changes)' if dirty else ''}, "
-        f"output in {out}")
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(REPO), "status", "--porcelain", "--", "kubelet_kit"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    log(
+        f"node {args.node}, commit {commit}{' (+ local changes)' if dirty else ''}, output in {out}"
+    )
     bin_dir = args.bin_dir
     cluster = Cluster(out / "cluster", bin_dir, args.tree, args.node, REPO, log=log)
     results: dict[str, tuple[str, str]] = {}
@@ -215,8 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster.start()
         log(f"cluster up in {time.monotonic() - started:.0f}s")
-        selected = select(list_specs(cluster, bin_dir, out, f"{FOCUS}|{NODE_CONFORMANCE}", "^$"),
-                          args.spec_set)
+        selected = select(
+            list_specs(cluster, bin_dir, out, f"{FOCUS}|{NODE_CONFORMANCE}", "^$"), args.spec_set
+        )
         if args.focus:
             selected = [n for n in selected if re.search(args.focus, n)]
         serial = [n for n in selected if re.search(SERIAL, n)]
@@ -229,19 +278,40 @@ def main(argv: list[str] | None = None) -> int:
             report.mkdir(parents=True, exist_ok=True)
             nodes = max(1, min(args.nodes, len(selected) - len(serial)))
             parallel = [n for n in selected if n not in serial]
-            run_ginkgo([ginkgo, f"-nodes={nodes}", "-noColor", "-noisySkippings=false",
-                        f"-focus={exact(parallel)}", f"-skip={SERIAL}", e2e, "--",
-                        *e2e_args(cluster, bin_dir, report)],
-                       out / "ginkgo-parallel.log", cluster, args.verbose)
-            results.update({n: s for n, s in junit_cases(report).items()
-                            if n in selected})
+            run_ginkgo(
+                [
+                    ginkgo,
+                    f"-nodes={nodes}",
+                    "-noColor",
+                    "-noisySkippings=false",
+                    f"-focus={exact(parallel)}",
+                    f"-skip={SERIAL}",
+                    e2e,
+                    "--",
+                    *e2e_args(cluster, bin_dir, report),
+                ],
+                out / "ginkgo-parallel.log",
+                cluster,
+                args.verbose,
+            )
+            results.update({n: s for n, s in junit_cases(report).items() if n in selected})
         if serial:
             report = out / "junit" / "serial"
             report.mkdir(parents=True, exist_ok=True)
-            run_ginkgo([ginkgo, "-noColor", "-noisySkippings=false",
-                        f"-focus={exact(serial)}", e2e, "--",
-                        *e2e_args(cluster, bin_dir, report)],
-                       out / "ginkgo-serial.log", cluster, args.verbose)
+            run_ginkgo(
+                [
+                    ginkgo,
+                    "-noColor",
+                    "-noisySkippings=false",
+                    f"-focus={exact(serial)}",
+                    e2e,
+                    "--",
+                    *e2e_args(cluster, bin_dir, report),
+                ],
+                out / "ginkgo-serial.log",
+                cluster,
+                args.verbose,
+            )
             results.update({n: s for n, s in junit_cases(report).items() if n in serial})
         test_time = time.monotonic() - t0
         for n in selected:
@@ -251,8 +321,10 @@ def main(argv: list[str] | None = None) -> int:
         if not cluster.node_alive():
             log("the node process has exited: see its log")
         print()
-        print(f"node: {args.node}   commit: {commit}{'+' if dirty else ''}   "
-              f"date: {datetime.date.today().isoformat()}")
+        print(
+            f"node: {args.node}   commit: {commit}{'+' if dirty else ''}   "
+            f"date: {datetime.date.today().isoformat()}"
+        )
         print(f"passed: {len(passed)}/{len(selected)}")
         for n in failed:
             state, msg = results[n]
@@ -262,16 +334,30 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  FAILED{' (' + state + ')' if state != 'failed' else ''}: {n}")
             if first:
                 print(f"      {first}")
-        print(f"wall time of the specs: {test_time / 60:.1f} min "
-              f"(whole run {(time.monotonic() - started) / 60:.1f} min)")
+        print(
+            f"wall time of the specs: {test_time / 60:.1f} min "
+            f"(whole run {(time.monotonic() - started) / 60:.1f} min)"
+        )
         print(f"junit reports: {out / 'junit'}; logs: {out / 'cluster' / 'logs'}")
-        (out / "summary.json").write_text(json.dumps({
-            "node": args.node, "set": args.spec_set, "focus": args.focus,
-            "workers": args.nodes, "commit": commit, "local_changes": bool(dirty),
-            "date": datetime.date.today().isoformat(), "passed": len(passed),
-            "total": len(selected), "spec_minutes": round(test_time / 60, 1),
-            "run_minutes": round((time.monotonic() - started) / 60, 1),
-            "failed": {n: results[n][1][:2000] for n in failed}}, indent=1))
+        (out / "summary.json").write_text(
+            json.dumps(
+                {
+                    "node": args.node,
+                    "set": args.spec_set,
+                    "focus": args.focus,
+                    "workers": args.nodes,
+                    "commit": commit,
+                    "local_changes": bool(dirty),
+                    "date": datetime.date.today().isoformat(),
+                    "passed": len(passed),
+                    "total": len(selected),
+                    "spec_minutes": round(test_time / 60, 1),
+                    "run_minutes": round((time.monotonic() - started) / 60, 1),
+                    "failed": {n: results[n][1][:2000] for n in failed},
+                },
+                indent=1,
+            )
+        )
         rc = 0 if not failed and selected else 1
     except KeyboardInterrupt:
         log("interrupted")

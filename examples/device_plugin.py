@@ -69,11 +69,14 @@ class WidgetPlugin(DevicePlugin):
         if self.state_dir is not None:
             for dev in device_ids:
                 (self.state_dir / dev).mkdir(parents=True, exist_ok=True)
-            mounts = tuple(Mount(f"/run/widgets/{d}", str(self.state_dir / d), read_only=True)
-                           for d in device_ids)
+            mounts = tuple(
+                Mount(f"/run/widgets/{d}", str(self.state_dir / d), read_only=True)
+                for d in device_ids
+            )
         ids = ",".join(device_ids)
-        return ContainerAllocation(envs={"WIDGET_IDS": ids}, mounts=mounts,
-                                   annotations={"example.com/widget-ids": ids})
+        return ContainerAllocation(
+            envs={"WIDGET_IDS": ids}, mounts=mounts, annotations={"example.com/widget-ids": ids}
+        )
 
     def flip_first(self) -> None:
         """Toggle the health of the first widget."""
@@ -85,8 +88,9 @@ async def main(argv: Sequence[str] | None = None) -> None:
     """Run the plugin until SIGINT or SIGTERM."""
     parser = argparse.ArgumentParser(description="device plugin offering made-up widgets")
     parser.add_argument("--count", type=int, default=2, help="widgets to offer")
-    parser.add_argument("--plugins-dir", default=DEVICE_PLUGIN_PATH,
-                        help="the kubelet's device plugins directory")
+    parser.add_argument(
+        "--plugins-dir", default=DEVICE_PLUGIN_PATH, help="the kubelet's device plugins directory"
+    )
     parser.add_argument("--state-dir", help="make and mount a directory per widget")
     opts = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")

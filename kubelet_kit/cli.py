@@ -41,17 +41,29 @@ def _add_validate(subparsers: _Subparsers) -> None:
         "validate",
         help="check pod manifests (files or directories)",
         description="Check Kubernetes v1 Pod manifests (YAML or JSON; several documents "
-                    "or a List per file; directories are read one level deep) and print "
-                    "one line per problem: <file>[<document>]: <field path>: <message>.",
+        "or a List per file; directories are read one level deep) and print "
+        "one line per problem: <file>[<document>]: <field path>: <message>.",
     )
-    parser.add_argument("paths", nargs="+", metavar="FILE_OR_DIR", help="manifest file or "
-                        "directory; - reads standard input")
-    parser.add_argument("--strict", action="store_true",
-                        help="also report fields that the Pod schema does not know")
-    parser.add_argument("--node-name", default="", help="node name used for generated uids "
-                        "(only shown with --verbose)")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="also print each valid pod with its namespace, uid and QoS class")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="FILE_OR_DIR",
+        help="manifest file or directory; - reads standard input",
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="also report fields that the Pod schema does not know"
+    )
+    parser.add_argument(
+        "--node-name",
+        default="",
+        help="node name used for generated uids (only shown with --verbose)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print each valid pod with its namespace, uid and QoS class",
+    )
     parser.set_defaults(func=_validate)
 
 
@@ -63,8 +75,11 @@ def _validate(args: argparse.Namespace) -> int:
     results = []
     for path in args.paths:
         if path == "-":
-            results.extend(read_manifest_text(sys.stdin.read(), source="<stdin>",
-                                              node_name=args.node_name, strict=args.strict))
+            results.extend(
+                read_manifest_text(
+                    sys.stdin.read(), source="<stdin>", node_name=args.node_name, strict=args.strict
+                )
+            )
         else:
             results.extend(read_manifests(path, node_name=args.node_name, strict=args.strict))
     problems = 0
@@ -76,18 +91,24 @@ def _validate(args: argparse.Namespace) -> int:
             bad_docs += 1
             for e in r.errors:
                 problems += 1
-                out.write(f"{r.location}: {e.path}: {e.message}\n" if e.path
-                          else f"{r.location}: {e.message}\n")
+                out.write(
+                    f"{r.location}: {e.path}: {e.message}\n"
+                    if e.path
+                    else f"{r.location}: {e.message}\n"
+                )
         elif r.pod is not None:
             pods += 1
             if args.verbose:
                 p = r.pod
-                out.write(f"{r.location}: ok: pod {p.namespace}/{p.name} uid={p.uid} "
-                          f"qos={qos_class(p)}\n")
+                out.write(
+                    f"{r.location}: ok: pod {p.namespace}/{p.name} uid={p.uid} qos={qos_class(p)}\n"
+                )
     if problems:
         noun = "problem" if problems == 1 else "problems"
-        sys.stderr.write(f"{problems} {noun} in {bad_docs} of {bad_docs + pods} "
-                         f"document(s) ({len(files)} file(s))\n")
+        sys.stderr.write(
+            f"{problems} {noun} in {bad_docs} of {bad_docs + pods} "
+            f"document(s) ({len(files)} file(s))\n"
+        )
         return 1
     out.write(f"OK: {pods} pod(s) valid in {len(files)} file(s)\n")
     return 0
@@ -193,8 +214,10 @@ def main(argv: Sequence[str] | None = None, **parts: Any) -> int:
         # the promise of no traceback unless asked for one.
         if os.environ.get("KUBELET_KIT_DEBUG"):
             raise
-        sys.stderr.write(f"kubelet-kit: internal error: {type(exc).__name__}: {exc} "
-                         "(set KUBELET_KIT_DEBUG=1 for a traceback)\n")
+        sys.stderr.write(
+            f"kubelet-kit: internal error: {type(exc).__name__}: {exc} "
+            "(set KUBELET_KIT_DEBUG=1 for a traceback)\n"
+        )
         return 2
 
 

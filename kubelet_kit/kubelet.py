@@ -10,5 +10,4 @@ from kubelet_kit.node.defaults import default_node_name, default_root_dir
 from kubelet_kit.node.housekeeping import HOUSEKEEPING_PERIOD
 from kubelet_kit.node.kubelet import KubeletCore
 
-__all__ = ["HOUSEKEEPING_PERIOD", "Kubelet", "KubeletCore", "default_node_name",
-           "default_root_dir"]
+__all__ = ["HOUSEKEEPING_PERIOD", "Kubelet", "KubeletCore", "default_node_name", "default_root_dir"]

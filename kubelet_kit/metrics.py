@@ -9,5 +9,10 @@ from kubelet_kit.node.metrics import (
     TimedPodSyncer,
 )
 
-__all__ = ["POD_START_BUCKETS", "RUNTIME_OPERATION_BUCKETS", "InstrumentedRuntime",
-           "KubeletMetrics", "TimedPodSyncer"]
+__all__ = [
+    "POD_START_BUCKETS",
+    "RUNTIME_OPERATION_BUCKETS",
+    "InstrumentedRuntime",
+    "KubeletMetrics",
+    "TimedPodSyncer",
+]

@@ -10,5 +10,12 @@ from kubelet_kit.node.nodestatus import (
     host_addresses,
 )
 
-__all__ = ["ContainerImage", "NodeAddress", "NodeCondition", "NodeStatus",
-           "NodeStatusProvider", "NodeSystemInfo", "host_addresses"]
+__all__ = [
+    "ContainerImage",
+    "NodeAddress",
+    "NodeCondition",
+    "NodeStatus",
+    "NodeStatusProvider",
+    "NodeSystemInfo",
+    "host_addresses",
+]

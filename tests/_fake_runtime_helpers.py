@@ -68,4 +68,3 @@ async def start_other(rt: FakeRuntime) -> tuple[str, str]:
     cid = await rt.create_container(sid, container_config("x", None, uid="uid-9"), sc)
     await rt.start_container(cid)
     return sid, cid
-

@@ -56,12 +56,24 @@ def start_agent(
         AssertionError: the agent exited, or no such line within ``timeout`` seconds
             (the agent is killed then); the message holds its log.
     """
-    base = ["--pod-manifest-path", str(tmp / "manifests"), "--root-dir", str(tmp / "state"),
-            "--pod-logs-dir", str(tmp / "logs"), "--hostname-override", node,
-            "--file-check-frequency", "0.3"]
-    proc = subprocess.Popen([sys.executable, "-m", "kubelet_kit.cli", "run", *base, *args],
-                            stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    base = [
+        "--pod-manifest-path",
+        str(tmp / "manifests"),
+        "--root-dir",
+        str(tmp / "state"),
+        "--pod-logs-dir",
+        str(tmp / "logs"),
+        "--hostname-override",
+        node,
+        "--file-check-frequency",
+        "0.3",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kubelet_kit.cli", "run", *base, *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     assert proc.stderr is not None
     lines: list[str] = []
     deadline = time.monotonic() + timeout

@@ -27,8 +27,11 @@ RICH_POD: dict[str, Any] = {
     "apiVersion": "v1",
     "kind": "Pod",
     "metadata": {
-        "name": "rich", "namespace": "default", "labels": {"app": "rich"},
-        "annotations": {"note": "x"}, "creationTimestamp": "2024-01-02T03:04:05Z",
+        "name": "rich",
+        "namespace": "default",
+        "labels": {"app": "rich"},
+        "annotations": {"note": "x"},
+        "creationTimestamp": "2024-01-02T03:04:05Z",
     },
     "spec": {
         "restartPolicy": "Always",
@@ -37,56 +40,148 @@ RICH_POD: dict[str, Any] = {
         "nodeSelector": {"disk": "ssd"},
         "hostNetwork": False,
         "dnsConfig": {"nameservers": ["1.1.1.1"], "options": [{"name": "ndots", "value": "2"}]},
-        "securityContext": {"runAsUser": 1000, "fsGroup": 2000, "sysctls": [
-            {"name": "net.ipv4.ip_forward", "value": "1"}]},
-        "tolerations": [{"key": "k", "operator": "Equal", "value": "v",
-                         "effect": "NoExecute", "tolerationSeconds": 5}],
+        "securityContext": {
+            "runAsUser": 1000,
+            "fsGroup": 2000,
+            "sysctls": [{"name": "net.ipv4.ip_forward", "value": "1"}],
+        },
+        "tolerations": [
+            {
+                "key": "k",
+                "operator": "Equal",
+                "value": "v",
+                "effect": "NoExecute",
+                "tolerationSeconds": 5,
+            }
+        ],
         "volumes": [
             {"name": "data", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
             {"name": "host", "hostPath": {"path": "/tmp", "type": "Directory"}},
-            {"name": "cfg", "configMap": {"name": "cfg", "defaultMode": 420,
-                                          "items": [{"key": "a", "path": "a"}]}},
+            {
+                "name": "cfg",
+                "configMap": {
+                    "name": "cfg",
+                    "defaultMode": 420,
+                    "items": [{"key": "a", "path": "a"}],
+                },
+            },
         ],
         "initContainers": [{"name": "init", "image": "busybox", "command": ["true"]}],
-        "containers": [{
-            "name": "main", "image": "busybox:1.36", "imagePullPolicy": "IfNotPresent",
-            "command": ["sh", "-c"], "args": ["sleep 3600"], "workingDir": "/",
-            "env": [{"name": "A", "value": "1"},
-                    {"name": "B", "valueFrom": {"resourceFieldRef": {
-                        "resource": "limits.memory", "divisor": "1Mi"}}}],
-            "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
-            "resources": {"requests": {"cpu": "250m", "memory": "64Mi"},
-                          "limits": {"cpu": "500m", "memory": "128Mi",
-                                     "ephemeral-storage": "1Gi"}},
-            "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True}],
-            "readinessProbe": {"httpGet": {"path": "/", "port": "http"},
-                               "periodSeconds": 5, "failureThreshold": 3},
-            "livenessProbe": {"exec": {"command": ["true"]}, "initialDelaySeconds": 1},
-            "lifecycle": {"preStop": {"exec": {"command": ["true"]}}},
-            "securityContext": {"privileged": False, "capabilities": {"add": ["NET_ADMIN"]}},
-        }],
+        "containers": [
+            {
+                "name": "main",
+                "image": "busybox:1.36",
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c"],
+                "args": ["sleep 3600"],
+                "workingDir": "/",
+                "env": [
+                    {"name": "A", "value": "1"},
+                    {
+                        "name": "B",
+                        "valueFrom": {
+                            "resourceFieldRef": {"resource": "limits.memory", "divisor": "1Mi"}
+                        },
+                    },
+                ],
+                "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+                "resources": {
+                    "requests": {"cpu": "250m", "memory": "64Mi"},
+                    "limits": {"cpu": "500m", "memory": "128Mi", "ephemeral-storage": "1Gi"},
+                },
+                "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True}],
+                "readinessProbe": {
+                    "httpGet": {"path": "/", "port": "http"},
+                    "periodSeconds": 5,
+                    "failureThreshold": 3,
+                },
+                "livenessProbe": {"exec": {"command": ["true"]}, "initialDelaySeconds": 1},
+                "lifecycle": {"preStop": {"exec": {"command": ["true"]}}},
+                "securityContext": {"privileged": False, "capabilities": {"add": ["NET_ADMIN"]}},
+            }
+        ],
     },
 }
 
 _HUGE = 10 * 1024 * 1024  # the loader's size cap (MAX_MANIFEST_BYTES)
 
 _ODD_STRINGS = [
-    "", "\x00", "a\x00b", "\ufeff", "\u202eevil", "İ", "ﬁ", "\U0001f600", "\u0085",
-    "\u2028", "\ud7ff", "../../etc/passwd", "-", "a" * 300, "x" * 70_000, "🙂" * 100,
-    "${HOME}", "$(A)", "\\", '"', "\t", " leading", "trailing ", "UPPER", "1e3", "0x10",
-    "null", "~", "yes", "no", "on", "off", "2020-02-30T25:61:61Z",
+    "",
+    "\x00",
+    "a\x00b",
+    "\ufeff",
+    "\u202eevil",
+    "İ",
+    "ﬁ",
+    "\U0001f600",
+    "\u0085",
+    "\u2028",
+    "\ud7ff",
+    "../../etc/passwd",
+    "-",
+    "a" * 300,
+    "x" * 70_000,
+    "🙂" * 100,
+    "${HOME}",
+    "$(A)",
+    "\\",
+    '"',
+    "\t",
+    " leading",
+    "trailing ",
+    "UPPER",
+    "1e3",
+    "0x10",
+    "null",
+    "~",
+    "yes",
+    "no",
+    "on",
+    "off",
+    "2020-02-30T25:61:61Z",
 ]
 
 _BAD_TAGS = [
-    "!!int 0xZZ", "!!int 12abc", "!!int ''", "!!bool maybe", "!!float nope",
-    "!!timestamp 2020-13-45", "!!timestamp 2020-02-30", "!!timestamp 2020-01-01T25:00:00Z",
-    "!!timestamp 0000-01-01", "2020-02-30", "2001-12-14t21:59:43.10-99:99",
-    "!!binary '@@@'", "!!binary AAA", "!!python/object:os.system ls", "!!set {a: 1}",
-    "!!omap [1, 2]", "!!pairs nope", "!!null x", "!!map [1, 2]", "!!seq {a: 1}",
-    "!<tag:yaml.org,2002:int> 0b2", "!unknown x", "!!merge x", "!!str", "!!int",
-    "&a [*a]", "*undefined", "190:20:30", "0o777", "0b1010", "1_000", "-.inf", ".nan",
-    "+12e", "0x" + "f" * 5000, "9" * 5000, "-" + "9" * 4400, "1" * 4300 + ".5",
-    "0b" + "1" * 20000, "0" + "7" * 6000,
+    "!!int 0xZZ",
+    "!!int 12abc",
+    "!!int ''",
+    "!!bool maybe",
+    "!!float nope",
+    "!!timestamp 2020-13-45",
+    "!!timestamp 2020-02-30",
+    "!!timestamp 2020-01-01T25:00:00Z",
+    "!!timestamp 0000-01-01",
+    "2020-02-30",
+    "2001-12-14t21:59:43.10-99:99",
+    "!!binary '@@@'",
+    "!!binary AAA",
+    "!!python/object:os.system ls",
+    "!!set {a: 1}",
+    "!!omap [1, 2]",
+    "!!pairs nope",
+    "!!null x",
+    "!!map [1, 2]",
+    "!!seq {a: 1}",
+    "!<tag:yaml.org,2002:int> 0b2",
+    "!unknown x",
+    "!!merge x",
+    "!!str",
+    "!!int",
+    "&a [*a]",
+    "*undefined",
+    "190:20:30",
+    "0o777",
+    "0b1010",
+    "1_000",
+    "-.inf",
+    ".nan",
+    "+12e",
+    "0x" + "f" * 5000,
+    "9" * 5000,
+    "-" + "9" * 4400,
+    "1" * 4300 + ".5",
+    "0b" + "1" * 20000,
+    "0" + "7" * 6000,
 ]
 
 
@@ -113,11 +208,13 @@ def _set(root: Any, path: tuple[Any, ...], value: Any) -> Any:
 def _hostile_value(rng: random.Random) -> Any:
     pick = rng.randrange(12)
     if pick == 0:
-        return rng.choice([0, -1, 1, 2**31, 2**63, -(2**63) - 1, 2**64,
-                           10 ** rng.randrange(19, 400)])
+        return rng.choice(
+            [0, -1, 1, 2**31, 2**63, -(2**63) - 1, 2**64, 10 ** rng.randrange(19, 400)]
+        )
     if pick == 1:
-        return rng.choice([1e308, -1e308, float("inf"), float("-inf"), float("nan"), -0.0,
-                           5e-324, 0.5, 1.0])
+        return rng.choice(
+            [1e308, -1e308, float("inf"), float("-inf"), float("nan"), -0.0, 5e-324, 0.5, 1.0]
+        )
     if pick == 2:
         return rng.choice([True, False, None])
     if pick in (3, 4):
@@ -142,8 +239,9 @@ def _hostile_value(rng: random.Random) -> Any:
 
 
 def _base(rng: random.Random) -> dict[str, Any]:
-    return copy.deepcopy(RICH_POD) if rng.random() < 0.6 else copy.deepcopy(
-        rng.choice(_EXAMPLE_PODS))
+    return (
+        copy.deepcopy(RICH_POD) if rng.random() < 0.6 else copy.deepcopy(rng.choice(_EXAMPLE_PODS))
+    )
 
 
 def _dump(rng: random.Random, obj: Any) -> bytes:
@@ -153,8 +251,13 @@ def _dump(rng: random.Random, obj: Any) -> bytes:
         except (TypeError, ValueError, RecursionError):
             pass
     try:
-        text = yaml.safe_dump(obj, allow_unicode=rng.random() < 0.5, sort_keys=False,
-                              default_flow_style=rng.choice([False, None]), width=10**6)
+        text = yaml.safe_dump(
+            obj,
+            allow_unicode=rng.random() < 0.5,
+            sort_keys=False,
+            default_flow_style=rng.choice([False, None]),
+            width=10**6,
+        )
     except (yaml.YAMLError, RecursionError):
         text = repr(obj)
     return text.encode("utf-8", "surrogatepass")
@@ -173,8 +276,9 @@ def _odd_key(rng: random.Random) -> bytes:
     pod = _base(rng)
     maps = [p for p in _paths(pod) if isinstance(_get(pod, p), dict)]
     target = _get(pod, rng.choice(maps))
-    target[rng.choice([1.5, 3, None, True, False, -0.5, "\x00", "a.b/c", "UPPER"])] = (
-        rng.choice(["x", 1, None, [1], {"a": 1}]))
+    target[rng.choice([1.5, 3, None, True, False, -0.5, "\x00", "a.b/c", "UPPER"])] = rng.choice(
+        ["x", 1, None, [1], {"a": 1}]
+    )
     return _dump(rng, pod)
 
 
@@ -187,8 +291,9 @@ def _get(root: Any, path: tuple[Any, ...]) -> Any:
 def _bad_tag(rng: random.Random) -> bytes:
     text = _dump_yaml_block(_base(rng))
     lines = text.splitlines()
-    candidates = [i for i, line in enumerate(lines)
-                  if ": " in line and not line.rstrip().endswith(":")]
+    candidates = [
+        i for i, line in enumerate(lines) if ": " in line and not line.rstrip().endswith(":")
+    ]
     for _ in range(rng.randrange(1, 3)):
         i = rng.choice(candidates)
         key = lines[i].split(": ", 1)[0]
@@ -216,9 +321,11 @@ def _alias_bomb(rng: random.Random) -> bytes:
         out.append(f"a{n}: &a{n} [" + ", ".join([f"*a{n - 1}"] * width) + "]")
     bomb = "\n".join(out)
     where = rng.choice(["metadata", "spec", "extra"])
-    return (f"apiVersion: v1\nkind: Pod\n{bomb}\nmetadata: {{name: bomb}}\n"
-            f"spec:\n  containers: [{{name: c, image: busybox}}]\n"
-            f"{where}Bomb: *a{levels - 1}\n").encode()
+    return (
+        f"apiVersion: v1\nkind: Pod\n{bomb}\nmetadata: {{name: bomb}}\n"
+        f"spec:\n  containers: [{{name: c, image: busybox}}]\n"
+        f"{where}Bomb: *a{levels - 1}\n"
+    ).encode()
 
 
 def _deep(rng: random.Random) -> bytes:
@@ -226,11 +333,18 @@ def _deep(rng: random.Random) -> bytes:
     style = rng.randrange(4)
     if style == 0:
         inner = "[" * depth + "]" * depth
-        return ('{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "deep"}, '
-                f'"spec": {{"containers": {inner}}}}}').encode()
+        return (
+            '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "deep"}, '
+            f'"spec": {{"containers": {inner}}}}}'
+        ).encode()
     if style == 1:
-        return ("apiVersion: v1\nkind: Pod\nmetadata: {name: deep}\nspec: "
-                + "{a: " * depth + "1" + "}" * depth + "\n").encode()
+        return (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: deep}\nspec: "
+            + "{a: " * depth
+            + "1"
+            + "}" * depth
+            + "\n"
+        ).encode()
     if style == 2:
         lines = ["apiVersion: v1", "kind: Pod", "metadata:", "  name: deep", "spec:"]
         lines += [" " * (2 * i + 2) + f"k{i}:" for i in range(min(depth, 300))]
@@ -243,18 +357,35 @@ def _text_damage(rng: random.Random) -> bytes:
     for _ in range(rng.randrange(1, 6)):
         op = rng.randrange(5)
         if op == 0 and data:
-            del data[rng.randrange(len(data)):]  # truncated
+            del data[rng.randrange(len(data)) :]  # truncated
         elif op == 1:
             data.insert(rng.randrange(len(data) + 1), rng.randrange(256))
         elif op == 2 and data:
             data[rng.randrange(len(data))] = rng.randrange(256)
         elif op == 3:
-            data[rng.randrange(len(data) + 1):0] = rng.choice(
-                [b"\x00", b"\xef\xbb\xbf", b"\xff\xfe", "\u202e".encode(), b"\t", b"{", b"]",
-                 b"&x ", b"*x ", b"!!", b"%YAML 1.1\n", b"? ", b"<<: ", b"|", b">-", b"'"])
+            data[rng.randrange(len(data) + 1) : 0] = rng.choice(
+                [
+                    b"\x00",
+                    b"\xef\xbb\xbf",
+                    b"\xff\xfe",
+                    "\u202e".encode(),
+                    b"\t",
+                    b"{",
+                    b"]",
+                    b"&x ",
+                    b"*x ",
+                    b"!!",
+                    b"%YAML 1.1\n",
+                    b"? ",
+                    b"<<: ",
+                    b"|",
+                    b">-",
+                    b"'",
+                ]
+            )
         elif op == 4:
             start = rng.randrange(len(data) + 1)
-            data[start:start] = data[start:start + rng.randrange(1, 200)]
+            data[start:start] = data[start : start + rng.randrange(1, 200)]
     return bytes(data)
 
 
@@ -267,8 +398,14 @@ def _multi_document(rng: random.Random) -> bytes:
         elif pick == 1:
             docs.append("~")
         elif pick == 2:
-            docs.append(_dump_yaml_block({"kind": "List", "items": rng.choice(
-                [[], None, "x", [_base(rng)], [1, None, "s"]])}))
+            docs.append(
+                _dump_yaml_block(
+                    {
+                        "kind": "List",
+                        "items": rng.choice([[], None, "x", [_base(rng)], [1, None, "s"]]),
+                    }
+                )
+            )
         else:
             docs.append(_dump(rng, _base(rng)).decode("utf-8", "surrogatepass"))
     sep = rng.choice(["---\n", "\n---\n", "...\n---\n", "--- !!str\n"])

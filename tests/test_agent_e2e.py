@@ -28,8 +28,6 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "pods"
 NODE = "e2e-node"
 
 
-
-
 class Agent:
     """An in-process agent over a manifest directory, on the host-process runtime."""
 
@@ -43,14 +41,16 @@ class Agent:
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> Kubelet:
-        self.kubelet = Kubelet(**stub_parts(
-            runtime=HostProcessRuntime(self.root / "runtime"),
-            sources=[FileSource(self.manifests, node_name=NODE, check_frequency=0.3)],
-            node_name=NODE,
-            root_dir=self.root,
-            pod_logs_dir=self.logs,
-            on_pod_problem=self.problems.append,
-        ))
+        self.kubelet = Kubelet(
+            **stub_parts(
+                runtime=HostProcessRuntime(self.root / "runtime"),
+                sources=[FileSource(self.manifests, node_name=NODE, check_frequency=0.3)],
+                node_name=NODE,
+                root_dir=self.root,
+                pod_logs_dir=self.logs,
+                on_pod_problem=self.problems.append,
+            )
+        )
         self.task = asyncio.create_task(self.kubelet.run())
         return self.kubelet
 
@@ -100,9 +100,11 @@ async def test_the_examples_reach_their_phases(agent: Agent) -> None:
     sidecar = agent.status("with-sidecar").init_container_statuses[0]
     assert sidecar.state.running is not None
     await wait_until(
-        lambda: (agent.status("crasher").container_statuses or [None])[0] is not None
-        and agent.status("crasher").container_statuses[0].restart_count >= 1
-        and agent.status("crasher").container_statuses[0].state.waiting is not None,
+        lambda: (
+            (agent.status("crasher").container_statuses or [None])[0] is not None
+            and agent.status("crasher").container_statuses[0].restart_count >= 1
+            and agent.status("crasher").container_statuses[0].state.waiting is not None
+        ),
         what="crasher in back-off",
     )
     waiting = agent.status("crasher").container_statuses[0].state.waiting
@@ -135,12 +137,12 @@ async def test_a_malformed_manifest_is_reported_and_the_others_keep_running(
 #: and, dropped into the static-pod directory, end the running agent.
 CRASHERS = {
     "bad-int.yaml": "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n"
-                    "spec: {terminationGracePeriodSeconds: !!int 0xZZ, containers: []}\n",
+    "spec: {terminationGracePeriodSeconds: !!int 0xZZ, containers: []}\n",
     "float-key.yaml": "apiVersion: v1\nkind: Pod\nmetadata: {name: fk}\n"
-                      "spec: {containers: [{name: c, image: busybox, command: [sleep, '60']}]}\n"
-                      "x: {1.5: a, b: c}\n",
+    "spec: {containers: [{name: c, image: busybox, command: [sleep, '60']}]}\n"
+    "x: {1.5: a, b: c}\n",
     "long-int.json": '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "j"}, '
-                     '"spec": {"terminationGracePeriodSeconds": ' + "9" * 5000 + "}}",
+    '"spec": {"terminationGracePeriodSeconds": ' + "9" * 5000 + "}}",
 }
 
 
@@ -163,7 +165,8 @@ async def test_crashing_manifests_are_reported_and_the_agent_keeps_running(
     # fixed, the file is read again and its pod runs
     (agent.manifests / "bad-int.yaml").write_text(
         "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {terminationGracePeriodSeconds: 1,"
-        " containers: [{name: c, image: busybox, command: [sleep, '60']}]}\n")
+        " containers: [{name: c, image: busybox, command: [sleep, '60']}]}\n"
+    )
     await wait_until(lambda: agent.phase("a") == "Running", what="fixed pod Running")
 
 
@@ -181,8 +184,7 @@ async def test_deleting_a_manifest_stops_its_pod_gracefully(agent: Agent) -> Non
     started = time.monotonic()
 
     async def stopped() -> bool:
-        return not [c for c in await runtime.list_containers()
-                    if c.state is ContainerState.RUNNING]
+        return not [c for c in await runtime.list_containers() if c.state is ContainerState.RUNNING]
 
     while not await stopped():
         assert time.monotonic() - started < 20, "pod was not stopped"
@@ -196,11 +198,14 @@ async def test_deleting_a_manifest_stops_its_pod_gracefully(agent: Agent) -> Non
 async def test_a_restarted_agent_adopts_its_running_containers(agent: Agent) -> None:
     copy_examples(agent.manifests, "init", "sidecar")
     kubelet = await agent.start()
-    await wait_until(lambda: agent.phase("with-init") == "Running"
-                     and agent.phase("with-sidecar") == "Running")
-    before = {c.id: c.labels[labels.CONTAINER_NAME]
-              for c in await kubelet.runtime.list_containers()
-              if c.state is ContainerState.RUNNING}
+    await wait_until(
+        lambda: agent.phase("with-init") == "Running" and agent.phase("with-sidecar") == "Running"
+    )
+    before = {
+        c.id: c.labels[labels.CONTAINER_NAME]
+        for c in await kubelet.runtime.list_containers()
+        if c.state is ContainerState.RUNNING
+    }
     await agent.stop()
     # Containers outlive the agent.
     runtime = HostProcessRuntime(agent.root / "runtime")
@@ -208,11 +213,14 @@ async def test_a_restarted_agent_adopts_its_running_containers(agent: Agent) -> 
     assert still == set(before)
 
     kubelet = await agent.start()
-    await wait_until(lambda: agent.phase("with-init") == "Running"
-                     and agent.phase("with-sidecar") == "Running", what="adopted")
+    await wait_until(
+        lambda: agent.phase("with-init") == "Running" and agent.phase("with-sidecar") == "Running",
+        what="adopted",
+    )
     await asyncio.sleep(3)  # a few relists and syncs
-    after = {c.id for c in await kubelet.runtime.list_containers()
-             if c.state is ContainerState.RUNNING}
+    after = {
+        c.id for c in await kubelet.runtime.list_containers() if c.state is ContainerState.RUNNING
+    }
     assert after == set(before), "containers were started again instead of adopted"
     assert all(cs.restart_count == 0 for cs in agent.status("with-sidecar").container_statuses)
 
@@ -227,9 +235,15 @@ def test_kubelet_kit_run_logs_transitions_and_leaves_pods_running_on_sigterm(
     proc = None
     try:
         proc, lines = start_agent(
-            tmp_path, NODE, "--port", "0", "--healthz-port", "0",
+            tmp_path,
+            NODE,
+            "--port",
+            "0",
+            "--healthz-port",
+            "0",
             "--cgroups-per-qos=false",  # the host's cgroups stay as they are
-            until=f"pod default/with-init-{NODE}: Running")
+            until=f"pod default/with-init-{NODE}: Running",
+        )
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
         lines.append(err)
@@ -237,8 +251,9 @@ def test_kubelet_kit_run_logs_transitions_and_leaves_pods_running_on_sigterm(
         assert "Traceback" not in "".join(lines)
         runtime = HostProcessRuntime(root / "runtime")
         running = asyncio.run(runtime.list_containers())
-        assert [c.labels[labels.CONTAINER_NAME] for c in running
-                if c.state is ContainerState.RUNNING] == ["app"]
+        assert [
+            c.labels[labels.CONTAINER_NAME] for c in running if c.state is ContainerState.RUNNING
+        ] == ["app"]
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()

@@ -40,12 +40,17 @@ def test_every_model_is_a_frozen_attrs_class_with_defaults() -> None:
 
 
 def test_to_dict_of_empty_models_is_plain_json() -> None:
-    assert api.Pod().to_dict() == {"apiVersion": "v1", "kind": "Pod",
-                                   "metadata": {"namespace": "default"},
-                                   "spec": {"restartPolicy": "Always",
-                                            "terminationGracePeriodSeconds": 30,
-                                            "dnsPolicy": "ClusterFirst",
-                                            "securityContext": {},
-                                            "schedulerName": "default-scheduler",
-                                            "enableServiceLinks": True},
-                                   "status": {}}
+    assert api.Pod().to_dict() == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"namespace": "default"},
+        "spec": {
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "securityContext": {},
+            "schedulerName": "default-scheduler",
+            "enableServiceLinks": True,
+        },
+        "status": {},
+    }

@@ -66,18 +66,25 @@ def test_defaults_applied_at_load() -> None:
 
 def test_probe_and_port_defaults() -> None:
     data = json.loads(json.dumps(MINIMAL))
-    data["spec"]["containers"][0].update({
-        "ports": [{"containerPort": 80}],
-        "livenessProbe": {"httpGet": {"port": 80}},
-        "readinessProbe": {"tcpSocket": {"port": 80}, "periodSeconds": 0},
-    })
+    data["spec"]["containers"][0].update(
+        {
+            "ports": [{"containerPort": 80}],
+            "livenessProbe": {"httpGet": {"port": 80}},
+            "readinessProbe": {"tcpSocket": {"port": 80}, "periodSeconds": 0},
+        }
+    )
     c = load_pod(data).spec.containers[0]
     assert c.ports[0].protocol == "TCP"
     assert c.ports[0].host_port is None
     live = c.liveness_probe
     assert live is not None and live.http_get is not None
-    assert (live.timeout_seconds, live.period_seconds, live.success_threshold,
-            live.failure_threshold, live.initial_delay_seconds) == (1, 10, 1, 3, 0)
+    assert (
+        live.timeout_seconds,
+        live.period_seconds,
+        live.success_threshold,
+        live.failure_threshold,
+        live.initial_delay_seconds,
+    ) == (1, 10, 1, 3, 0)
     assert (live.http_get.path, live.http_get.scheme) == ("/", "HTTP")
     # Kubernetes treats an explicit 0 as "not set".
     assert c.readiness_probe is not None and c.readiness_probe.period_seconds == 10
@@ -86,7 +93,9 @@ def test_probe_and_port_defaults() -> None:
 def test_missing_request_defaults_to_limit() -> None:
     data = json.loads(json.dumps(MINIMAL))
     data["spec"]["containers"][0]["resources"] = {
-        "limits": {"cpu": "500m", "memory": "128Mi"}, "requests": {"cpu": "100m"}}
+        "limits": {"cpu": "500m", "memory": "128Mi"},
+        "requests": {"cpu": "100m"},
+    }
     res = load_pod(data).spec.containers[0].resources
     assert res.requests == {"cpu": Quantity.parse("100m"), "memory": Quantity.parse("128Mi")}
 
@@ -98,16 +107,19 @@ def test_host_network_defaults_host_port() -> None:
     assert load_pod(data).spec.containers[0].ports[0].host_port == 8080
 
 
-@pytest.mark.parametrize(("image", "policy"), [
-    ("nginx", "Always"),
-    ("nginx:latest", "Always"),
-    ("nginx:1.25", "IfNotPresent"),
-    ("registry.local:5000/nginx", "Always"),
-    ("registry.local:5000/nginx:1.0", "IfNotPresent"),
-    ("nginx@sha256:" + "a" * 64, "IfNotPresent"),
-    ("nginx:latest@sha256:" + "a" * 64, "Always"),
-    ("", "IfNotPresent"),
-])
+@pytest.mark.parametrize(
+    ("image", "policy"),
+    [
+        ("nginx", "Always"),
+        ("nginx:latest", "Always"),
+        ("nginx:1.25", "IfNotPresent"),
+        ("registry.local:5000/nginx", "Always"),
+        ("registry.local:5000/nginx:1.0", "IfNotPresent"),
+        ("nginx@sha256:" + "a" * 64, "IfNotPresent"),
+        ("nginx:latest@sha256:" + "a" * 64, "Always"),
+        ("", "IfNotPresent"),
+    ],
+)
 def test_image_pull_policy_default(image: str, policy: str) -> None:
     assert default_image_pull_policy(image) == policy
     assert Container(name="c", image=image).image_pull_policy == policy
@@ -144,13 +156,13 @@ def test_strict_reports_unknown_fields() -> None:
     with pytest.raises(ValidationError) as info:
         load_pod(data, strict=True)
     assert [str(e) for e in info.value.errors] == [
-        'spec.containers[0].imagePolicy: unknown field "spec.containers[0].imagePolicy"']
+        'spec.containers[0].imagePolicy: unknown field "spec.containers[0].imagePolicy"'
+    ]
 
 
 def test_full_manifest_model() -> None:
     pod = load_pod((DATA / "good" / "full.yaml").read_text())
-    assert pod.metadata.creation_timestamp == dt.datetime(2024, 5, 1, 10, 20, 30,
-                                                          tzinfo=dt.UTC)
+    assert pod.metadata.creation_timestamp == dt.datetime(2024, 5, 1, 10, 20, 30, tzinfo=dt.UTC)
     vols = {v.name: v for v in pod.spec.volumes}
     assert vols["scratch"].kind == "emptyDir"
     assert vols["scratch"].empty_dir is not None
@@ -203,7 +215,9 @@ def test_load_manifests_directory() -> None:
 def test_load_manifests_reports_each_document() -> None:
     results = read_manifests(DATA / "good" / "two-pods.yaml")
     assert [r.location for r in results] == [
-        f"{DATA / 'good' / 'two-pods.yaml'}[0]", f"{DATA / 'good' / 'two-pods.yaml'}[1]"]
+        f"{DATA / 'good' / 'two-pods.yaml'}[0]",
+        f"{DATA / 'good' / 'two-pods.yaml'}[1]",
+    ]
 
 
 def test_generated_uid_is_deterministic() -> None:
@@ -211,14 +225,13 @@ def test_generated_uid_is_deterministic() -> None:
     b = load_pod(MINIMAL, source="/etc/kubernetes/manifests/web.yaml", node_name="node-1")
     assert a.uid == b.uid
     assert len(a.uid) == 32 and int(a.uid, 16) >= 0
-    other_source = load_pod(MINIMAL, source="/etc/kubernetes/manifests/x.yaml",
-                            node_name="node-1")
-    other_node = load_pod(MINIMAL, source="/etc/kubernetes/manifests/web.yaml",
-                          node_name="node-2")
+    other_source = load_pod(MINIMAL, source="/etc/kubernetes/manifests/x.yaml", node_name="node-1")
+    other_node = load_pod(MINIMAL, source="/etc/kubernetes/manifests/web.yaml", node_name="node-2")
     changed = json.loads(json.dumps(MINIMAL))
     changed["spec"]["containers"][0]["image"] = "nginx:1.26"
-    other_content = load_pod(changed, source="/etc/kubernetes/manifests/web.yaml",
-                             node_name="node-1")
+    other_content = load_pod(
+        changed, source="/etc/kubernetes/manifests/web.yaml", node_name="node-1"
+    )
     assert len({a.uid, other_source.uid, other_node.uid, other_content.uid}) == 4
 
 
@@ -271,8 +284,9 @@ def test_strict_accepts_every_kubernetes_field_kept_as_data() -> None:
 def test_model_from_dict_decodes_parts() -> None:
     from kubelet_kit.api import ContainerStatus
 
-    st = ContainerStatus.from_dict({"name": "c", "restartCount": 3,
-                                    "state": {"waiting": {"reason": "CrashLoopBackOff"}}})
+    st = ContainerStatus.from_dict(
+        {"name": "c", "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+    )
     assert st.restart_count == 3
     assert st.state.waiting is not None and st.state.waiting.reason == "CrashLoopBackOff"
     assert ContainerStatus.from_dict(st.to_dict()) == st
@@ -285,10 +299,18 @@ def test_status_fields_without_omitempty_are_always_written() -> None:
     from kubelet_kit.api import ContainerStatus, PodCondition
 
     assert ContainerStatus(name="c").to_dict() == {
-        "name": "c", "state": {}, "lastState": {}, "ready": False, "restartCount": 0,
-        "image": "", "imageID": ""}
+        "name": "c",
+        "state": {},
+        "lastState": {},
+        "ready": False,
+        "restartCount": 0,
+        "image": "",
+        "imageID": "",
+    }
     assert PodCondition(type="Ready", status="False").to_dict() == {
-        "type": "Ready", "status": "False"}
+        "type": "Ready",
+        "status": "False",
+    }
 
 
 def test_container_resolves_named_ports() -> None:

@@ -21,9 +21,14 @@ def _pod(**spec: Any) -> Pod:
         "tolerations": [{"key": "a", "operator": "Exists"}],
         "activeDeadlineSeconds": 600,
     }
-    return load_pod({"apiVersion": "v1", "kind": "Pod",
-                     "metadata": {"name": "web", "namespace": "default", "uid": "u1"},
-                     "spec": {**base, **spec}})
+    return load_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "default", "uid": "u1"},
+            "spec": {**base, **spec},
+        }
+    )
 
 
 def _messages(new: Pod, old: Pod) -> list[str]:
@@ -32,11 +37,12 @@ def _messages(new: Pod, old: Pod) -> list[str]:
 
 def test_images_a_lower_deadline_and_added_tolerations_may_change() -> None:
     old = _pod()
-    new = _pod(containers=[{"name": "app", "image": "nginx:2", "command": ["nginx"]}],
-               initContainers=[{"name": "init", "image": "busybox:2"}],
-               activeDeadlineSeconds=300,
-               tolerations=[{"key": "a", "operator": "Exists"},
-                            {"key": "b", "operator": "Exists"}])
+    new = _pod(
+        containers=[{"name": "app", "image": "nginx:2", "command": ["nginx"]}],
+        initContainers=[{"name": "init", "image": "busybox:2"}],
+        activeDeadlineSeconds=300,
+        tolerations=[{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Exists"}],
+    )
     assert _messages(new, old) == []
     assert _messages(old, old) == []
 
@@ -51,8 +57,11 @@ def test_a_negative_grace_period_may_be_raised_to_one_only() -> None:
 
 def test_any_other_change_is_forbidden_naming_the_fields() -> None:
     old = _pod()
-    new = _pod(containers=[{"name": "app", "image": "nginx:1", "command": ["nginx", "-g"],
-                            "workingDir": "/srv"}])
+    new = _pod(
+        containers=[
+            {"name": "app", "image": "nginx:1", "command": ["nginx", "-g"], "workingDir": "/srv"}
+        ]
+    )
     (msg,) = _messages(new, old)
     assert msg.startswith(
         "spec: Forbidden: pod updates may not change fields other than "
@@ -70,8 +79,12 @@ def test_removed_tolerations_are_forbidden() -> None:
 
 
 def test_adding_or_removing_containers_is_forbidden() -> None:
-    new = _pod(containers=[{"name": "app", "image": "nginx:1", "command": ["nginx"]},
-                           {"name": "side", "image": "busybox:1"}])
+    new = _pod(
+        containers=[
+            {"name": "app", "image": "nginx:1", "command": ["nginx"]},
+            {"name": "side", "image": "busybox:1"},
+        ]
+    )
     assert _messages(new, _pod()) == [
         "spec.containers: Forbidden: pod updates may not add or remove containers"
     ]
@@ -103,8 +116,11 @@ async def test_the_programmatic_source_refuses_a_forbidden_update_and_keeps_the_
     assert (await anext(updates)).op is PodOperation.ADD
 
     changed = _pod(containers=[{"name": "app", "image": "nginx:1", "command": ["sh"]}])
-    with pytest.raises(ValidationError, match=r"api: pod default/web: spec: Forbidden: .*"
-                                              r"spec\.containers\[0\]\.command\[0\]"):
+    with pytest.raises(
+        ValidationError,
+        match=r"api: pod default/web: spec: Forbidden: .*"
+        r"spec\.containers\[0\]\.command\[0\]",
+    ):
         source.update(changed)
     with pytest.raises(ValidationError):
         other = attrs.evolve(old, metadata=attrs.evolve(old.metadata, name="other", uid="u2"))

@@ -28,11 +28,21 @@ MEMORY_PATH = "spec.containers[0].resources.limits.memory"
 def api_pod(name: str, **container: Any) -> dict[str, Any]:
     """A pod as the API server serves it (defaulted, with a uid)."""
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {"restartPolicy": "Always", "terminationGracePeriodSeconds": 5,
-                 "containers": [{"name": "main", "image": "busybox",
-                                 "command": ["sh", "-c", "sleep infinity"], **container}]},
+        "spec": {
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 5,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "command": ["sh", "-c", "sleep infinity"],
+                    **container,
+                }
+            ],
+        },
     }
 
 
@@ -87,8 +97,11 @@ async def test_a_pod_the_agent_cannot_read_is_rejected_as_at_admission() -> None
         # Nothing of it runs, and it is not active: its deletion can complete.
         await env.wait_for(lambda: env.phase("good") == "Running", what="good Running")
         assert all(p.uid != "uid-bad" for p in env.kubelet.active_pods())
-        assert not [c for c in env.runtime.calls_to("run_pod_sandbox")
-                    if c.args[0].metadata.uid == "uid-bad"]
+        assert not [
+            c
+            for c in env.runtime.calls_to("run_pod_sandbox")
+            if c.args[0].metadata.uid == "uid-bad"
+        ]
         env.delete_pod("bad", grace_period_seconds=30)
         await env.sleep(5)
         assert env.phase("bad") == "Failed"
@@ -100,8 +113,7 @@ async def test_a_pod_the_agent_cannot_read_is_rejected_as_at_admission() -> None
         assert env.phase("good") == "Running"
 
 
-async def test_the_same_pod_as_a_static_file_is_refused_with_its_field_path(
-        tmp_path: Path) -> None:
+async def test_the_same_pod_as_a_static_file_is_refused_with_its_field_path(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text(json.dumps(unreadable_pod("bad")))
     problems: list[str] = []
     source = FileSource(tmp_path, node_name="fake-node")
@@ -122,4 +134,5 @@ async def test_every_admission_rejection_records_a_warning_event() -> None:
         status = env.status("second")
         events = env.kubelet.events.events("uid-second")
         assert [(e.type, e.reason, f"Pod was rejected: {e.message}") for e in events] == [
-            ("Warning", "OutOfpods", status.message)]
+            ("Warning", "OutOfpods", status.message)
+        ]

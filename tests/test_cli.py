@@ -16,8 +16,13 @@ DATA = Path(__file__).parent / "data" / "manifests"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kubelet_kit.cli", *args],
-                          capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "kubelet_kit.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 @pytest.fixture
@@ -52,15 +57,20 @@ def test_validate_mixed_directory(mixed_dir: Path) -> None:
     # One line per problem, each "<file>[doc]: <path>: <message>".
     assert f"{d}/image.yaml: spec.initContainers[0].image: Required value" in lines
     assert f"{d}/image.yaml: spec.containers[0].image: Required value" in lines
-    assert (f'{d}/multi.yaml[1]: spec.restartPolicy: Unsupported value: "Sometimes": '
-            'supported values: "Always", "Never", "OnFailure"') in lines
+    assert (
+        f'{d}/multi.yaml[1]: spec.restartPolicy: Unsupported value: "Sometimes": '
+        'supported values: "Always", "Never", "OnFailure"'
+    ) in lines
     # libyaml's wording, the loader used wherever PyYAML has it (as its wheels do).
-    assert (f"{d}/syntax.yaml: invalid YAML: mapping values are not allowed in this context "
-            "(line 5, column 10)") in lines
-    assert (f'{d}/types.yaml: spec.containers[0].ports[0].containerPort: Invalid value: "80": '
-            "expected an integer, got a string") in lines
-    assert f"{d}/not-a-mapping.yaml: Invalid value: [...]: expected an object, got a list" \
-        in lines
+    assert (
+        f"{d}/syntax.yaml: invalid YAML: mapping values are not allowed in this context "
+        "(line 5, column 10)"
+    ) in lines
+    assert (
+        f'{d}/types.yaml: spec.containers[0].ports[0].containerPort: Invalid value: "80": '
+        "expected an integer, got a string"
+    ) in lines
+    assert f"{d}/not-a-mapping.yaml: Invalid value: [...]: expected an object, got a list" in lines
     assert any(line.startswith(f"{d}/binary.json: cannot read: ") for line in lines)
     # Nothing about the good file, nor the ignored one.
     assert not any("good.yaml" in line or "README" in line for line in lines)
@@ -77,14 +87,17 @@ def test_validate_missing_path() -> None:
 
 def test_validate_strict_flags_unknown_fields(tmp_path: Path) -> None:
     path = tmp_path / "typo.yaml"
-    path.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
-                    "spec:\n  containers: [{name: c, image: i, imagePullPolicyy: Never}]\n")
+    path.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
+        "spec:\n  containers: [{name: c, image: i, imagePullPolicyy: Never}]\n"
+    )
     assert main(["validate", str(path)]) == 0
     proc = run("validate", "--strict", str(path))
     assert proc.returncode == 1
     assert proc.stdout.strip() == (
-        f'{path}: spec.containers[0].imagePullPolicyy: unknown field '
-        '"spec.containers[0].imagePullPolicyy"')
+        f"{path}: spec.containers[0].imagePullPolicyy: unknown field "
+        '"spec.containers[0].imagePullPolicyy"'
+    )
 
 
 def test_validate_verbose_lists_pods(capsys: pytest.CaptureFixture[str]) -> None:
@@ -110,12 +123,19 @@ def test_subcommands_registered_in_one_place() -> None:
 
 def test_validate_reads_standard_input() -> None:
     text = (DATA / "broken" / "multi.yaml").read_text()
-    proc = subprocess.run([sys.executable, "-m", "kubelet_kit.cli", "validate", "-"],
-                          input=text, capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kubelet_kit.cli", "validate", "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 1
     assert proc.stdout.splitlines() == [
         '<stdin>[1]: spec.restartPolicy: Unsupported value: "Sometimes": supported values: '
-        '"Always", "Never", "OnFailure"']
+        '"Always", "Never", "OnFailure"'
+    ]
 
 
 def test_run_takes_the_runtime_request_timeout_as_the_kubelet_does() -> None:
@@ -123,13 +143,16 @@ def test_run_takes_the_runtime_request_timeout_as_the_kubelet_does() -> None:
     from kubelet_kit.runner import configuration_from_args
 
     parser = build_parser()
-    config = configuration_from_args(parser.parse_args(["run", "--runtime-request-timeout",
-                                                        "4m30s"]))
+    config = configuration_from_args(
+        parser.parse_args(["run", "--runtime-request-timeout", "4m30s"])
+    )
     assert config.seconds("runtime_request_timeout") == 270
     default = configuration_from_args(parser.parse_args(["run"]))
     assert default.seconds("runtime_request_timeout") == 120
-    for bad, message in (("soon", 'time: invalid duration "soon"'),
-                         ("0s", '"0s" must be a positive duration')):
+    for bad, message in (
+        ("soon", 'time: invalid duration "soon"'),
+        ("0s", '"0s" must be a positive duration'),
+    ):
         with pytest.raises(ConfigurationError, match="--runtime-request-timeout: ") as info:
             configuration_from_args(parser.parse_args(["run", "--runtime-request-timeout", bad]))
         assert message in str(info.value)

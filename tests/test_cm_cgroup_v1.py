@@ -38,10 +38,13 @@ def test_discover_reads_comounted_hierarchies(tmp_path: Path) -> None:
         "proc /proc proc rw 0 0\n"
         "cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,nosuid,cpu,cpuacct 0 0\n"
         "cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n"
-        "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n")
+        "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n"
+    )
     assert discover_v1_mounts(mounts_file=str(mounts)) == {
-        "cpu": "/sys/fs/cgroup/cpu,cpuacct", "cpuacct": "/sys/fs/cgroup/cpu,cpuacct",
-        "memory": "/sys/fs/cgroup/memory"}
+        "cpu": "/sys/fs/cgroup/cpu,cpuacct",
+        "cpuacct": "/sys/fs/cgroup/cpu,cpuacct",
+        "memory": "/sys/fs/cgroup/memory",
+    }
 
 
 async def test_writes_on_plain_directories(tmp_path: Path, spy: bool) -> None:
@@ -50,8 +53,12 @@ async def test_writes_on_plain_directories(tmp_path: Path, spy: bool) -> None:
         os.mkdir(m)
     driver = CgroupV1Driver(mounts, use_cgroupspy=spy)
     assert driver.uses_cgroupspy == spy
-    await driver.create("/kubepods/pod1", ResourceConfig(
-        cpu_shares=102, cpu_quota=-1, cpu_period=100000, memory=1 << 20, pids_limit=-1))
+    await driver.create(
+        "/kubepods/pod1",
+        ResourceConfig(
+            cpu_shares=102, cpu_quota=-1, cpu_period=100000, memory=1 << 20, pids_limit=-1
+        ),
+    )
     pod = tmp_path / "cpu" / "kubepods" / "pod1"
     assert (pod / "cpu.shares").read_text() == "102"
     assert (pod / "cpu.cfs_period_us").read_text() == "100000"
@@ -76,8 +83,9 @@ def _real_v1() -> bool:
 
 
 @pytest.fixture
-async def real(require_real: Callable[[bool, str], None],
-               spy: bool) -> AsyncIterator[tuple[Any, str]]:
+async def real(
+    require_real: Callable[[bool, str], None], spy: bool
+) -> AsyncIterator[tuple[Any, str]]:
     require_real(_real_v1(), "root and the cgroup v1 cpu/memory/cpuset/pids controllers")
     driver = CgroupV1Driver(discover_v1_mounts(V1), use_cgroupspy=spy)
     root = f"/kubelet-kit-test-{secrets.token_hex(4)}"
@@ -90,8 +98,9 @@ async def real(require_real: Callable[[bool, str], None],
 async def test_real_v1_hierarchy_limits_and_a_real_process(real: tuple[Any, str]) -> None:
     driver, root = real
     pod = f"{root}/kubepods/burstable/pod1"
-    config = ResourceConfig(cpu_shares=512, cpu_quota=50000, cpu_period=100000,
-                            memory=64 << 20, pids_limit=50)
+    config = ResourceConfig(
+        cpu_shares=512, cpu_quota=50000, cpu_period=100000, memory=64 << 20, pids_limit=50
+    )
     await driver.create(pod, config)
     assert await driver.children(f"{root}/kubepods") == ["burstable"]
     m = driver.mounts
@@ -104,7 +113,8 @@ async def test_real_v1_hierarchy_limits_and_a_real_process(real: tuple[Any, str]
     parent_cpus = Path(m["cpuset"], "cpuset.cpus").read_text().strip()
     assert Path(m["cpuset"] + pod, "cpuset.cpus").read_text().strip() == parent_cpus
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "b = bytearray(8 << 20); import time; time.sleep(60)")
+        sys.executable, "-c", "b = bytearray(8 << 20); import time; time.sleep(60)"
+    )
     try:
         await driver.add_process(pod, proc.pid)
         with open(f"/proc/{proc.pid}/cgroup", encoding="ascii") as f:
@@ -118,7 +128,8 @@ async def test_real_v1_hierarchy_limits_and_a_real_process(real: tuple[Any, str]
         # Lower the limit with update and read it back.
         await driver.update(pod, ResourceConfig(memory=128 << 20, cpu_shares=1024))
         assert Path(m["memory"] + pod, "memory.limit_in_bytes").read_text().strip() == str(
-            128 << 20)
+            128 << 20
+        )
         await driver.remove(f"{root}/kubepods")
         assert await asyncio.wait_for(proc.wait(), 10) == -9
         for mount in m.values():

@@ -40,13 +40,24 @@ def driver(tree: FakeCgroupTree) -> CgroupV2Driver:
 async def test_create_delegates_controllers_and_writes_limits(
     tree: FakeCgroupTree, driver: CgroupV2Driver
 ) -> None:
-    config = ResourceConfig(cpu_shares=1024, cpu_quota=50000, cpu_period=100000,
-                            memory=256 << 20, pids_limit=100, unified={"memory.min": "1024"})
+    config = ResourceConfig(
+        cpu_shares=1024,
+        cpu_quota=50000,
+        cpu_period=100000,
+        memory=256 << 20,
+        pids_limit=100,
+        unified={"memory.min": "1024"},
+    )
     await driver.create("/kubepods/burstable/pod1", config)
     assert tree.paths() == ["", "kubepods", "kubepods/burstable", "kubepods/burstable/pod1"]
     for parent in ("", "kubepods", "kubepods/burstable"):
         assert set(tree.read(parent, "cgroup.subtree_control").split()) == {
-            "cpu", "cpuset", "hugetlb", "memory", "pids"}
+            "cpu",
+            "cpuset",
+            "hugetlb",
+            "memory",
+            "pids",
+        }
     pod = "kubepods/burstable/pod1"
     assert tree.read(pod, "cpu.weight") == "39\n"  # linear: 1 + 1022*9999/262142
     assert tree.read(pod, "cpu.max") == "50000 100000\n"
@@ -58,10 +69,12 @@ async def test_create_delegates_controllers_and_writes_limits(
     assert await driver.exists("/kubepods/burstable/pod1")
 
 
-async def test_unlimited_values_are_written_as_max(tree: FakeCgroupTree,
-                                                   driver: CgroupV2Driver) -> None:
-    await driver.create("/a", ResourceConfig(cpu_quota=-1, cpu_period=100000, memory=-1,
-                                             pids_limit=-1))
+async def test_unlimited_values_are_written_as_max(
+    tree: FakeCgroupTree, driver: CgroupV2Driver
+) -> None:
+    await driver.create(
+        "/a", ResourceConfig(cpu_quota=-1, cpu_period=100000, memory=-1, pids_limit=-1)
+    )
     assert tree.read("a", "cpu.max") == "max 100000\n"
     assert tree.read("a", "memory.max") == "max\n"
     assert tree.read("a", "pids.max") == "max\n"
@@ -69,7 +82,9 @@ async def test_unlimited_values_are_written_as_max(tree: FakeCgroupTree,
 
 def test_config_files_order_and_conversion() -> None:
     assert config_files_v2(ResourceConfig(cpu_shares=2, cpuset_cpus="0-1")) == [
-        ("cpuset.cpus", "0-1"), ("cpu.weight", "1")]
+        ("cpuset.cpus", "0-1"),
+        ("cpu.weight", "1"),
+    ]
     assert config_files_v2(ResourceConfig(cpu_shares=262144)) == [("cpu.weight", "10000")]
 
 
@@ -77,13 +92,17 @@ async def test_missing_controller_is_a_configuration_error_naming_the_file() -> 
     tree = FakeCgroupTree(controllers=("cpu",))
     driver = CgroupV2Driver(files=tree, clock=FakeClock())
     await driver.create("/a", ResourceConfig(cpu_shares=1024))
-    with pytest.raises(ConfigurationError, match=r"/fake/cgroup/a/memory.max: controller "
-                                                 r"'memory' is not enabled"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"/fake/cgroup/a/memory.max: controller "
+        r"'memory' is not enabled",
+    ):
         await driver.update("/a", ResourceConfig(memory=1 << 20))
 
 
-async def test_kernel_refusals_surface_with_the_path(tree: FakeCgroupTree,
-                                                     driver: CgroupV2Driver) -> None:
+async def test_kernel_refusals_surface_with_the_path(
+    tree: FakeCgroupTree, driver: CgroupV2Driver
+) -> None:
     await driver.create("/a")
     with pytest.raises(ConfigurationError, match=r"a/cpu.max: cannot write '10 100000'"):
         await driver.update("/a", ResourceConfig(cpu_quota=10, cpu_period=100000))
@@ -95,8 +114,9 @@ async def test_kernel_refusals_surface_with_the_path(tree: FakeCgroupTree,
         await driver.create("/a/../../etc")
 
 
-async def test_processes_freeze_kill_and_remove(tree: FakeCgroupTree,
-                                                driver: CgroupV2Driver) -> None:
+async def test_processes_freeze_kill_and_remove(
+    tree: FakeCgroupTree, driver: CgroupV2Driver
+) -> None:
     await driver.create("/pod/c1")
     await driver.add_process("/pod/c1", 100)
     tree.add_process("pod/c1", 101)
@@ -116,20 +136,29 @@ async def test_processes_freeze_kill_and_remove(tree: FakeCgroupTree,
         await driver.remove("/")
 
 
-async def test_stats_read_memory_events_cpu_and_psi(tree: FakeCgroupTree,
-                                                    driver: CgroupV2Driver) -> None:
+async def test_stats_read_memory_events_cpu_and_psi(
+    tree: FakeCgroupTree, driver: CgroupV2Driver
+) -> None:
     await driver.create("/pod")
     tree.set_file("pod", "memory.current", "1000")
     tree.set_file("pod", "memory.stat", "anon 600\nfile 400\ninactive_file 300\n")
     tree.set_file("pod", "memory.events", "low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\n")
     tree.set_file("pod", "cpu.stat", "usage_usec 12345\nuser_usec 1\nsystem_usec 2\n")
-    tree.set_file("pod", "memory.pressure",
-                  "some avg10=1.71 avg60=2.36 avg300=2.57 total=230548833\n"
-                  "full avg10=1.00 avg60=1.01 avg300=1.00 total=157622356\n")
+    tree.set_file(
+        "pod",
+        "memory.pressure",
+        "some avg10=1.71 avg60=2.36 avg300=2.57 total=230548833\n"
+        "full avg10=1.00 avg60=1.01 avg300=1.00 total=157622356\n",
+    )
     tree.add_process("pod", 7)
     stats = await driver.stats("/pod")
-    assert (stats.memory_usage_bytes, stats.memory_working_set_bytes, stats.oom_kills,
-            stats.cpu_usage_usec, stats.pids) == (1000, 700, 2, 12345, 1)
+    assert (
+        stats.memory_usage_bytes,
+        stats.memory_working_set_bytes,
+        stats.oom_kills,
+        stats.cpu_usage_usec,
+        stats.pids,
+    ) == (1000, 700, 2, 12345, 1)
     assert stats.pressure["memory"].some_avg10 == 1.71
     assert stats.pressure["memory"].full_total == 157622356
     with pytest.raises(ConfigurationError, match="no such cgroup"):
@@ -138,16 +167,27 @@ async def test_stats_read_memory_events_cpu_and_psi(tree: FakeCgroupTree,
 
 def test_parse_pressure_upstream_sample() -> None:
     # cadvisor/kubelet TestParseStatCPUPSI sample.
-    psi = parse_pressure("some avg10=1.71 avg60=2.36 avg300=2.57 total=230548833\n"
-                         "full avg10=1.00 avg60=1.01 avg300=1.00 total=157622356")
+    psi = parse_pressure(
+        "some avg10=1.71 avg60=2.36 avg300=2.57 total=230548833\n"
+        "full avg10=1.00 avg60=1.01 avg300=1.00 total=157622356"
+    )
     assert (psi.some_avg10, psi.some_avg60, psi.some_avg300, psi.some_total) == (
-        1.71, 2.36, 2.57, 230548833)
+        1.71,
+        2.36,
+        2.57,
+        230548833,
+    )
     assert (psi.full_avg10, psi.full_avg60, psi.full_avg300, psi.full_total) == (
-        1.0, 1.01, 1.0, 157622356)
+        1.0,
+        1.01,
+        1.0,
+        157622356,
+    )
 
 
-async def test_injected_mkdir_error_is_reported(tree: FakeCgroupTree,
-                                                driver: CgroupV2Driver) -> None:
+async def test_injected_mkdir_error_is_reported(
+    tree: FakeCgroupTree, driver: CgroupV2Driver
+) -> None:
     tree.inject_error("mkdir", OSError(errno.ENOSPC, "no space"), target="x")
     with pytest.raises(ConfigurationError, match=r"/fake/cgroup/x: cannot create cgroup"):
         await driver.create("/x")
@@ -174,8 +214,7 @@ async def real_root(require_real: Callable[[bool, str], None]) -> AsyncIterator[
 
 
 async def _sleeper() -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "import time; time.sleep(60)")
+    return await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(60)")
 
 
 async def test_real_v2_tree_procs_freeze_kill(real_root: str) -> None:
@@ -184,8 +223,15 @@ async def test_real_v2_tree_procs_freeze_kill(real_root: str) -> None:
     await driver.create(pod)
     assert os.path.isdir(UNIFIED + pod)
     assert await driver.children(real_root) == ["pod1"]
-    for name in ("cgroup.procs", "cgroup.kill", "cgroup.freeze", "cgroup.events",
-                 "cpu.pressure", "memory.pressure", "io.pressure"):
+    for name in (
+        "cgroup.procs",
+        "cgroup.kill",
+        "cgroup.freeze",
+        "cgroup.events",
+        "cpu.pressure",
+        "memory.pressure",
+        "io.pressure",
+    ):
         assert os.path.exists(os.path.join(UNIFIED + pod, name)), name
     proc = await _sleeper()
     try:

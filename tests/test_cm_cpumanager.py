@@ -19,23 +19,35 @@ from kubelet_kit.cm.cpumanager import (
 from kubelet_kit.errors import ConfigurationError
 
 
-def _ctr(name: str, cpu: str, mem: str = "100Mi", *, limit_cpu: str | None = None,
-         sidecar: bool = False) -> Container:
+def _ctr(
+    name: str, cpu: str, mem: str = "100Mi", *, limit_cpu: str | None = None, sidecar: bool = False
+) -> Container:
     req = {"cpu": Quantity.parse(cpu), "memory": Quantity.parse(mem)} if cpu else {}
-    lim = ({"cpu": Quantity.parse(limit_cpu or cpu), "memory": Quantity.parse(mem)}
-           if cpu else {})
-    return Container(name=name, image="i", resources=ResourceRequirements(requests=req, limits=lim),
-                     restart_policy="Always" if sidecar else None)
+    lim = {"cpu": Quantity.parse(limit_cpu or cpu), "memory": Quantity.parse(mem)} if cpu else {}
+    return Container(
+        name=name,
+        image="i",
+        resources=ResourceRequirements(requests=req, limits=lim),
+        restart_policy="Always" if sidecar else None,
+    )
 
 
 def _pod(uid: str, *containers: Container, init: tuple[Container, ...] = ()) -> Pod:
-    return Pod(metadata=ObjectMeta(name=uid, uid=uid),
-               spec=PodSpec(containers=containers, init_containers=init))
+    return Pod(
+        metadata=ObjectMeta(name=uid, uid=uid),
+        spec=PodSpec(containers=containers, init_containers=init),
+    )
 
 
-@pytest.mark.parametrize(("text", "cpus"), [
-    ("", set()), ("0", {0}), ("0-3", {0, 1, 2, 3}), ("0-2,7,9-10", {0, 1, 2, 7, 9, 10}),
-])
+@pytest.mark.parametrize(
+    ("text", "cpus"),
+    [
+        ("", set()),
+        ("0", {0}),
+        ("0-3", {0, 1, 2, 3}),
+        ("0-2,7,9-10", {0, 1, 2, 7, 9, 10}),
+    ],
+)
 def test_cpuset_round_trip(text: str, cpus: set[int]) -> None:
     assert parse_cpuset(text) == cpus
     assert format_cpuset(cpus) == text
@@ -48,10 +60,16 @@ def test_cpuset_parse_errors(bad: str) -> None:
 
 
 # (container request, limit, expected exclusive CPUs): upstream guaranteedCPUs cases.
-@pytest.mark.parametrize(("req", "lim", "want"), [
-    ("1", "1", 1), ("2", "2", 2), ("1500m", "1500m", 0), ("1000m", "1000m", 1),
-    ("1", "2", 0),  # Burstable: request != limit
-])
+@pytest.mark.parametrize(
+    ("req", "lim", "want"),
+    [
+        ("1", "1", 1),
+        ("2", "2", 2),
+        ("1500m", "1500m", 0),
+        ("1000m", "1000m", 1),
+        ("1", "2", 0),  # Burstable: request != limit
+    ],
+)
 def test_guaranteed_cpus(req: str, lim: str, want: int) -> None:
     pod = _pod("p", _ctr("c", req, limit_cpu=lim))
     assert guaranteed_cpus(pod, pod.spec.containers[0]) == want
@@ -104,9 +122,11 @@ def test_static_allocation_table() -> None:
             assert result.admit == admit, (pod.uid, result)
             if not admit:
                 assert result.reason == "UnexpectedAdmissionError"
-                assert result.message == ("Allocate failed due to not enough cpus available to "
-                                          "satisfy request: requested=4, available=2, which is "
-                                          "unexpected")
+                assert result.message == (
+                    "Allocate failed due to not enough cpus available to "
+                    "satisfy request: requested=4, available=2, which is "
+                    "unexpected"
+                )
         else:
             m.remove_pod(pod.uid)
         assert format_cpuset(m.default_cpuset) == default, (action, pod.uid)
@@ -190,25 +210,33 @@ def _write_state(tmp_path: Path, mutate: object) -> None:
     path.write_text(mutate(text))
 
 
-@pytest.mark.parametrize("mutate", [
-    lambda t: t.replace('"1-2"', '"1-3"'),  # edited by hand: checksum no longer matches
-    lambda t: t[: len(t) // 2],  # truncated
-    lambda t: "",
-    lambda t: json.dumps({**json.loads(t), "checksum": "x"}),
-])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda t: t.replace('"1-2"', '"1-3"'),  # edited by hand: checksum no longer matches
+        lambda t: t[: len(t) // 2],  # truncated
+        lambda t: "",
+        lambda t: json.dumps({**json.loads(t), "checksum": "x"}),
+    ],
+)
 def test_corrupt_checkpoint_is_refused(tmp_path: Path, mutate: object) -> None:
     _write_state(tmp_path, mutate)
     m = CPUManager("static", cpus=range(8), reserved_milli_cpu=1000, state_dir=tmp_path)
-    with pytest.raises(ConfigurationError, match="checkpoint is corrupted, please drain this "
-                                                 "node and delete the CPU manager checkpoint"):
+    with pytest.raises(
+        ConfigurationError,
+        match="checkpoint is corrupted, please drain this "
+        "node and delete the CPU manager checkpoint",
+    ):
         m.start()
 
 
 def test_checkpoint_of_another_policy_is_refused(tmp_path: Path) -> None:
     CPUManager("none", cpus=range(8), state_dir=tmp_path).start()
     m = CPUManager("static", cpus=range(8), reserved_milli_cpu=1000, state_dir=tmp_path)
-    with pytest.raises(ConfigurationError, match='configured policy "static" differs from state '
-                                                 'checkpoint policy "none"'):
+    with pytest.raises(
+        ConfigurationError,
+        match='configured policy "static" differs from state checkpoint policy "none"',
+    ):
         m.start()
 
 
@@ -217,7 +245,6 @@ def test_checkpoint_for_other_cpus_or_reservations_is_refused(tmp_path: Path) ->
     fewer = CPUManager("static", cpus=range(4), reserved_milli_cpu=1000, state_dir=tmp_path)
     with pytest.raises(ConfigurationError, match="doesn't match with CPUs in state"):
         fewer.start()
-    more_reserved = CPUManager("static", cpus=range(8), reserved_milli_cpu=2000,
-                               state_dir=tmp_path)
+    more_reserved = CPUManager("static", cpus=range(8), reserved_milli_cpu=2000, state_dir=tmp_path)
     with pytest.raises(ConfigurationError, match='not all reserved cpus: "0-1"'):
         more_reserved.start()

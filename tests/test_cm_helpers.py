@@ -35,9 +35,19 @@ from kubelet_kit.cm.helpers import (
 
 # (milli CPU, shares): TestMilliCPUToShares
 SHARES = [
-    (0, MIN_SHARES), (1, MIN_SHARES), (2, MIN_SHARES), (3, 3), (100, 102), (500, 512),
-    (1000, 1024), (255999, 255999 * 1024 // 1000), (256000, MAX_SHARES),
-    (256001, MAX_SHARES), (1000000, MAX_SHARES), (-1, MIN_SHARES), (-1000000, MIN_SHARES),
+    (0, MIN_SHARES),
+    (1, MIN_SHARES),
+    (2, MIN_SHARES),
+    (3, 3),
+    (100, 102),
+    (500, 512),
+    (1000, 1024),
+    (255999, 255999 * 1024 // 1000),
+    (256000, MAX_SHARES),
+    (256001, MAX_SHARES),
+    (1000000, MAX_SHARES),
+    (-1, MIN_SHARES),
+    (-1000000, MIN_SHARES),
 ]
 
 
@@ -47,8 +57,16 @@ def test_milli_cpu_to_shares(milli: int, shares: int) -> None:
 
 
 # (milli CPU, quota) at period 100000: TestMilliCPUToQuota
-QUOTAS = [(0, 0), (5, 1000), (9, 1000), (10, 1000), (200, 20000), (500, 50000),
-          (1000, 100000), (1500, 150000)]
+QUOTAS = [
+    (0, 0),
+    (5, 1000),
+    (9, 1000),
+    (10, 1000),
+    (200, 20000),
+    (500, 50000),
+    (1000, 100000),
+    (1500, 150000),
+]
 
 
 @pytest.mark.parametrize(("milli", "quota"), QUOTAS)
@@ -75,8 +93,16 @@ def test_cpu_shares_to_weight_linear(shares: int, weight: int) -> None:
 
 
 # opencontainers/cgroups v0.0.5 (log-based), min/default/max and around them.
-LOG = [(0, 0), (1, 1), (2, 1), (3, 2), (1024, 100), (262143, 10000), (262144, 10000),
-       (262145, 10000)]
+LOG = [
+    (0, 0),
+    (1, 1),
+    (2, 1),
+    (3, 2),
+    (1024, 100),
+    (262143, 10000),
+    (262144, 10000),
+    (262145, 10000),
+]
 
 
 @pytest.mark.parametrize(("shares", "weight"), LOG)
@@ -106,19 +132,33 @@ def _rl(cpu: str, mem: str) -> dict[str, Quantity]:
 
 
 def _c(req: Res, lim: Res, name: str = "c", **kw: Any) -> Container:
-    return Container(name=name, image="i", resources=ResourceRequirements(
-        requests=_rl(*req), limits=_rl(*lim)), **kw)
+    return Container(
+        name=name,
+        image="i",
+        resources=ResourceRequirements(requests=_rl(*req), limits=_rl(*lim)),
+        **kw,
+    )
 
 
-def _pod(containers: list[Container], init: list[Container] | None = None,
-         pod_level: tuple[Res, Res] | None = None, **spec: Any) -> Pod:
+def _pod(
+    containers: list[Container],
+    init: list[Container] | None = None,
+    pod_level: tuple[Res, Res] | None = None,
+    **spec: Any,
+) -> Pod:
     renamed = [_named(c, f"c{i}") for i, c in enumerate(containers)]
     resources = None
     if pod_level is not None:
         resources = ResourceRequirements(requests=_rl(*pod_level[0]), limits=_rl(*pod_level[1]))
-    return Pod(metadata=ObjectMeta(name="p", uid="u1"),
-               spec=PodSpec(containers=tuple(renamed), init_containers=tuple(init or ()),
-                            resources=resources, **spec))
+    return Pod(
+        metadata=ObjectMeta(name="p", uid="u1"),
+        spec=PodSpec(
+            containers=tuple(renamed),
+            init_containers=tuple(init or ()),
+            resources=resources,
+            **spec,
+        ),
+    )
 
 
 def _named(c: Container, name: str) -> Container:
@@ -137,68 +177,217 @@ G_TUNED = cm.milli_cpu_to_quota(100, 5000)
 # period, memory): TestResourceConfigForPod (the non-DRA cases).
 POD_CASES: list[tuple[Any, ...]] = [
     ("besteffort", [(NONE, NONE)], [], None, True, 100000, (MIN_SHARES, None, None, None)),
-    ("burstable-no-limits", [(("100m", "100Mi"), NONE)], [], None, True, 100000,
-     (B_SHARES, None, None, None)),
-    ("burstable-with-limits", [(("100m", "100Mi"), ("200m", "200Mi"))], [], None, True, 100000,
-     (B_SHARES, B_QUOTA, 100000, 200 * MI)),
-    ("burstable-with-limits-no-cpu-enforcement", [(("100m", "100Mi"), ("200m", "200Mi"))], [],
-     None, False, 100000, (B_SHARES, -1, 100000, 200 * MI)),
-    ("burstable-partial-limits", [(("100m", "100Mi"), ("200m", "200Mi")),
-                                  (("100m", "100Mi"), NONE)], [], None, True, 100000,
-     (B_PARTIAL, None, None, None)),
-    ("burstable-with-limits-with-tuned-quota", [(("100m", "100Mi"), ("200m", "200Mi"))], [],
-     None, True, 5000, (B_SHARES, 1000, 5000, 200 * MI)),
-    ("burstable-with-limits-no-cpu-enforcement-with-tuned-quota",
-     [(("100m", "100Mi"), ("200m", "200Mi"))], [], None, False, 5000,
-     (B_SHARES, -1, 5000, 200 * MI)),
-    ("burstable-partial-limits-with-tuned-quota", [(("100m", "100Mi"), ("200m", "200Mi")),
-                                                   (("100m", "100Mi"), NONE)], [], None, True,
-     5000, (B_PARTIAL, None, None, None)),
-    ("guaranteed", [(("100m", "100Mi"), ("100m", "100Mi"))], [], None, True, 100000,
-     (B_SHARES, G_QUOTA, 100000, 100 * MI)),
-    ("guaranteed-no-cpu-enforcement", [(("100m", "100Mi"), ("100m", "100Mi"))], [], None, False,
-     100000, (B_SHARES, -1, 100000, 100 * MI)),
-    ("guaranteed-with-tuned-quota", [(("100m", "100Mi"), ("100m", "100Mi"))], [], None, True,
-     5000, (B_SHARES, G_TUNED, 5000, 100 * MI)),
-    ("guaranteed-no-cpu-enforcement-with-tuned-quota", [(("100m", "100Mi"), ("100m", "100Mi"))],
-     [], None, False, 5000, (B_SHARES, -1, 5000, 100 * MI)),
-    ("burstable-partial-limits-with-init-containers",
-     [(("100m", "100m"), ("100m", "100Mi")), (("100m", "100m"), NONE)],
-     [(("100m", "100m"), ("100m", "100Mi")), (("100m", "100m"), NONE)], None, True, 5000,
-     (B_PARTIAL, None, None, None)),
-    ("besteffort-with-pod-level-resources-enabled", [(NONE, NONE)], [], (NONE, NONE), True,
-     100000, (MIN_SHARES, None, None, None)),
-    ("burstable-with-pod-level-requests", [(NONE, NONE)], [], (("100m", "100Mi"), NONE), True,
-     100000, (B_SHARES, None, None, None)),
-    ("burstable-with-pod-and-container-level-requests", [(("10m", "50Mi"), NONE)], [],
-     (("100m", "100Mi"), NONE), True, 100000, (B_SHARES, None, None, None)),
-    ("burstable-with-pod-level-resources", [(NONE, NONE)], [],
-     (("100m", "100Mi"), ("200m", "200Mi")), True, 100000, (B_SHARES, B_QUOTA, 100000, 200 * MI)),
-    ("burstable-with-pod-and-container-level-resources", [(("10m", "50Mi"), ("50m", "100Mi"))],
-     [], (("100m", "100Mi"), ("200m", "200Mi")), True, 100000,
-     (B_SHARES, B_QUOTA, 100000, 200 * MI)),
-    ("burstable-with-partial-pod-level-resources-limits",
-     [(("200m", "200Mi"), ("200m", "200Mi"))], [], (("200m", "300Mi"), NONE), True, 100000,
-     (B_PARTIAL, B_QUOTA, 100000, 200 * MI)),
-    ("guaranteed-with-pod-level-resources", [(NONE, NONE)], [],
-     (("100m", "100Mi"), ("100m", "100Mi")), True, 100000, (B_SHARES, G_QUOTA, 100000, 100 * MI)),
-    ("guaranteed-with-pod-and-container-level-resources",
-     [(("10m", "50Mi"), ("50m", "100Mi"))], [], (("100m", "100Mi"), ("100m", "100Mi")), True,
-     100000, (B_SHARES, G_QUOTA, 100000, 100 * MI)),
-    ("guaranteed-pod-level-resources-with-init-containers",
-     [(("10m", "50Mi"), ("50m", "50Mi"))], [(("10m", "50Mi"), ("50m", "50Mi"))],
-     (("100m", "100Mi"), ("100m", "100Mi")), True, 100000,
-     (B_SHARES, G_QUOTA, 100000, 100 * MI)),
+    (
+        "burstable-no-limits",
+        [(("100m", "100Mi"), NONE)],
+        [],
+        None,
+        True,
+        100000,
+        (B_SHARES, None, None, None),
+    ),
+    (
+        "burstable-with-limits",
+        [(("100m", "100Mi"), ("200m", "200Mi"))],
+        [],
+        None,
+        True,
+        100000,
+        (B_SHARES, B_QUOTA, 100000, 200 * MI),
+    ),
+    (
+        "burstable-with-limits-no-cpu-enforcement",
+        [(("100m", "100Mi"), ("200m", "200Mi"))],
+        [],
+        None,
+        False,
+        100000,
+        (B_SHARES, -1, 100000, 200 * MI),
+    ),
+    (
+        "burstable-partial-limits",
+        [(("100m", "100Mi"), ("200m", "200Mi")), (("100m", "100Mi"), NONE)],
+        [],
+        None,
+        True,
+        100000,
+        (B_PARTIAL, None, None, None),
+    ),
+    (
+        "burstable-with-limits-with-tuned-quota",
+        [(("100m", "100Mi"), ("200m", "200Mi"))],
+        [],
+        None,
+        True,
+        5000,
+        (B_SHARES, 1000, 5000, 200 * MI),
+    ),
+    (
+        "burstable-with-limits-no-cpu-enforcement-with-tuned-quota",
+        [(("100m", "100Mi"), ("200m", "200Mi"))],
+        [],
+        None,
+        False,
+        5000,
+        (B_SHARES, -1, 5000, 200 * MI),
+    ),
+    (
+        "burstable-partial-limits-with-tuned-quota",
+        [(("100m", "100Mi"), ("200m", "200Mi")), (("100m", "100Mi"), NONE)],
+        [],
+        None,
+        True,
+        5000,
+        (B_PARTIAL, None, None, None),
+    ),
+    (
+        "guaranteed",
+        [(("100m", "100Mi"), ("100m", "100Mi"))],
+        [],
+        None,
+        True,
+        100000,
+        (B_SHARES, G_QUOTA, 100000, 100 * MI),
+    ),
+    (
+        "guaranteed-no-cpu-enforcement",
+        [(("100m", "100Mi"), ("100m", "100Mi"))],
+        [],
+        None,
+        False,
+        100000,
+        (B_SHARES, -1, 100000, 100 * MI),
+    ),
+    (
+        "guaranteed-with-tuned-quota",
+        [(("100m", "100Mi"), ("100m", "100Mi"))],
+        [],
+        None,
+        True,
+        5000,
+        (B_SHARES, G_TUNED, 5000, 100 * MI),
+    ),
+    (
+        "guaranteed-no-cpu-enforcement-with-tuned-quota",
+        [(("100m", "100Mi"), ("100m", "100Mi"))],
+        [],
+        None,
+        False,
+        5000,
+        (B_SHARES, -1, 5000, 100 * MI),
+    ),
+    (
+        "burstable-partial-limits-with-init-containers",
+        [(("100m", "100m"), ("100m", "100Mi")), (("100m", "100m"), NONE)],
+        [(("100m", "100m"), ("100m", "100Mi")), (("100m", "100m"), NONE)],
+        None,
+        True,
+        5000,
+        (B_PARTIAL, None, None, None),
+    ),
+    (
+        "besteffort-with-pod-level-resources-enabled",
+        [(NONE, NONE)],
+        [],
+        (NONE, NONE),
+        True,
+        100000,
+        (MIN_SHARES, None, None, None),
+    ),
+    (
+        "burstable-with-pod-level-requests",
+        [(NONE, NONE)],
+        [],
+        (("100m", "100Mi"), NONE),
+        True,
+        100000,
+        (B_SHARES, None, None, None),
+    ),
+    (
+        "burstable-with-pod-and-container-level-requests",
+        [(("10m", "50Mi"), NONE)],
+        [],
+        (("100m", "100Mi"), NONE),
+        True,
+        100000,
+        (B_SHARES, None, None, None),
+    ),
+    (
+        "burstable-with-pod-level-resources",
+        [(NONE, NONE)],
+        [],
+        (("100m", "100Mi"), ("200m", "200Mi")),
+        True,
+        100000,
+        (B_SHARES, B_QUOTA, 100000, 200 * MI),
+    ),
+    (
+        "burstable-with-pod-and-container-level-resources",
+        [(("10m", "50Mi"), ("50m", "100Mi"))],
+        [],
+        (("100m", "100Mi"), ("200m", "200Mi")),
+        True,
+        100000,
+        (B_SHARES, B_QUOTA, 100000, 200 * MI),
+    ),
+    (
+        "burstable-with-partial-pod-level-resources-limits",
+        [(("200m", "200Mi"), ("200m", "200Mi"))],
+        [],
+        (("200m", "300Mi"), NONE),
+        True,
+        100000,
+        (B_PARTIAL, B_QUOTA, 100000, 200 * MI),
+    ),
+    (
+        "guaranteed-with-pod-level-resources",
+        [(NONE, NONE)],
+        [],
+        (("100m", "100Mi"), ("100m", "100Mi")),
+        True,
+        100000,
+        (B_SHARES, G_QUOTA, 100000, 100 * MI),
+    ),
+    (
+        "guaranteed-with-pod-and-container-level-resources",
+        [(("10m", "50Mi"), ("50m", "100Mi"))],
+        [],
+        (("100m", "100Mi"), ("100m", "100Mi")),
+        True,
+        100000,
+        (B_SHARES, G_QUOTA, 100000, 100 * MI),
+    ),
+    (
+        "guaranteed-pod-level-resources-with-init-containers",
+        [(("10m", "50Mi"), ("50m", "50Mi"))],
+        [(("10m", "50Mi"), ("50m", "50Mi"))],
+        (("100m", "100Mi"), ("100m", "100Mi")),
+        True,
+        100000,
+        (B_SHARES, G_QUOTA, 100000, 100 * MI),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("desc", "containers", "init", "pod_level", "enforce", "period",
-                          "expected"), POD_CASES, ids=[c[0] for c in POD_CASES])
-def test_resource_config_for_pod(desc: str, containers: list[tuple[Res, Res]],
-                                 init: list[tuple[Res, Res]], pod_level: Any, enforce: bool,
-                                 period: int, expected: tuple[Any, ...]) -> None:
-    pod = _pod([_c(r, lim) for r, lim in containers],
-               [_c(r, lim, name=f"i{i}") for i, (r, lim) in enumerate(init)], pod_level)
+@pytest.mark.parametrize(
+    ("desc", "containers", "init", "pod_level", "enforce", "period", "expected"),
+    POD_CASES,
+    ids=[c[0] for c in POD_CASES],
+)
+def test_resource_config_for_pod(
+    desc: str,
+    containers: list[tuple[Res, Res]],
+    init: list[tuple[Res, Res]],
+    pod_level: Any,
+    enforce: bool,
+    period: int,
+    expected: tuple[Any, ...],
+) -> None:
+    pod = _pod(
+        [_c(r, lim) for r, lim in containers],
+        [_c(r, lim, name=f"i{i}") for i, (r, lim) in enumerate(init)],
+        pod_level,
+    )
     rc = resource_config_for_pod(pod, enforce_cpu_limits=enforce, cpu_period=period)
     assert (rc.cpu_shares, rc.cpu_quota, rc.cpu_period, rc.memory) == expected
 
@@ -207,17 +396,24 @@ def test_resource_config_for_pod(desc: str, containers: list[tuple[Res, Res]],
 MEMQOS = [
     ("besteffort", [(NONE, NONE)], {}),
     ("burstable-no-limits", [(("100m", "100Mi"), NONE)], {"memory.low": "104857600"}),
-    ("burstable-with-limits", [(("100m", "100Mi"), ("200m", "200Mi"))],
-     {"memory.low": "104857600"}),
-    ("burstable-partial-limits", [(("100m", "100Mi"), ("200m", "200Mi")),
-                                  (("100m", "100Mi"), NONE)], {"memory.low": "209715200"}),
+    (
+        "burstable-with-limits",
+        [(("100m", "100Mi"), ("200m", "200Mi"))],
+        {"memory.low": "104857600"},
+    ),
+    (
+        "burstable-partial-limits",
+        [(("100m", "100Mi"), ("200m", "200Mi")), (("100m", "100Mi"), NONE)],
+        {"memory.low": "209715200"},
+    ),
     ("guaranteed", [(("100m", "100Mi"), ("100m", "100Mi"))], {"memory.min": "104857600"}),
 ]
 
 
 @pytest.mark.parametrize(("desc", "containers", "unified"), MEMQOS, ids=[c[0] for c in MEMQOS])
-def test_memory_qos_unified(desc: str, containers: list[tuple[Res, Res]],
-                            unified: dict[str, str]) -> None:
+def test_memory_qos_unified(
+    desc: str, containers: list[tuple[Res, Res]], unified: dict[str, str]
+) -> None:
     pod = _pod([_c(r, lim) for r, lim in containers])
     assert dict(resource_config_for_pod(pod, enforce_memory_qos=True).unified) == unified
 
@@ -238,16 +434,24 @@ OOM = [
     ("zeroMemoryLimit", ((NONE, ("", "0"))), None, 7230457451, 1000, 1000),
     ("noRequestLimit", ((NONE, NONE)), None, 4000000000, 1000, 1000),
     ("equalRequestLimitCPUMemory", ((("5m", "10G"), ("5m", "10G"))), None, 123456789, -997, -997),
-    ("cpuUnlimitedMemoryLimitedWithRequests", ((("5m", str(STD // 2)), ("", "10G"))), None, STD,
-     495, 505),
+    (
+        "cpuUnlimitedMemoryLimitedWithRequests",
+        ((("5m", str(STD // 2)), ("", "10G"))),
+        None,
+        STD,
+        495,
+        505,
+    ),
     ("requestNoLimit", ((("5m", str(STD - 1)), NONE)), None, STD, 3, 3),
 ]
 
 
-@pytest.mark.parametrize(("desc", "res", "prio", "cap", "low", "high"), OOM,
-                         ids=[c[0] for c in OOM])
-def test_qos_oom_score_adj(desc: str, res: tuple[Res, Res], prio: Any, cap: int, low: int,
-                           high: int) -> None:
+@pytest.mark.parametrize(
+    ("desc", "res", "prio", "cap", "low", "high"), OOM, ids=[c[0] for c in OOM]
+)
+def test_qos_oom_score_adj(
+    desc: str, res: tuple[Res, Res], prio: Any, cap: int, low: int, high: int
+) -> None:
     pod = _pod([_c(*res)])
     adj = cm.qos_oom_score_adj(pod, pod.spec.containers[0], cap)
     assert low <= adj <= high
@@ -263,9 +467,10 @@ def test_node_critical_pod_gets_the_guaranteed_score() -> None:
 
 def test_sidecar_scores_no_higher_than_the_smallest_regular_container() -> None:
     sidecar = _c(("", "1Gi"), NONE, name="side", restart_policy="Always")
-    pod = _pod([_c(("", "4Gi"), NONE, name="big"), _c(("", "2Gi"), NONE, name="small")],
-               init=[sidecar])
-    cap = 8 * 1024 ** 3
+    pod = _pod(
+        [_c(("", "4Gi"), NONE, name="big"), _c(("", "2Gi"), NONE, name="small")], init=[sidecar]
+    )
+    cap = 8 * 1024**3
     # Its own request would give 875; the smallest regular container gives 750.
     assert cm.qos_oom_score_adj(pod, sidecar, cap) == 750
     assert cm.qos_oom_score_adj(pod, pod.spec.containers[1], cap) == 750
@@ -278,14 +483,19 @@ def test_container_resources_follow_request_limit_and_quota() -> None:
     pod = _pod([_c(("250m", "64Mi"), ("500m", "128Mi"))])
     r = container_linux_resources(pod, pod.spec.containers[0], memory_capacity_bytes=8 * 1024**3)
     assert (r.cpu_shares, r.cpu_quota, r.cpu_period, r.memory_limit_in_bytes) == (
-        256, 50000, 100000, 128 * MI)
+        256,
+        50000,
+        100000,
+        128 * MI,
+    )
     assert r.oom_score_adj == 1000 - (1000 * 64 * MI) // (8 * 1024**3)
 
 
 def test_container_shares_default_to_the_limit_without_a_request() -> None:
     pod = _pod([_c(NONE, ("2", ""))])
-    r = container_linux_resources(pod, pod.spec.containers[0], memory_capacity_bytes=1 << 30,
-                                  cpu_cfs_quota=False)
+    r = container_linux_resources(
+        pod, pod.spec.containers[0], memory_capacity_bytes=1 << 30, cpu_cfs_quota=False
+    )
     assert (r.cpu_shares, r.cpu_quota, r.cpu_period) == (2048, 0, 0)
 
 
@@ -314,12 +524,14 @@ def test_cm_all_is_honest_and_imports_no_other_subsystem() -> None:
 
     for name in cm.__all__:
         assert hasattr(cm, name), name
-    code = ("import sys, kubelet_kit.cm; "
-            "bad = [m for m in sys.modules if m.split('.')[:2] in ("
-            "['kubelet_kit','pleg'], ['kubelet_kit','cri'], ['kubelet_kit','volume'], "
-            "['kubelet_kit','prober'], ['kubelet_kit','eviction'], ['kubelet_kit','status'], "
-            "['kubelet_kit','podsync'], ['kubelet_kit','testing'], ['kubelet_kit','kubelet'])]; "
-            "print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, kubelet_kit.cm; "
+        "bad = [m for m in sys.modules if m.split('.')[:2] in ("
+        "['kubelet_kit','pleg'], ['kubelet_kit','cri'], ['kubelet_kit','volume'], "
+        "['kubelet_kit','prober'], ['kubelet_kit','eviction'], ['kubelet_kit','status'], "
+        "['kubelet_kit','podsync'], ['kubelet_kit','testing'], ['kubelet_kit','kubelet'])]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
 
@@ -334,14 +546,17 @@ CALC = [
 ]
 
 
-@pytest.mark.parametrize(("name", "req", "lim", "mem", "expected"), CALC,
-                         ids=[c[0] for c in CALC])
-def test_calculate_linux_resources(name: str, req: str | None, lim: str, mem: str,
-                                   expected: tuple[int, int, int, int]) -> None:
+@pytest.mark.parametrize(("name", "req", "lim", "mem", "expected"), CALC, ids=[c[0] for c in CALC])
+def test_calculate_linux_resources(
+    name: str, req: str | None, lim: str, mem: str, expected: tuple[int, int, int, int]
+) -> None:
     requests = {"cpu": Quantity.parse(req)} if req is not None else {}
     limits = {"cpu": Quantity.parse(lim), "memory": Quantity.parse(mem)}
-    c = Container(name="foo", image="busybox",
-                  resources=ResourceRequirements(requests=requests, limits=limits))
+    c = Container(
+        name="foo",
+        image="busybox",
+        resources=ResourceRequirements(requests=requests, limits=limits),
+    )
     pod = _pod([c])
     r = container_linux_resources(pod, pod.spec.containers[0], memory_capacity_bytes=1 << 34)
     assert (r.cpu_period, r.cpu_quota, r.cpu_shares, r.memory_limit_in_bytes) == expected
@@ -357,11 +572,13 @@ GEN = [
 
 
 @pytest.mark.parametrize(("name", "lim", "req", "expected"), GEN, ids=[c[0] for c in GEN])
-def test_generate_linux_container_resources(name: str, lim: Res, req: Res,
-                                            expected: tuple[int, int, int]) -> None:
+def test_generate_linux_container_resources(
+    name: str, lim: Res, req: Res, expected: tuple[int, int, int]
+) -> None:
     pod = _pod([_c(req, lim, name="c1")])
-    r = container_linux_resources(pod, pod.spec.containers[0],
-                                  memory_capacity_bytes=17179860387, cpu_cfs_quota=False)
+    r = container_linux_resources(
+        pod, pod.spec.containers[0], memory_capacity_bytes=17179860387, cpu_cfs_quota=False
+    )
     assert (r.cpu_shares, r.memory_limit_in_bytes, r.oom_score_adj) == expected
     assert (r.cpu_period, r.cpu_quota) == (0, 0)
 
@@ -369,14 +586,16 @@ def test_generate_linux_container_resources(name: str, lim: Res, req: Res,
 # ----------------------------------------------------------------- properties
 
 
-@given(st.integers(min_value=-10**6, max_value=10**7), st.integers(min_value=0, max_value=10**7))
+@given(st.integers(min_value=-(10**6), max_value=10**7), st.integers(min_value=0, max_value=10**7))
 def test_shares_stay_in_bounds_and_grow_with_cpu(a: int, b: int) -> None:
     lo, hi = sorted((a, b))
     assert MIN_SHARES <= cm.milli_cpu_to_shares(lo) <= cm.milli_cpu_to_shares(hi) <= MAX_SHARES
 
 
-@given(st.integers(min_value=MIN_SHARES, max_value=MAX_SHARES),
-       st.integers(min_value=MIN_SHARES, max_value=MAX_SHARES))
+@given(
+    st.integers(min_value=MIN_SHARES, max_value=MAX_SHARES),
+    st.integers(min_value=MIN_SHARES, max_value=MAX_SHARES),
+)
 def test_both_weight_formulas_stay_in_range_and_grow(a: int, b: int) -> None:
     lo, hi = sorted((a, b))
     for convert in (cm.cpu_shares_to_weight, cpu_shares_to_weight_log):

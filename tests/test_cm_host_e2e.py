@@ -40,8 +40,6 @@ def _real_v1() -> bool:
     return os.geteuid() == 0 and all(c in mounts for c in ("cpu", "memory", "cpuset", "pids"))
 
 
-
-
 class Node:
     def __init__(self, tmp: Path) -> None:
         from kubelet_kit.cm.cgroup_v1 import CgroupV1Driver
@@ -55,14 +53,24 @@ class Node:
         self.cm = CgroupContainerManager(
             KubeletConfiguration(cgroup_root=self.root, pod_pids_limit=64),
             driver=self.driver,
-            capacity={"cpu": Q("2"), "memory": Q("4Gi"), "ephemeral-storage": Q("10Gi"),
-                      "pods": Q("10")})
+            capacity={
+                "cpu": Q("2"),
+                "memory": Q("4Gi"),
+                "ephemeral-storage": Q("10Gi"),
+                "pods": Q("10"),
+            },
+        )
         self.runtime = HostProcessRuntime(tmp / "runtime", kill_timeout=5)
-        self.kubelet = Kubelet(**stub_parts(
-            runtime=self.runtime,
-            sources=[FileSource(self.manifests, node_name=NODE, check_frequency=0.3)],
-            node_name=NODE, root_dir=tmp / "state", pod_logs_dir=tmp / "logs",
-            container_manager=self.cm))
+        self.kubelet = Kubelet(
+            **stub_parts(
+                runtime=self.runtime,
+                sources=[FileSource(self.manifests, node_name=NODE, check_frequency=0.3)],
+                node_name=NODE,
+                root_dir=tmp / "state",
+                pod_logs_dir=tmp / "logs",
+                container_manager=self.cm,
+            )
+        )
         self.task: asyncio.Task[None] | None = None
 
     def phase(self, name: str) -> str:
@@ -107,8 +115,7 @@ async def test_pod_cgroup_made_with_limits_and_removed_after_deletion(node: Node
     m = node.driver.mounts
     assert Path(m["cpu"] + path, "cpu.shares").read_text().strip() == "256"
     assert Path(m["cpu"] + path, "cpu.cfs_quota_us").read_text().strip() == "50000"
-    assert Path(m["memory"] + path, "memory.limit_in_bytes").read_text().strip() == str(
-        128 << 20)
+    assert Path(m["memory"] + path, "memory.limit_in_bytes").read_text().strip() == str(128 << 20)
     assert Path(m["pids"] + path, "pids.max").read_text().strip() == "64"
     assert pids_with(node.token), "the workload is running"
     (node.manifests / "limited.yaml").unlink()

@@ -26,30 +26,53 @@ Q = Quantity.parse
 CAPACITY = {"cpu": Q("4"), "memory": Q("8Gi"), "ephemeral-storage": Q("100Gi"), "pods": Q("4")}
 
 
-def pod(name: str, *, cpu: str = "", mem: str = "", limit_cpu: str = "", limit_mem: str = "",
-        extra: dict[str, str] | None = None) -> Any:
+def pod(
+    name: str,
+    *,
+    cpu: str = "",
+    mem: str = "",
+    limit_cpu: str = "",
+    limit_mem: str = "",
+    extra: dict[str, str] | None = None,
+) -> Any:
     requests = {k: v for k, v in (("cpu", cpu), ("memory", mem)) if v}
     limits = {k: v for k, v in (("cpu", limit_cpu), ("memory", limit_mem)) if v}
     if extra:
         requests.update(extra)
         limits.update(extra)
-    return load_pod({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "uid": f"{name}-uid-1"},
-        "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
-            "name": "main", "image": "busybox", "command": ["sh", "-c", "sleep infinity"],
-            "resources": {"requests": requests, "limits": limits}}]},
-    })
+    return load_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "uid": f"{name}-uid-1"},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox",
+                        "command": ["sh", "-c", "sleep infinity"],
+                        "resources": {"requests": requests, "limits": limits},
+                    }
+                ],
+            },
+        }
+    )
 
 
-def make(tree: FakeCgroupTree | None = None, **config: Any) -> tuple[CgroupContainerManager,
-                                                                      FakeCgroupTree]:
+def make(
+    tree: FakeCgroupTree | None = None, **config: Any
+) -> tuple[CgroupContainerManager, FakeCgroupTree]:
     tree = tree or FakeCgroupTree()
-    options = {k: config.pop(k) for k in ("state_dir", "qos_reserved_memory_percent",
-                                          "enforce_memory_qos") if k in config}
+    options = {
+        k: config.pop(k)
+        for k in ("state_dir", "qos_reserved_memory_percent", "enforce_memory_qos")
+        if k in config
+    }
     cfg = KubeletConfiguration(**config)
-    mgr = CgroupContainerManager(cfg, driver=CgroupV2Driver(files=tree, clock=FakeClock()),
-                                 capacity=CAPACITY, **options)
+    mgr = CgroupContainerManager(
+        cfg, driver=CgroupV2Driver(files=tree, clock=FakeClock()), capacity=CAPACITY, **options
+    )
     return mgr, tree
 
 
@@ -59,8 +82,9 @@ def test_it_is_a_container_manager() -> None:
 
 
 async def test_start_builds_kubepods_with_allocatable_limits() -> None:
-    mgr, tree = make(system_reserved={"cpu": "500m", "memory": "1Gi"},
-                     kube_reserved={"memory": "512Mi"})
+    mgr, tree = make(
+        system_reserved={"cpu": "500m", "memory": "1Gi"}, kube_reserved={"memory": "512Mi"}
+    )
     await mgr.start()
     await mgr.start()  # idempotent
     assert tree.paths() == ["", "kubepods", "kubepods/besteffort", "kubepods/burstable"]
@@ -130,8 +154,7 @@ async def test_systemd_naming() -> None:
     await mgr.start()
     b = pod("b", cpu="100m")
     path = await mgr.ensure_pod_cgroup(b)
-    assert path == ("/kubepods.slice/kubepods-burstable.slice/"
-                    "kubepods-burstable-podb_uid_1.slice")
+    assert path == ("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podb_uid_1.slice")
     assert tree.read(path.lstrip("/"), "cpu.weight") == "4\n"
 
 
@@ -170,8 +193,7 @@ async def test_qos_reserved_memory_limits_the_lower_tiers() -> None:
 
 async def test_memory_qos_sets_memory_min_and_low() -> None:
     mgr, tree = make(enforce_memory_qos=True)
-    path = await mgr.ensure_pod_cgroup(pod("g", cpu="1", mem="1Gi", limit_cpu="1",
-                                           limit_mem="1Gi"))
+    path = await mgr.ensure_pod_cgroup(pod("g", cpu="1", mem="1Gi", limit_cpu="1", limit_mem="1Gi"))
     assert tree.read(path.lstrip("/"), "memory.min") == f"{1 << 30}\n"
 
 
@@ -180,18 +202,43 @@ async def test_memory_qos_sets_memory_min_and_low() -> None:
 ADMIT = [
     # active pods, new pod, expected (admit, reason, message)
     ([], pod("a", cpu="3"), (True, "", "")),
-    ([pod("x", cpu="3")], pod("a", cpu="1500m"),
-     (False, "OutOfcpu", "Node didn't have enough resource: cpu, requested: 1500, used: 3000, "
-                         "capacity: 4000")),
-    ([pod("x", mem="7Gi")], pod("a", mem="1Gi"),
-     (False, "OutOfmemory", "Node didn't have enough resource: memory, requested: 1073741824, "
-                            "used: 7516192768, capacity: 8485076992")),
-    ([pod(f"p{i}") for i in range(4)], pod("a"),
-     (False, "OutOfpods", "Node didn't have enough resource: pods, requested: 1, used: 4, "
-                          "capacity: 4")),
-    ([], pod("a", extra={"example.com/gpu": "1"}),
-     (False, "OutOfexample.com/gpu", "Node didn't have enough resource: example.com/gpu, "
-                                     "requested: 1, used: 0, capacity: 0")),
+    (
+        [pod("x", cpu="3")],
+        pod("a", cpu="1500m"),
+        (
+            False,
+            "OutOfcpu",
+            "Node didn't have enough resource: cpu, requested: 1500, used: 3000, capacity: 4000",
+        ),
+    ),
+    (
+        [pod("x", mem="7Gi")],
+        pod("a", mem="1Gi"),
+        (
+            False,
+            "OutOfmemory",
+            "Node didn't have enough resource: memory, requested: 1073741824, "
+            "used: 7516192768, capacity: 8485076992",
+        ),
+    ),
+    (
+        [pod(f"p{i}") for i in range(4)],
+        pod("a"),
+        (
+            False,
+            "OutOfpods",
+            "Node didn't have enough resource: pods, requested: 1, used: 4, capacity: 4",
+        ),
+    ),
+    (
+        [],
+        pod("a", extra={"example.com/gpu": "1"}),
+        (
+            False,
+            "OutOfexample.com/gpu",
+            "Node didn't have enough resource: example.com/gpu, requested: 1, used: 0, capacity: 0",
+        ),
+    ),
 ]
 
 
@@ -229,8 +276,9 @@ async def test_static_cpu_manager_pins_guaranteed_containers(tmp_path: Path) -> 
 async def test_a_pod_through_the_composer_gets_its_cgroup_and_loses_it_on_deletion() -> None:
     tree = FakeCgroupTree()
     clock = FakeClock()
-    mgr = CgroupContainerManager(KubeletConfiguration(),
-                                 driver=CgroupV2Driver(files=tree, clock=clock), capacity=CAPACITY)
+    mgr = CgroupContainerManager(
+        KubeletConfiguration(), driver=CgroupV2Driver(files=tree, clock=clock), capacity=CAPACITY
+    )
     async with KubeletEnv(clock=clock, container_manager=mgr) as env:
         env.add_pod(pod("web", cpu="250m", mem="64Mi", limit_cpu="500m", limit_mem="128Mi"))
         await env.wait_for(lambda: env.phase("web") == "Running", what="web Running")
@@ -242,7 +290,10 @@ async def test_a_pod_through_the_composer_gets_its_cgroup_and_loses_it_on_deleti
         created = env.runtime.calls_to("create_container")[-1]
         resources = created.args[1].resources
         assert (resources.cpu_shares, resources.cpu_quota, resources.memory_limit_in_bytes) == (
-            256, 50000, 128 << 20)
+            256,
+            50000,
+            128 << 20,
+        )
         env.delete_pod("web", grace_period_seconds=1)
         await env.wait_for(lambda: path not in tree.paths(), what="pod cgroup removed")
 
@@ -268,9 +319,12 @@ async def test_real_v1_pod_cgroup_with_a_real_process(
     driver = CgroupV1Driver()
     root = f"/kubelet-kit-test-{secrets.token_hex(4)}"
     mgr = CgroupContainerManager(
-        KubeletConfiguration(cgroup_root=root, pod_pids_limit=32,
-                             system_reserved={"memory": "100Mi"}),
-        driver=driver, capacity=CAPACITY)
+        KubeletConfiguration(
+            cgroup_root=root, pod_pids_limit=32, system_reserved={"memory": "100Mi"}
+        ),
+        driver=driver,
+        capacity=CAPACITY,
+    )
     proc = None
     try:
         await mgr.start()
@@ -281,11 +335,13 @@ async def test_real_v1_pod_cgroup_with_a_real_process(
         assert Path(m["cpu"] + path, "cpu.cfs_quota_us").read_text().strip() == "50000"
         assert Path(m["cpu"] + path, "cpu.shares").read_text().strip() == "512"
         assert Path(m["memory"] + path, "memory.limit_in_bytes").read_text().strip() == str(
-            64 << 20)
+            64 << 20
+        )
         assert Path(m["pids"] + path, "pids.max").read_text().strip() == "32"
         # What a runtime honouring cgroup_parent does: put the workload in it.
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", "import time; time.sleep(60)")
+            sys.executable, "-c", "import time; time.sleep(60)"
+        )
         await driver.add_process(path, proc.pid)
         with open(f"/proc/{proc.pid}/cgroup", encoding="ascii") as f:
             assert f":memory:{path}\n" in f.read()

@@ -56,18 +56,24 @@ SYSTEMD = [
     ((), "/"),
     (("Burstable",), "/Burstable.slice"),
     (("Burstable", "pod-123"), "/Burstable.slice/Burstable-pod_123.slice"),
-    (("BestEffort", POD_UUID),
-     "/BestEffort.slice/BestEffort-pod_6c1a4e95_6bb6_11e6_bc26_28d2444e470d.slice"),
+    (
+        ("BestEffort", POD_UUID),
+        "/BestEffort.slice/BestEffort-pod_6c1a4e95_6bb6_11e6_bc26_28d2444e470d.slice",
+    ),
     (("kubepods",), "/kubepods.slice"),
     # TestCgroupNameWithEmptyPartToSystemd
     (("Burstable", ""), "/Burstable.slice"),
     (("", "Burstable", "pod-123"), "/Burstable.slice/Burstable-pod_123.slice"),
-    (("BestEffort", "", POD_UUID, ""),
-     "/BestEffort.slice/BestEffort-pod_6c1a4e95_6bb6_11e6_bc26_28d2444e470d.slice"),
+    (
+        ("BestEffort", "", POD_UUID, ""),
+        "/BestEffort.slice/BestEffort-pod_6c1a4e95_6bb6_11e6_bc26_28d2444e470d.slice",
+    ),
     (("kubepods", ""), "/kubepods.slice"),
     # The docstring example of ToSystemd.
-    (("kubepods", "burstable", "pod1234-abcd-5678-efgh"),
-     "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_abcd_5678_efgh.slice"),
+    (
+        ("kubepods", "burstable", "pod1234-abcd-5678-efgh"),
+        "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_abcd_5678_efgh.slice",
+    ),
 ]
 
 
@@ -76,15 +82,22 @@ def test_to_systemd(name: tuple[str, ...], expected: str) -> None:
     assert to_systemd(name) == expected
 
 
-@pytest.mark.parametrize(("name", "expected"), [((), "/"), (("Burstable",), "/Burstable"),
-                                                (("kubepods", "burstable", "pod1"),
-                                                 "/kubepods/burstable/pod1")])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ((), "/"),
+        (("Burstable",), "/Burstable"),
+        (("kubepods", "burstable", "pod1"), "/kubepods/burstable/pod1"),
+    ],
+)
 def test_to_cgroupfs(name: tuple[str, ...], expected: str) -> None:
     assert to_cgroupfs(name) == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [("/test", ("test",)), ("/test.slice", ("test",)),
-                                                ("/a.slice/a-b_c.slice", ("a", "b-c"))])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("/test", ("test",)), ("/test.slice", ("test",)), ("/a.slice/a-b_c.slice", ("a", "b-c"))],
+)
 def test_parse_systemd(text: str, expected: tuple[str, ...]) -> None:
     assert parse_systemd(text) == expected
 
@@ -101,9 +114,14 @@ def test_new_cgroup_name_copies_and_checks_parts() -> None:
             new_cgroup_name((), bad)
 
 
-@pytest.mark.parametrize(("slice_name", "expected"), [
-    ("-.slice", "/"), ("a.slice", "/a.slice"), ("a-b-c.slice", "/a.slice/a-b.slice/a-b-c.slice"),
-])
+@pytest.mark.parametrize(
+    ("slice_name", "expected"),
+    [
+        ("-.slice", "/"),
+        ("a.slice", "/a.slice"),
+        ("a-b-c.slice", "/a.slice/a-b.slice/a-b-c.slice"),
+    ],
+)
 def test_expand_slice(slice_name: str, expected: str) -> None:
     assert expand_slice(slice_name) == expected
 
@@ -115,10 +133,14 @@ def test_expand_slice_refuses_bad_names(bad: str) -> None:
 
 
 # TestNodeAllocatableRoot: cgroupRoot, cgroupsPerQOS, driver, expected.
-ROOTS = [("/", True, "cgroupfs", "/kubepods"), ("/", False, "cgroupfs", "/"),
-         ("/custom", True, "cgroupfs", "/custom/kubepods"),
-         ("/custom", False, "cgroupfs", "/custom"),
-         ("/", True, "systemd", "/kubepods.slice"), ("", True, "cgroupfs", "/kubepods")]
+ROOTS = [
+    ("/", True, "cgroupfs", "/kubepods"),
+    ("/", False, "cgroupfs", "/"),
+    ("/custom", True, "cgroupfs", "/custom/kubepods"),
+    ("/custom", False, "cgroupfs", "/custom"),
+    ("/", True, "systemd", "/kubepods.slice"),
+    ("", True, "cgroupfs", "/kubepods"),
+]
 
 
 @pytest.mark.parametrize(("root", "per_qos", "driver", "expected"), ROOTS)
@@ -129,22 +151,42 @@ def test_node_allocatable_root(root: str, per_qos: bool, driver: str, expected: 
 
 
 def _pod(uid: str, req: dict[str, str], lim: dict[str, str]) -> Pod:
-    res = ResourceRequirements(requests={k: Quantity.parse(v) for k, v in req.items()},
-                               limits={k: Quantity.parse(v) for k, v in lim.items()})
-    return Pod(metadata=ObjectMeta(name="p", uid=uid),
-               spec=PodSpec(containers=(Container(name="c", image="i", resources=res),)))
+    res = ResourceRequirements(
+        requests={k: Quantity.parse(v) for k, v in req.items()},
+        limits={k: Quantity.parse(v) for k, v in lim.items()},
+    )
+    return Pod(
+        metadata=ObjectMeta(name="p", uid=uid),
+        spec=PodSpec(containers=(Container(name="c", image="i", resources=res),)),
+    )
 
 
-@pytest.mark.parametrize(("req", "lim", "cgroupfs", "systemd"), [
-    ({"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}, "/kubepods/pod12-ab",
-     "/kubepods.slice/kubepods-pod12_ab.slice"),
-    ({"cpu": "1"}, {}, "/kubepods/burstable/pod12-ab",
-     "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12_ab.slice"),
-    ({}, {}, "/kubepods/besteffort/pod12-ab",
-     "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod12_ab.slice"),
-])
-def test_pod_cgroup_names(req: dict[str, str], lim: dict[str, str], cgroupfs: str,
-                          systemd: str) -> None:
+@pytest.mark.parametrize(
+    ("req", "lim", "cgroupfs", "systemd"),
+    [
+        (
+            {"cpu": "1", "memory": "1Gi"},
+            {"cpu": "1", "memory": "1Gi"},
+            "/kubepods/pod12-ab",
+            "/kubepods.slice/kubepods-pod12_ab.slice",
+        ),
+        (
+            {"cpu": "1"},
+            {},
+            "/kubepods/burstable/pod12-ab",
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12_ab.slice",
+        ),
+        (
+            {},
+            {},
+            "/kubepods/besteffort/pod12-ab",
+            "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod12_ab.slice",
+        ),
+    ],
+)
+def test_pod_cgroup_names(
+    req: dict[str, str], lim: dict[str, str], cgroupfs: str, systemd: str
+) -> None:
     name = pod_cgroup_name(_pod("12-ab", req, lim))
     assert to_cgroupfs(name) == cgroupfs
     assert to_systemd(name) == systemd
@@ -166,8 +208,12 @@ def _cap(**kw: str) -> dict[str, Quantity]:
 
 def test_allocatable_subtracts_reservations_and_hard_eviction() -> None:
     cap = _cap(cpu="4", memory="10Gi", ephemeral_storage="100Gi", pods="110")
-    alloc = node_allocatable(cap, system_reserved={"cpu": Q("500m"), "memory": Q("1Gi")},
-                             kube_reserved={"cpu": Q("100m")}, eviction_hard=None)
+    alloc = node_allocatable(
+        cap,
+        system_reserved={"cpu": Q("500m"), "memory": Q("1Gi")},
+        kube_reserved={"cpu": Q("100m")},
+        eviction_hard=None,
+    )
     assert alloc["cpu"] == Q("3400m")
     assert alloc["memory"] == Q("10Gi") - Q("1Gi") - Q("100Mi")
     # 10% held as a float32 fraction: 100Gi * 0.1f truncated, not exactly 10Gi.
@@ -179,8 +225,9 @@ def test_given_eviction_hard_replaces_the_defaults() -> None:
     cap = _cap(memory="1Gi", ephemeral_storage="10Gi")
     res = hard_eviction_reservation({"memory.available": "200Mi"}, cap)
     assert res == {"memory": Q("200Mi")}
-    assert hard_eviction_reservation({"memory.available": "0%", "nodefs.available": "100%"},
-                                     cap) == {}
+    assert (
+        hard_eviction_reservation({"memory.available": "0%", "nodefs.available": "100%"}, cap) == {}
+    )
     assert hard_eviction_reservation({"memory.available": "50%"}, cap) == {"memory": Q("512Mi")}
 
 
@@ -192,8 +239,11 @@ def test_allocatable_never_goes_negative() -> None:
 def test_reservation_above_capacity_is_refused() -> None:
     cap = _cap(cpu="2", memory="1Gi")
     res = node_allocatable_reservation(cap, system_reserved={"cpu": Q("3")})
-    with pytest.raises(ConfigurationError, match=r'Resource "cpu" has a reservation of 3 but '
-                                                 r"capacity of 2"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r'Resource "cpu" has a reservation of 3 but '
+        r"capacity of 2",
+    ):
         validate_reservations(cap, res)
 
 

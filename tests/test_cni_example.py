@@ -113,7 +113,10 @@ async def namespaces(
 def addresses_in(netns: str) -> str:
     return subprocess.run(
         ["nsenter", f"--net={netns}", "ip", "-o", "addr", "show", "eth0"],
-        capture_output=True, text=True, timeout=30, check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
     ).stdout
 
 
@@ -159,10 +162,13 @@ async def test_chained_after_loopback_it_extends_the_previous_result(
     install_plugin(tmp_path / "bin")
     invoker = CNIInvoker(CNIExec([tmp_path / "bin", "/usr/lib/cni"]), tmp_path / "cache")
     plugin = {"type": "kk-static", "addresses": ADDRESSES, "dataDir": str(tmp_path / "data")}
-    net = NetworkConfigList.from_json({
-        "cniVersion": "1.0.0", "name": "static-test",
-        "plugins": [{"type": "loopback"}, plugin],
-    })
+    net = NetworkConfigList.from_json(
+        {
+            "cniVersion": "1.0.0",
+            "name": "static-test",
+            "plugins": [{"type": "loopback"}, plugin],
+        }
+    )
     result = await invoker.add(net, RuntimeConf("sandbox0", namespaces[0]))
     # loopback's "lo" comes first, the example's eth0 after it with its index.
     assert [i.name for i in result.interfaces] == ["lo", "eth0"]

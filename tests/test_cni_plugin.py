@@ -91,7 +91,7 @@ def test_add_prints_the_result_in_the_configs_version() -> None:
         "interfaces": [{"name": "eth0", "sandbox": "/run/netns/c1"}],
         "ips": [{"address": "10.9.0.2/24", "gateway": "10.9.0.1", "interface": 0}],
     }
-    (name, args), = plugin.calls
+    ((name, args),) = plugin.calls
     assert name == "add"
     assert (args.container_id, args.netns, args.ifname) == ("c1", "/run/netns/c1", "eth0")
     assert args.args == (("IgnoreUnknown", "1"), ("K8S_POD_NAME", "web"))
@@ -115,8 +115,11 @@ def test_prev_result_and_runtime_config_reach_the_plugin() -> None:
     [
         # Which variables each command needs, as the reference skel says.
         ("ADD", ["CNI_NETNS"], "CNI_NETNS"),
-        ("ADD", ["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME"],
-         "CNI_CONTAINERID,CNI_NETNS,CNI_IFNAME"),
+        (
+            "ADD",
+            ["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME"],
+            "CNI_CONTAINERID,CNI_NETNS,CNI_IFNAME",
+        ),
         ("CHECK", ["CNI_PATH"], "CNI_PATH"),
         ("DEL", ["CNI_IFNAME"], "CNI_IFNAME"),
         ("DEL", ["CNI_CONTAINERID"], "CNI_CONTAINERID"),
@@ -163,12 +166,19 @@ def test_without_a_command_the_about_text_goes_to_stderr() -> None:
 @pytest.mark.parametrize(
     ("conf", "code", "msg", "details"),
     [
-        ({**CONF, "cniVersion": "0.2.0"}, ERR_INCOMPATIBLE_CNI_VERSION,
-         "incompatible CNI versions",
-         "config is \"0.2.0\", plugin supports ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0']"),
+        (
+            {**CONF, "cniVersion": "0.2.0"},
+            ERR_INCOMPATIBLE_CNI_VERSION,
+            "incompatible CNI versions",
+            "config is \"0.2.0\", plugin supports ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0']",
+        ),
         ({**CONF, "name": ""}, ERR_INVALID_NETWORK_CONFIG, "missing network name", ""),
-        ({**CONF, "name": "-bad"}, ERR_INVALID_NETWORK_CONFIG,
-         "invalid characters found in network name", "-bad"),
+        (
+            {**CONF, "name": "-bad"},
+            ERR_INVALID_NETWORK_CONFIG,
+            "invalid characters found in network name",
+            "-bad",
+        ),
         ([1, 2], ERR_DECODING_FAILURE, "network config is not a JSON object", ""),
     ],
 )
@@ -181,10 +191,13 @@ def test_configuration_problems(conf: Any, code: int, msg: str, details: str) ->
 
 
 def test_check_is_refused_for_configs_older_than_0_4_0() -> None:
-    rc, out, _ = call(Recorder(), env={**ENV, "CNI_COMMAND": "CHECK"},
-                      conf={**CONF, "cniVersion": "0.3.1"})
+    rc, out, _ = call(
+        Recorder(), env={**ENV, "CNI_COMMAND": "CHECK"}, conf={**CONF, "cniVersion": "0.3.1"}
+    )
     assert (rc, out["code"], out["msg"]) == (
-        1, ERR_INCOMPATIBLE_CNI_VERSION, "config version does not allow CHECK"
+        1,
+        ERR_INCOMPATIBLE_CNI_VERSION,
+        "config version does not allow CHECK",
     )
 
 
@@ -201,14 +214,17 @@ def test_status_is_a_1_1_command_without_container_variables() -> None:
 def test_unknown_commands_are_refused() -> None:
     rc, out, _ = call(Recorder(), env={**ENV, "CNI_COMMAND": "FROB"})
     assert (rc, out["code"], out["msg"]) == (
-        1, ERR_INVALID_ENVIRONMENT_VARIABLES, "unknown CNI_COMMAND: FROB"
+        1,
+        ERR_INVALID_ENVIRONMENT_VARIABLES,
+        "unknown CNI_COMMAND: FROB",
     )
 
 
 def test_plugin_errors_are_printed_as_the_spec_shapes_them() -> None:
     rc, out, _ = call(Recorder(CNIError(ERR_TRY_AGAIN_LATER, "locked", "retry soon")))
     assert (rc, out) == (
-        1, {"cniVersion": "1.0.0", "code": 11, "msg": "locked", "details": "retry soon"}
+        1,
+        {"cniVersion": "1.0.0", "code": 11, "msg": "locked", "details": "retry soon"},
     )
     # A bug in the plugin still answers in the spec's shape, with libcni's code 999.
     rc, out, _ = call(Recorder(KeyError("ipam")))
@@ -228,13 +244,25 @@ CONTAINER_IDS = [
 ]
 INTERFACE_NAMES = [
     ("", ERR_INVALID_ENVIRONMENT_VARIABLES, "interface name is empty", ""),
-    ("testnamemorethan16", ERR_INVALID_ENVIRONMENT_VARIABLES, "interface name is too long",
-     "interface name should be less than 16 characters"),
+    (
+        "testnamemorethan16",
+        ERR_INVALID_ENVIRONMENT_VARIABLES,
+        "interface name is too long",
+        "interface name should be less than 16 characters",
+    ),
     (".", ERR_INVALID_ENVIRONMENT_VARIABLES, "interface name is . or ..", ""),
-    ("/testname", ERR_INVALID_ENVIRONMENT_VARIABLES,
-     "interface name contains / or : or whitespace characters", ""),
-    ("test name", ERR_INVALID_ENVIRONMENT_VARIABLES,
-     "interface name contains / or : or whitespace characters", ""),
+    (
+        "/testname",
+        ERR_INVALID_ENVIRONMENT_VARIABLES,
+        "interface name contains / or : or whitespace characters",
+        "",
+    ),
+    (
+        "test name",
+        ERR_INVALID_ENVIRONMENT_VARIABLES,
+        "interface name contains / or : or whitespace characters",
+        "",
+    ),
     ("testname", None, "", ""),
     ("e" * 15, None, "", ""),
 ]
@@ -285,12 +313,19 @@ def test_a_plugin_executable_reads_its_stdin_and_exits_non_zero_on_error(tmp_pat
     )
     for conf, rc, out in [
         (CONF, 0, {"cniVersion": "1.0.0"}),
-        ({**CONF, "refuse": True}, 1,
-         {"cniVersion": "1.0.0", "code": 7, "msg": "refused", "details": "by config"}),
+        (
+            {**CONF, "refuse": True},
+            1,
+            {"cniVersion": "1.0.0", "code": 7, "msg": "refused", "details": "by config"},
+        ),
     ]:
         done = subprocess.run(
-            [sys.executable, str(script)], input=json.dumps(conf).encode(), env=ENV,
-            capture_output=True, timeout=30, check=False,
+            [sys.executable, str(script)],
+            input=json.dumps(conf).encode(),
+            env=ENV,
+            capture_output=True,
+            timeout=30,
+            check=False,
         )
         assert done.returncode == rc, done.stderr
         assert json.loads(done.stdout) == out

@@ -55,8 +55,8 @@ def test_merge_emits_kubelet_operations_in_order() -> None:
 
     changed_b = pod("b", "2", image="nginx")
     deleted_c = attrs.evolve(
-        c, metadata=attrs.evolve(c.metadata, deletion_timestamp=NOW,
-                                 deletion_grace_period_seconds=5)
+        c,
+        metadata=attrs.evolve(c.metadata, deletion_timestamp=NOW, deletion_grace_period_seconds=5),
     )
     status_a = attrs.evolve(a, status=attrs.evolve(a.status, phase="Running"))
     d = pod("d", "4")
@@ -148,13 +148,12 @@ def test_file_turned_bad_keeps_its_last_good_pod_until_fixed_or_removed(tmp_path
     assert source.read().pods == ()
 
 
-
-
 async def test_pod_config_follows_the_directory_on_the_check_period(tmp_path: Path) -> None:
     clock = FakeClock()
     problems: list[str] = []
     config = PodConfig(
-        FileSource(tmp_path, clock=clock, check_frequency=20), clock=clock,
+        FileSource(tmp_path, clock=clock, check_frequency=20),
+        clock=clock,
         on_problem=problems.append,
     )
     seen: list[tuple[str, list[str]]] = []
@@ -265,8 +264,11 @@ def test_http_source_parses_pod_lists() -> None:
 
 
 def test_sources_with_the_same_name_are_refused_with_the_fix() -> None:
-    with pytest.raises(ValueError, match=r"distinct names, got \['api', 'api'\].*"
-                                         r"ProgrammaticSource\('local'\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"distinct names, got \['api', 'api'\].*"
+        r"ProgrammaticSource\('local'\)",
+    ):
         PodConfig(ProgrammaticSource(), ProgrammaticSource())
 
 
@@ -284,8 +286,7 @@ async def test_a_source_that_raises_is_restarted_and_the_others_keep_going() -> 
 
     lines: list[str] = []
     clock = FakeClock()
-    config = PodConfig(Flaky(), ProgrammaticSource("local"), clock=clock,
-                       on_problem=lines.append)
+    config = PodConfig(Flaky(), ProgrammaticSource("local"), clock=clock, on_problem=lines.append)
     seen: list[str] = []
 
     async def consume() -> None:

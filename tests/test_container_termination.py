@@ -74,12 +74,22 @@ def _status(
     if log_lines is not None:
         _log(log, log_lines)
     return RuntimeStatus(
-        id="c1", metadata=ContainerMetadata("app"), state=state, created_at=1.0,
-        image="busybox", exit_code=exit_code, reason=reason, message=message,
-        annotations={kl.CONTAINER_TERMINATION_MESSAGE_PATH: PATH,
-                     kl.CONTAINER_TERMINATION_MESSAGE_POLICY: policy},
-        mounts=(Mount(container_path="/data", host_path=str(tmp)),
-                Mount(container_path=PATH, host_path=str(host))),
+        id="c1",
+        metadata=ContainerMetadata("app"),
+        state=state,
+        created_at=1.0,
+        image="busybox",
+        exit_code=exit_code,
+        reason=reason,
+        message=message,
+        annotations={
+            kl.CONTAINER_TERMINATION_MESSAGE_PATH: PATH,
+            kl.CONTAINER_TERMINATION_MESSAGE_POLICY: policy,
+        },
+        mounts=(
+            Mount(container_path="/data", host_path=str(tmp)),
+            Mount(container_path=PATH, host_path=str(host)),
+        ),
         log_path=str(log),
     )
 
@@ -127,15 +137,17 @@ def test_fallback_when_the_file_or_its_mount_is_missing(tmp_path: Path) -> None:
 def test_no_fallback(tmp_path: Path, policy: str, exit_code: int, reason: str) -> None:
     """fallbackToLogs only for FallbackToLogsOnError, exit code != 0 and a reason
     other than ContainerCannotRun."""
-    status = _status(tmp_path, policy=policy, exit_code=exit_code, reason=reason,
-                     log_lines=["log text"])
+    status = _status(
+        tmp_path, policy=policy, exit_code=exit_code, reason=reason, log_lines=["log text"]
+    )
     assert termination_message(status) == ""
 
 
 def test_a_written_file_wins_over_the_log(tmp_path: Path) -> None:
     """getTerminationMessage: checkLogs only when the file is empty."""
-    status = _status(tmp_path, content=b"from file", policy="FallbackToLogsOnError",
-                     log_lines=["log text"])
+    status = _status(
+        tmp_path, content=b"from file", policy="FallbackToLogsOnError", log_lines=["log text"]
+    )
     assert termination_message(status) == "from file"
 
 
@@ -196,7 +208,7 @@ def test_tail_start_counts_newlines_from_the_end() -> None:
     """tail.FindTailLineStartIndex: the start of the last n lines."""
     data = b"".join(f"{i:04d}\n".encode() for i in range(1000))  # spans several blocks
     f = io.BytesIO(data)
-    assert data[tail_start(f, 3):] == b"0997\n0998\n0999\n"
+    assert data[tail_start(f, 3) :] == b"0997\n0998\n0999\n"
     assert tail_start(f, 5000) == 0
     assert tail_start(f, -1) == 0
     assert tail_start(io.BytesIO(b"a\nb"), 1) == 0  # text after the last newline is extra
@@ -211,9 +223,13 @@ def test_pod_share_of_12k_cuts_each_message() -> None:
     """normalizeStatus: each terminated message is cut to its first
     MaxPodTerminationMessageLogLength / (containers + init containers) bytes."""
     names = ("a", "b", "c")
-    pod = Pod(metadata=ObjectMeta(name="p", namespace="n", uid="u"), spec=PodSpec(
-        containers=tuple(Container(name=n, image="busybox") for n in names[:2]),
-        init_containers=(Container(name="c", image="busybox"),)))
+    pod = Pod(
+        metadata=ObjectMeta(name="p", namespace="n", uid="u"),
+        spec=PodSpec(
+            containers=tuple(Container(name=n, image="busybox") for n in names[:2]),
+            init_containers=(Container(name="c", image="busybox"),),
+        ),
+    )
     long, short = "x" * 4096 + "tail", "short"
     status = PodStatus(
         container_statuses=(
@@ -239,15 +255,18 @@ def test_get_pod_status_carries_the_message(tmp_path: Path) -> None:
     async def main() -> str:
         rt = FakeRuntime()
         sandbox_config = PodSandboxConfig(
-            metadata=PodSandboxMetadata("p", "n", "uid-t"), labels={kl.POD_UID: "uid-t"})
+            metadata=PodSandboxMetadata("p", "n", "uid-t"), labels={kl.POD_UID: "uid-t"}
+        )
         sid = await rt.run_pod_sandbox(sandbox_config)
         host = tmp_path / "msg"
         host.write_text("written")
         config = ContainerConfig(
-            metadata=ContainerMetadata("app"), image=ImageSpec("busybox"),
+            metadata=ContainerMetadata("app"),
+            image=ImageSpec("busybox"),
             labels={kl.POD_UID: "uid-t", kl.CONTAINER_NAME: "app"},
             annotations={kl.CONTAINER_TERMINATION_MESSAGE_PATH: PATH},
-            mounts=(Mount(container_path=PATH, host_path=str(host)),))
+            mounts=(Mount(container_path=PATH, host_path=str(host)),),
+        )
         cid = await rt.create_container(sid, config, sandbox_config)
         await rt.start_container(cid)
         await rt.stop_container(cid, 0)

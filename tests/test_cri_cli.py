@@ -47,8 +47,14 @@ def parse(*argv: str) -> argparse.Namespace:
 
 @pytest.mark.parametrize(
     ("age", "text"),
-    [(0, "0 seconds ago"), (1, "1 second ago"), (59, "59 seconds ago"), (60, "1 minute ago"),
-     (7200, "2 hours ago"), (86400 * 3 + 5, "3 days ago")],
+    [
+        (0, "0 seconds ago"),
+        (1, "1 second ago"),
+        (59, "59 seconds ago"),
+        (60, "1 minute ago"),
+        (7200, "2 hours ago"),
+        (86400 * 3 + 5, "3 days ago"),
+    ],
 )
 def test_age(age: int, text: str) -> None:
     assert format_age(1000.0, 1000.0 + age) == text
@@ -64,15 +70,48 @@ def test_pods_and_ps_tables_look_like_crictl() -> None:
     meta = PodSandboxMetadata("web", "default", "u1", 2)
     pod = PodSandbox("0123456789abcdef", meta, PodSandboxState.READY, 100.0)
     lines = pods_table([pod], 130.0).splitlines()
-    assert lines[0].split() == ["POD", "ID", "CREATED", "STATE", "NAME", "NAMESPACE", "ATTEMPT",
-                                "RUNTIME"]
-    assert lines[1].split() == ["0123456789abc", "30", "seconds", "ago", "Ready", "web",
-                                "default", "2", "(default)"]
-    c = ContainerInfo("fedcba9876543210", "0123456789abcdef", ContainerMetadata("app", 1),
-                      "busybox", "sha256:1", ContainerState.EXITED, 100.0)
+    assert lines[0].split() == [
+        "POD",
+        "ID",
+        "CREATED",
+        "STATE",
+        "NAME",
+        "NAMESPACE",
+        "ATTEMPT",
+        "RUNTIME",
+    ]
+    assert lines[1].split() == [
+        "0123456789abc",
+        "30",
+        "seconds",
+        "ago",
+        "Ready",
+        "web",
+        "default",
+        "2",
+        "(default)",
+    ]
+    c = ContainerInfo(
+        "fedcba9876543210",
+        "0123456789abcdef",
+        ContainerMetadata("app", 1),
+        "busybox",
+        "sha256:1",
+        ContainerState.EXITED,
+        100.0,
+    )
     row = ps_table([c], 100.0).splitlines()[1].split()
-    assert row == ["fedcba9876543", "busybox", "0", "seconds", "ago", "Exited", "app", "1",
-                   "0123456789abc"]
+    assert row == [
+        "fedcba9876543",
+        "busybox",
+        "0",
+        "seconds",
+        "ago",
+        "Exited",
+        "app",
+        "1",
+        "0123456789abc",
+    ]
 
 
 def test_images_table_splits_tags_and_keeps_registry_ports() -> None:
@@ -81,8 +120,10 @@ def test_images_table_splits_tags_and_keeps_registry_ports() -> None:
         Image("sha256:0000", ("localhost:5000/app",), size=12),
     ]
     rows = [line.split() for line in images_table(images).splitlines()[1:]]
-    assert rows == [["docker.io/library/busybox", "1.36", "abcdef0123456", "4.26MB"],
-                    ["localhost:5000/app", "<none>", "0000", "12B"]]
+    assert rows == [
+        ["docker.io/library/busybox", "1.36", "abcdef0123456", "4.26MB"],
+        ["localhost:5000/app", "<none>", "0000", "12B"],
+    ]
 
 
 def test_cri_log_parsing_joins_partial_lines() -> None:
@@ -118,9 +159,12 @@ async def pod(sock_dir: Path) -> AsyncIterator[tuple[str, FakeRuntime, str, str]
         sb = await rt.run_pod_sandbox(config)
         cid = await rt.create_container(
             sb,
-            ContainerConfig(ContainerMetadata("app"), ImageSpec("busybox"),
-                            args=("sh", "-c", "echo hi; echo bad >&2; sleep infinity"),
-                            log_path="app/0.log"),
+            ContainerConfig(
+                ContainerMetadata("app"),
+                ImageSpec("busybox"),
+                args=("sh", "-c", "echo hi; echo bad >&2; sleep infinity"),
+                log_path="app/0.log",
+            ),
             config,
         )
         await rt.start_container(cid)
@@ -155,8 +199,7 @@ async def test_imagefsinfo(pod: tuple[str, FakeRuntime, str, str], sock_dir: Pat
     out = io.StringIO()
     assert await run(parse("-r", endpoint, "imagefsinfo", "-o", "json"), out) == 0
     (fs,) = json.loads(out.getvalue())
-    assert (fs["mountpoint"], fs["used_bytes"], fs["inodes_used"]) == (
-        str(sock_dir), 1 << 20, 1)
+    assert (fs["mountpoint"], fs["used_bytes"], fs["inodes_used"]) == (str(sock_dir), 1 << 20, 1)
 
 
 async def test_inspect_exec_logs(pod: tuple[str, FakeRuntime, str, str]) -> None:

@@ -38,7 +38,8 @@ def test_any_changed_field_is_converted_afresh() -> None:
     memo: ConversionMemo[tuple[str, int]] = ConversionMemo(convert)
     memo.of_message(_container("a", app="web"))
     assert memo.of_message(_container("a", pb.CONTAINER_EXITED, app="web")) == (
-        "a", pb.CONTAINER_EXITED,
+        "a",
+        pb.CONTAINER_EXITED,
     )
     memo.of_message(_container("a", app="db"))
     assert convert.seen == ["a", "a", "a"]
@@ -63,7 +64,8 @@ def test_the_listed_key_is_id_and_state() -> None:
     assert listed_key(_container("a", app="web")) == ("a", pb.CONTAINER_RUNNING)
     assert listed_key(_container("a", pb.CONTAINER_EXITED)) != listed_key(_container("a"))
     assert listed_key(pb.PodSandbox(id="s", state=pb.SANDBOX_NOTREADY)) == (
-        "s", pb.SANDBOX_NOTREADY,
+        "s",
+        pb.SANDBOX_NOTREADY,
     )
 
 

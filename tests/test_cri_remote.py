@@ -131,7 +131,8 @@ def test_endpoint_forms(endpoint: str, target: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "endpoint", ["unix://relative.sock", "relative.sock", "tcp://host", "http://x:1", "npipe:////./pipe/x"]
+    "endpoint",
+    ["unix://relative.sock", "relative.sock", "tcp://host", "http://x:1", "npipe:////./pipe/x"],
 )
 def test_bad_endpoint_is_a_configuration_error_naming_it(endpoint: str) -> None:
     with pytest.raises(ConfigurationError, match="runtime endpoint"):

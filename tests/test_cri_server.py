@@ -273,27 +273,32 @@ async def test_pod_round_trip(rt: CRIRuntime, fake: FakeRuntime) -> None:
     assert status.state is PodSandboxState.READY
     assert status.metadata == config.metadata
     assert status.annotations == {"note": "kept"}
-    assert [s.id for s in await rt.list_pod_sandboxes(
-        PodSandboxFilter(label_selector={kl.POD_UID: "u1"})
-    )] == [sb]
+    assert [
+        s.id
+        for s in await rt.list_pod_sandboxes(PodSandboxFilter(label_selector={kl.POD_UID: "u1"}))
+    ] == [sb]
     assert await rt.list_pod_sandboxes(PodSandboxFilter(label_selector={kl.POD_UID: "x"})) == []
 
     app = await rt.create_container(sb, container("app", "sh", "-c", "sleep infinity"), config)
-    job = await rt.create_container(sb, container("job", "sh", "-c", "echo $GREETING; exit 3"),
-                                    config)
+    job = await rt.create_container(
+        sb, container("job", "sh", "-c", "echo $GREETING; exit 3"), config
+    )
     await rt.start_container(app)
     await rt.start_container(job)
     await fake.clock.settle()  # type: ignore[attr-defined]
     job_status = await rt.container_status(job)
     assert (job_status.state, job_status.exit_code, job_status.reason) == (
-        ContainerState.EXITED, 3, "Error",
+        ContainerState.EXITED,
+        3,
+        "Error",
     )
     assert job_status.annotations == {kl.CONTAINER_HASH: "abc"}
     assert [ln.text for ln in fake.logs(job)] == ["hello"]
     running = await rt.list_containers(ContainerFilter(state=ContainerState.RUNNING))
     assert [c.id for c in running] == [app]
     assert {c.id for c in await rt.list_containers(ContainerFilter(pod_sandbox_id=sb))} == {
-        app, job,
+        app,
+        job,
     }
 
     fake.set_exec_handler(lambda c, cmd: ExecResult(7, b"", b"nope\n"))
@@ -316,14 +321,15 @@ async def test_pod_round_trip(rt: CRIRuntime, fake: FakeRuntime) -> None:
         await rt.pod_sandbox_status(sb)
 
 
-async def test_pull_credentials_reach_the_served_runtime(
-    rt: CRIRuntime, fake: FakeRuntime
-) -> None:
+async def test_pull_credentials_reach_the_served_runtime(rt: CRIRuntime, fake: FakeRuntime) -> None:
     """PullImageRequest.auth travels client -> server -> runtime field for field;
     a pull without one reaches the runtime as None, not as empty credentials."""
     auth = AuthConfig(
-        username="user", password="pass", auth="dXNlcjpwYXNz",
-        server_address="https://registry.example", identity_token="id",
+        username="user",
+        password="pass",
+        auth="dXNlcjpwYXNz",
+        server_address="https://registry.example",
+        identity_token="id",
         registry_token="reg",
     )
     fake.add_image("registry.example/private:1")
@@ -496,11 +502,11 @@ async def test_conformance_kit_through_the_cri(sock_dir: Path) -> None:
         CRIRuntime(srv.endpoint) as client,
     ):
         report = await run_conformance(
-            client, log_root=sock_dir / "logs", wait=runtime.clock.run_for  # type: ignore[attr-defined]
+            client,
+            log_root=sock_dir / "logs",
+            wait=runtime.clock.run_for,  # type: ignore[attr-defined]
         )
-    assert [r.status for r in report.results] == ["passed"] * len(report.results), (
-        report.summary()
-    )
+    assert [r.status for r in report.results] == ["passed"] * len(report.results), report.summary()
 
 
 # ------------------------------------------------------------------ streaming
@@ -514,25 +520,30 @@ async def test_exec_attach_and_port_forward_through_the_cri_streaming_urls(
 
     from kubelet_kit.streams.client import StreamError, exec_command
 
-    async with CRIServer(fake, sock_dir / "stream.sock") as srv, CRIRuntime(
-            srv.endpoint, retries=0) as client, aiohttp.ClientSession() as http:
+    async with (
+        CRIServer(fake, sock_dir / "stream.sock") as srv,
+        CRIRuntime(srv.endpoint, retries=0) as client,
+        aiohttp.ClientSession() as http,
+    ):
         sb = await client.run_pod_sandbox(pod())
         cid = await client.create_container(sb, container("app"), pod())
         await client.start_container(cid)
-        url = await client.get_exec_url(cid, ["cat"], tty=False, stdin=True, stdout=True,
-                                        stderr=True)
+        url = await client.get_exec_url(
+            cid, ["cat"], tty=False, stdin=True, stdout=True, stderr=True
+        )
         assert url.startswith("http://127.0.0.1:") and "/exec/" in url
         # The URL's session is the stored request's (stdin and stdout on).
-        out = await exec_command(http, url + "?input=1&output=1&error=1", input=b"via cri\n",
-                                 protocol=protocol)
+        out = await exec_command(
+            http, url + "?input=1&output=1&error=1", input=b"via cri\n", protocol=protocol
+        )
         assert out == type(out)(0, b"via cri\n", b"")
         # One use only.
         with pytest.raises(StreamError, match="404"):
-            await exec_command(http, url + "?input=1&output=1", input=b"again",
-                               protocol=protocol)
+            await exec_command(http, url + "?input=1&output=1", input=b"again", protocol=protocol)
         with pytest.raises(InvalidArgumentError, match="stdin, stdout, or stderr"):
-            await client.get_exec_url(cid, ["ls"], tty=False, stdin=False, stdout=False,
-                                      stderr=False)
+            await client.get_exec_url(
+                cid, ["ls"], tty=False, stdin=False, stdout=False, stderr=False
+            )
         pf = await client.get_port_forward_url(sb, [8080])
         assert "/portforward/" in pf
 
@@ -549,8 +560,13 @@ async def test_streams_unimplemented_for_a_runtime_without_them(sock_dir: Path) 
                 raise AttributeError(name)
             return getattr(self._fake, name)
 
-    async with CRIServer(NoStreams(), sock_dir / "nostream.sock") as srv, CRIRuntime(  # type: ignore[arg-type]
-            srv.endpoint, retries=0) as client:
+    async with (
+        CRIServer(NoStreams(), sock_dir / "nostream.sock") as srv,
+        CRIRuntime(  # type: ignore[arg-type]
+            srv.endpoint, retries=0
+        ) as client,
+    ):
         with pytest.raises(UnimplementedError, match="Exec"):
-            await client.get_exec_url("c", ["ls"], tty=False, stdin=False, stdout=True,
-                                      stderr=False)
+            await client.get_exec_url(
+                "c", ["ls"], tty=False, stdin=False, stdout=True, stderr=False
+            )

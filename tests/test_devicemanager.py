@@ -42,9 +42,15 @@ async def until(predicate: Callable[[], bool], what: str, timeout: float = 5.0) 
 class FakePlugin:
     """A device plugin written directly on the generated stubs (not the SDK)."""
 
-    def __init__(self, directory: Path, name: str = "widget.sock", *,
-                 devices: dict[str, str] | None = None, pre_start: bool = False,
-                 preferred: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        name: str = "widget.sock",
+        *,
+        devices: dict[str, str] | None = None,
+        pre_start: bool = False,
+        preferred: list[str] | None = None,
+    ) -> None:
         self.path = directory / name
         self.name = name
         self.devices = dict(devices or {"w0": "Healthy", "w1": "Healthy"})
@@ -73,15 +79,22 @@ class FakePlugin:
             await self._server.stop(grace=None)
             self._server = None
 
-    async def register(self, kubelet: Path, *, version: str = "v1beta1",
-                       resource: str = RESOURCE) -> None:
+    async def register(
+        self, kubelet: Path, *, version: str = "v1beta1", resource: str = RESOURCE
+    ) -> None:
         async with grpc.aio.insecure_channel(f"unix://{kubelet}") as ch:
-            await pb_grpc.RegistrationStub(ch).Register(pb.RegisterRequest(
-                version=version, endpoint=self.name, resource_name=resource,
-                options=pb.DevicePluginOptions(
-                    pre_start_required=self.pre_start,
-                    get_preferred_allocation_available=self.preferred is not None)),
-                timeout=5)
+            await pb_grpc.RegistrationStub(ch).Register(
+                pb.RegisterRequest(
+                    version=version,
+                    endpoint=self.name,
+                    resource_name=resource,
+                    options=pb.DevicePluginOptions(
+                        pre_start_required=self.pre_start,
+                        get_preferred_allocation_available=self.preferred is not None,
+                    ),
+                ),
+                timeout=5,
+            )
 
     # DevicePlugin service
     async def GetDevicePluginOptions(self, request: Any, context: Any) -> Any:
@@ -90,29 +103,46 @@ class FakePlugin:
     async def ListAndWatch(self, request: Any, context: Any) -> AsyncIterator[Any]:
         while True:
             changed = self._changed
-            yield pb.ListAndWatchResponse(devices=[
-                pb.Device(ID=k, health=v) for k, v in sorted(self.devices.items())])
+            yield pb.ListAndWatchResponse(
+                devices=[pb.Device(ID=k, health=v) for k, v in sorted(self.devices.items())]
+            )
             await changed.wait()
 
     async def GetPreferredAllocation(self, request: Any, context: Any) -> Any:
         req = request.container_requests[0]
-        self.preferred_requests.append((list(req.available_deviceIDs),
-                                        list(req.must_include_deviceIDs), req.allocation_size))
-        return pb.PreferredAllocationResponse(container_responses=[
-            pb.ContainerPreferredAllocationResponse(deviceIDs=self.preferred or [])])
+        self.preferred_requests.append(
+            (list(req.available_deviceIDs), list(req.must_include_deviceIDs), req.allocation_size)
+        )
+        return pb.PreferredAllocationResponse(
+            container_responses=[
+                pb.ContainerPreferredAllocationResponse(deviceIDs=self.preferred or [])
+            ]
+        )
 
     async def Allocate(self, request: Any, context: Any) -> Any:
         ids = list(request.container_requests[0].devices_ids)
         if self.fail_allocate:
             await context.abort(grpc.StatusCode.UNKNOWN, self.fail_allocate)
         self.allocations.append(ids)
-        return pb.AllocateResponse(container_responses=[pb.ContainerAllocateResponse(
-            envs={"WIDGETS": ",".join(ids)},
-            mounts=[pb.Mount(container_path="/opt/widget", host_path="/srv/widget",
-                             read_only=True)],
-            devices=[pb.DeviceSpec(container_path=f"/dev/{i}", host_path="/dev/null",
-                                   permissions="rw") for i in ids],
-            annotations={"example.com/widgets": ",".join(ids)})])
+        return pb.AllocateResponse(
+            container_responses=[
+                pb.ContainerAllocateResponse(
+                    envs={"WIDGETS": ",".join(ids)},
+                    mounts=[
+                        pb.Mount(
+                            container_path="/opt/widget", host_path="/srv/widget", read_only=True
+                        )
+                    ],
+                    devices=[
+                        pb.DeviceSpec(
+                            container_path=f"/dev/{i}", host_path="/dev/null", permissions="rw"
+                        )
+                        for i in ids
+                    ],
+                    annotations={"example.com/widgets": ",".join(ids)},
+                )
+            ]
+        )
 
     async def PreStartContainer(self, request: Any, context: Any) -> Any:
         self.pre_starts.append(list(request.devices_ids))
@@ -120,15 +150,23 @@ class FakePlugin:
 
 
 def widget_pod(name: str, count: int = 1, *, init: int = 0) -> Any:
-    spec: dict[str, Any] = {"containers": [{
-        "name": "app", "image": "busybox",
-        "resources": {"limits": {RESOURCE: str(count)}}}]}
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": "app", "image": "busybox", "resources": {"limits": {RESOURCE: str(count)}}}
+        ]
+    }
     if init:
-        spec["initContainers"] = [{"name": "prep", "image": "busybox",
-                                   "resources": {"limits": {RESOURCE: str(init)}}}]
-    return load_pod({"apiVersion": "v1", "kind": "Pod",
-                     "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-                     "spec": spec})
+        spec["initContainers"] = [
+            {"name": "prep", "image": "busybox", "resources": {"limits": {RESOURCE: str(init)}}}
+        ]
+    return load_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": spec,
+        }
+    )
 
 
 @pytest.fixture
@@ -147,8 +185,9 @@ async def setup(plugins_dir: Path) -> AsyncIterator[Setup]:
     managers: list[DeviceManager] = []
     plugins: list[FakePlugin] = []
 
-    async def make(clock: FakeClock | None = None, **plugin_args: Any
-                   ) -> tuple[DeviceManager, FakePlugin]:
+    async def make(
+        clock: FakeClock | None = None, **plugin_args: Any
+    ) -> tuple[DeviceManager, FakePlugin]:
         dm = DeviceManager(plugins_dir=plugins_dir, clock=clock or FakeClock())
         await dm.start()
         managers.append(dm)
@@ -179,15 +218,22 @@ async def test_registration_reports_capacity_and_allocatable(setup: Setup) -> No
     assert dm.healthy_devices(RESOURCE) == {"w1"}
 
 
-@pytest.mark.parametrize(("version", "resource", "message"), [
-    ("v1alpha", RESOURCE,
-     "requested API version 'v1alpha' is not supported by kubelet. "
-     "Supported versions are ['v1beta1']"),
-    ("v1beta1", "widget", "the ResourceName 'widget' is invalid"),
-    ("v1beta1", "kubernetes.io/widget", "the ResourceName 'kubernetes.io/widget' is invalid"),
-])
-async def test_registration_refusals(plugins_dir: Path, version: str, resource: str,
-                                     message: str) -> None:
+@pytest.mark.parametrize(
+    ("version", "resource", "message"),
+    [
+        (
+            "v1alpha",
+            RESOURCE,
+            "requested API version 'v1alpha' is not supported by kubelet. "
+            "Supported versions are ['v1beta1']",
+        ),
+        ("v1beta1", "widget", "the ResourceName 'widget' is invalid"),
+        ("v1beta1", "kubernetes.io/widget", "the ResourceName 'kubernetes.io/widget' is invalid"),
+    ],
+)
+async def test_registration_refusals(
+    plugins_dir: Path, version: str, resource: str, message: str
+) -> None:
     async with DeviceManager(plugins_dir=plugins_dir, clock=FakeClock()) as dm:
         plugin = FakePlugin(plugins_dir)
         await plugin.start()
@@ -218,7 +264,8 @@ async def test_admission_refuses_more_than_free(setup: Setup) -> None:
     assert too_many.reason == "UnexpectedAdmissionError"
     assert too_many.message == (
         "Allocate failed due to requested number of devices unavailable for "
-        f"{RESOURCE}. Requested: 2, Available: 1, which is unexpected")
+        f"{RESOURCE}. Requested: 2, Available: 1, which is unexpected"
+    )
     # Admitting the same pod again does not count its own reservation twice.
     assert dm.admit(widget_pod("a", 1)).admit
     assert dm.admit(widget_pod("c", 1)).admit
@@ -229,10 +276,18 @@ async def test_admission_refuses_more_than_free(setup: Setup) -> None:
 
 async def test_pods_without_device_resources_are_admitted(setup: Setup) -> None:
     dm, _ = await setup()
-    pod = load_pod({"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": "p", "namespace": "default", "uid": "u"},
-                    "spec": {"containers": [{"name": "c", "image": "busybox",
-                                             "resources": {"limits": {"cpu": "1"}}}]}})
+    pod = load_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+            "spec": {
+                "containers": [
+                    {"name": "c", "image": "busybox", "resources": {"limits": {"cpu": "1"}}}
+                ]
+            },
+        }
+    )
     assert dm.admit(pod).admit
     opts = await dm.container_run_options(pod, pod.spec.containers[0])
     assert opts.envs == () and opts.devices == ()
@@ -245,8 +300,10 @@ async def test_allocation_reaches_run_options_and_is_reused(setup: Setup) -> Non
     opts = await dm.container_run_options(pod, pod.spec.containers[0])
     assert opts.envs == (KeyValue("WIDGETS", "w0,w1"),)
     assert opts.mounts == (Mount("/opt/widget", "/srv/widget", readonly=True),)
-    assert opts.devices == (Device("/dev/w0", "/dev/null", "rw"),
-                            Device("/dev/w1", "/dev/null", "rw"))
+    assert opts.devices == (
+        Device("/dev/w0", "/dev/null", "rw"),
+        Device("/dev/w1", "/dev/null", "rw"),
+    )
     assert opts.annotations == {"example.com/widgets": "w0,w1"}
     assert dm.pod_devices("uid-a") == {"app": {RESOURCE: ("w0", "w1")}}
     # A restart of the container gets the same answer without a second Allocate.
@@ -268,8 +325,9 @@ async def test_allocate_failure_is_a_container_config_error(setup: Setup) -> Non
 
 
 async def test_preferred_allocation_is_asked_and_followed(setup: Setup) -> None:
-    dm, plugin = await setup(devices={"w0": "Healthy", "w1": "Healthy", "w2": "Healthy"},
-                             preferred=["w2"])
+    dm, plugin = await setup(
+        devices={"w0": "Healthy", "w1": "Healthy", "w2": "Healthy"}, preferred=["w2"]
+    )
     pod = widget_pod("a", 1)
     await dm.container_run_options(pod, pod.spec.containers[0])
     assert plugin.preferred_requests == [(["w0", "w1", "w2"], [], 1)]
@@ -314,7 +372,8 @@ async def test_devices_of_other_pods_are_not_given_twice(setup: Setup) -> None:
     with pytest.raises(PodSyncError) as info:
         await dm.container_run_options(c, c.spec.containers[0])
     assert info.value.message == (
-        f"requested number of devices unavailable for {RESOURCE}. Requested: 1, Available: 0")
+        f"requested number of devices unavailable for {RESOURCE}. Requested: 1, Available: 0"
+    )
     assert await dm.retain_pods(["uid-b"]) == ["uid-a", "uid-c"]
     oc = await dm.container_run_options(c, c.spec.containers[0])
     assert oc.envs == oa.envs
@@ -366,8 +425,12 @@ async def test_checkpoint_survives_restart(setup: Setup, plugins_dir: Path) -> N
     first = await dm.container_run_options(a, a.spec.containers[0])
     doc = json.loads((plugins_dir / CHECKPOINT_NAME).read_bytes())
     entry = doc["Data"]["PodDeviceEntries"][0]
-    assert (entry["PodUID"], entry["ContainerName"], entry["ResourceName"],
-            entry["DeviceIDs"]) == ("uid-a", "app", RESOURCE, {"-1": ["w0"]})
+    assert (entry["PodUID"], entry["ContainerName"], entry["ResourceName"], entry["DeviceIDs"]) == (
+        "uid-a",
+        "app",
+        RESOURCE,
+        {"-1": ["w0"]},
+    )
     assert doc["Data"]["RegisteredDevices"] == {RESOURCE: ["w0", "w1"]}
     await dm.stop()
     await plugin.stop()
@@ -396,8 +459,11 @@ async def test_checkpoint_survives_restart(setup: Setup, plugins_dir: Path) -> N
 
 
 async def test_corrupt_checkpoint_is_ignored(plugins_dir: Path) -> None:
-    raw = checkpoint.encode(checkpoint.CheckpointData(
-        entries=(checkpoint.PodDevicesEntry("u", "c", RESOURCE, {-1: ("w0",)}, b""),)))
+    raw = checkpoint.encode(
+        checkpoint.CheckpointData(
+            entries=(checkpoint.PodDevicesEntry("u", "c", RESOURCE, {-1: ("w0",)}, b""),)
+        )
+    )
     (plugins_dir / CHECKPOINT_NAME).write_bytes(raw.replace(b"w0", b"w9"))
     async with DeviceManager(plugins_dir=plugins_dir, clock=FakeClock()) as dm:
         assert dm.pod_devices("u") == {}
@@ -417,12 +483,22 @@ async def test_metrics_with_the_kubelets_names(setup: Setup, plugins_dir: Path) 
     await dm.container_run_options(pod, pod.spec.containers[0])
     await dm.container_run_options(pod, pod.spec.containers[0])  # reused: not counted
     reg = dm.metrics.registry
-    assert reg.get_sample_value("kubelet_device_plugin_registration_total",
-                                {"resource_name": RESOURCE}) == 1
-    assert reg.get_sample_value("kubelet_device_plugin_registration_total",
-                                {"resource_name": "other"}) == 1
-    assert reg.get_sample_value("kubelet_device_plugin_alloc_duration_seconds_count",
-                                {"resource_name": RESOURCE}) == 1
+    assert (
+        reg.get_sample_value(
+            "kubelet_device_plugin_registration_total", {"resource_name": RESOURCE}
+        )
+        == 1
+    )
+    assert (
+        reg.get_sample_value("kubelet_device_plugin_registration_total", {"resource_name": "other"})
+        == 1
+    )
+    assert (
+        reg.get_sample_value(
+            "kubelet_device_plugin_alloc_duration_seconds_count", {"resource_name": RESOURCE}
+        )
+        == 1
+    )
 
 
 def test_every_rpc_is_served_or_called() -> None:

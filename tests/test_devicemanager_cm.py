@@ -27,8 +27,11 @@ from kubelet_kit.testing import FakeClock
 from kubelet_kit.testing.fake_cgroups import FakeCgroupTree
 
 RES = "example.com/widget"
-CAPACITY = {"cpu": Quantity.parse("2"), "memory": Quantity.parse("4Gi"),
-            "pods": Quantity.parse("110")}
+CAPACITY = {
+    "cpu": Quantity.parse("2"),
+    "memory": Quantity.parse("4Gi"),
+    "pods": Quantity.parse("110"),
+}
 
 
 async def until(predicate: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
@@ -47,11 +50,25 @@ class Widgets(DevicePlugin):
 
 
 def pod(name: str, widgets: int, cpu: str = "100m") -> Any:
-    return load_pod({"apiVersion": "v1", "kind": "Pod",
-                     "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-                     "spec": {"containers": [{"name": "app", "image": "busybox", "resources": {
-                         "requests": {"cpu": cpu},
-                         "limits": {RES: str(widgets)} if widgets else {}}}]}})
+    return load_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "app",
+                        "image": "busybox",
+                        "resources": {
+                            "requests": {"cpu": cpu},
+                            "limits": {RES: str(widgets)} if widgets else {},
+                        },
+                    }
+                ]
+            },
+        }
+    )
 
 
 @pytest.fixture
@@ -63,8 +80,11 @@ async def plugins_dir() -> AsyncIterator[Path]:
 
 def cgroup_manager(dm: DeviceManager) -> CgroupContainerManager:
     return CgroupContainerManager(
-        KubeletConfiguration(), driver=CgroupV2Driver(files=FakeCgroupTree(), clock=FakeClock()),
-        capacity=CAPACITY, device_manager=dm)
+        KubeletConfiguration(),
+        driver=CgroupV2Driver(files=FakeCgroupTree(), clock=FakeClock()),
+        capacity=CAPACITY,
+        device_manager=dm,
+    )
 
 
 @pytest.mark.parametrize("kind", ["cgroup", "stub"])
@@ -73,8 +93,11 @@ async def test_manager_with_devices(plugins_dir: Path, kind: str) -> None:
     cm: Any = cgroup_manager(dm) if kind == "cgroup" else StubContainerManager(device_manager=dm)
     assert isinstance(cm, ContainerManager)
     await cm.start()
-    plugin = Widgets(RES, plugins_dir=plugins_dir,
-                     devices=[Device("w0"), Device("w1"), Device("w2", health="Unhealthy")])
+    plugin = Widgets(
+        RES,
+        plugins_dir=plugins_dir,
+        devices=[Device("w0"), Device("w1"), Device("w2", health="Unhealthy")],
+    )
     try:
         async with plugin:
             await until(lambda: dm.capacity().get(RES) == 3, "widgets in capacity")
@@ -88,12 +111,14 @@ async def test_manager_with_devices(plugins_dir: Path, kind: str) -> None:
             assert (refused.reason, refused.message) == (
                 "UnexpectedAdmissionError",
                 f"Allocate failed due to requested number of devices unavailable for {RES}. "
-                "Requested: 1, Available: 0, which is unexpected")
+                "Requested: 1, Available: 0, which is unexpected",
+            )
             opts = await cm.container_run_options(a, a.spec.containers[0])
             assert opts.envs == (KeyValue("W", "w0,w1"),)
             plain = pod("plain", 0)
             assert await cm.container_run_options(plain, plain.spec.containers[0]) == (
-                ContainerRunOptions())
+                ContainerRunOptions()
+            )
 
             await cm.remove_pod_cgroup(a)
             assert dm.pod_devices("uid-a") == {}
@@ -124,10 +149,14 @@ async def test_refusal_by_other_resources_gives_devices_back(plugins_dir: Path) 
 
 
 async def test_without_device_manager_run_options_are_empty() -> None:
-    for cm in (StubContainerManager(), CgroupContainerManager(
+    for cm in (
+        StubContainerManager(),
+        CgroupContainerManager(
             KubeletConfiguration(),
             driver=CgroupV2Driver(files=FakeCgroupTree(), clock=FakeClock()),
-            capacity=CAPACITY)):
+            capacity=CAPACITY,
+        ),
+    ):
         p = pod("p", 1)
         assert await cm.container_run_options(p, p.spec.containers[0]) == ContainerRunOptions()
         assert RES not in cm.node_capacity()
@@ -135,7 +164,9 @@ async def test_without_device_manager_run_options_are_empty() -> None:
 
 def test_cm_imports_no_grpc() -> None:
     """The container manager package stays light: gRPC only with the device manager."""
-    code = ("import sys, kubelet_kit.cm; "
-            "assert 'grpc' not in sys.modules, 'grpc imported'; "
-            "import kubelet_kit.cm.devicemanager; assert 'grpc' in sys.modules")
+    code = (
+        "import sys, kubelet_kit.cm; "
+        "assert 'grpc' not in sys.modules, 'grpc imported'; "
+        "import kubelet_kit.cm.devicemanager; assert 'grpc' in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

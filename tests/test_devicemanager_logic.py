@@ -45,15 +45,23 @@ def test_is_extended_resource_name(name: str, expected: bool) -> None:
 
 
 def _pod(spec: dict[str, Any]) -> Any:
-    return load_pod({"apiVersion": "v1", "kind": "Pod",
-                     "metadata": {"name": "p", "namespace": "default", "uid": "u"},
-                     "spec": spec})
+    return load_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+            "spec": spec,
+        }
+    )
 
 
 def _c(name: str, widgets: int, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "image": "busybox",
-            "resources": {"limits": {"example.com/widget": str(widgets), "cpu": "1"}},
-            **extra}
+    return {
+        "name": name,
+        "image": "busybox",
+        "resources": {"limits": {"example.com/widget": str(widgets), "cpu": "1"}},
+        **extra,
+    }
 
 
 def test_container_requests_count_extended_resources_only() -> None:
@@ -62,15 +70,17 @@ def test_container_requests_count_extended_resources_only() -> None:
     assert container_device_requests(pod.spec.containers[0], ["example.com/other"]) == {}
 
 
-@pytest.mark.parametrize(("spec", "needs"), [
-    ({"containers": [_c("a", 1), _c("b", 2)]}, 3),
-    # Init containers run one at a time; their devices pass on to the app.
-    ({"initContainers": [_c("i1", 3), _c("i2", 1)], "containers": [_c("a", 1)]}, 3),
-    ({"initContainers": [_c("i1", 1)], "containers": [_c("a", 2)]}, 2),
-    # A sidecar keeps its devices beside the app's.
-    ({"initContainers": [_c("s", 1, restartPolicy="Always")],
-      "containers": [_c("a", 2)]}, 3),
-])
+@pytest.mark.parametrize(
+    ("spec", "needs"),
+    [
+        ({"containers": [_c("a", 1), _c("b", 2)]}, 3),
+        # Init containers run one at a time; their devices pass on to the app.
+        ({"initContainers": [_c("i1", 3), _c("i2", 1)], "containers": [_c("a", 1)]}, 3),
+        ({"initContainers": [_c("i1", 1)], "containers": [_c("a", 2)]}, 2),
+        # A sidecar keeps its devices beside the app's.
+        ({"initContainers": [_c("s", 1, restartPolicy="Always")], "containers": [_c("a", 2)]}, 3),
+    ],
+)
 def test_pod_device_needs(spec: dict[str, Any], needs: int) -> None:
     assert pod_device_needs(_pod(spec)) == {"example.com/widget": needs}
 
@@ -85,23 +95,34 @@ def test_choose_devices_order() -> None:
 
 def test_checkpoint_round_trip_and_shape() -> None:
     data = checkpoint.CheckpointData(
-        entries=(checkpoint.PodDevicesEntry("u1", "app", "example.com/widget",
-                                            {-1: ("w0", "w1")}, b"\x0a\x01x"),),
-        registered_devices={"example.com/widget": ("w0", "w1", "w2")})
+        entries=(
+            checkpoint.PodDevicesEntry(
+                "u1", "app", "example.com/widget", {-1: ("w0", "w1")}, b"\x0a\x01x"
+            ),
+        ),
+        registered_devices={"example.com/widget": ("w0", "w1", "w2")},
+    )
     raw = checkpoint.encode(data)
     assert checkpoint.decode(raw) == data
     doc = json.loads(raw)
     assert set(doc) == {"Data", "Checksum"}
     assert doc["Data"]["PodDeviceEntries"][0] == {
-        "PodUID": "u1", "ContainerName": "app", "ResourceName": "example.com/widget",
-        "DeviceIDs": {"-1": ["w0", "w1"]}, "AllocResp": "CgF4"}
+        "PodUID": "u1",
+        "ContainerName": "app",
+        "ResourceName": "example.com/widget",
+        "DeviceIDs": {"-1": ["w0", "w1"]},
+        "AllocResp": "CgF4",
+    }
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    (b"{", "not JSON"),
-    (b"[]", "Data: missing or not an object"),
-    (b'{"Data": {}, "Checksum": 1}', "Checksum: does not match"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"{", "not JSON"),
+        (b"[]", "Data: missing or not an object"),
+        (b'{"Data": {}, "Checksum": 1}', "Checksum: does not match"),
+    ],
+)
 def test_checkpoint_decode_errors_name_the_place(raw: bytes, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         checkpoint.decode(raw, source="ckpt")
@@ -145,18 +166,28 @@ def test_proto_is_wire_compatible_with_upstream() -> None:
     assert desc.package == "v1beta1"
     assert [m.name for m in desc.services_by_name["Registration"].methods] == ["Register"]
     assert [m.name for m in desc.services_by_name["DevicePlugin"].methods] == [
-        "GetDevicePluginOptions", "ListAndWatch", "GetPreferredAllocation", "Allocate",
-        "PreStartContainer"]
+        "GetDevicePluginOptions",
+        "ListAndWatch",
+        "GetPreferredAllocation",
+        "Allocate",
+        "PreStartContainer",
+    ]
     fields = {
         "RegisterRequest": {"version": 1, "endpoint": 2, "resource_name": 3, "options": 4},
-        "DevicePluginOptions": {"pre_start_required": 1,
-                                "get_preferred_allocation_available": 2},
+        "DevicePluginOptions": {"pre_start_required": 1, "get_preferred_allocation_available": 2},
         "Device": {"ID": 1, "health": 2, "topology": 3},
-        "ContainerPreferredAllocationRequest": {"available_deviceIDs": 1,
-                                                "must_include_deviceIDs": 2,
-                                                "allocation_size": 3},
-        "ContainerAllocateResponse": {"envs": 1, "mounts": 2, "devices": 3, "annotations": 4,
-                                      "cdi_devices": 5},
+        "ContainerPreferredAllocationRequest": {
+            "available_deviceIDs": 1,
+            "must_include_deviceIDs": 2,
+            "allocation_size": 3,
+        },
+        "ContainerAllocateResponse": {
+            "envs": 1,
+            "mounts": 2,
+            "devices": 3,
+            "annotations": 4,
+            "cdi_devices": 5,
+        },
         "Mount": {"container_path": 1, "host_path": 2, "read_only": 3},
         "DeviceSpec": {"container_path": 1, "host_path": 2, "permissions": 3},
     }

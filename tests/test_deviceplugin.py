@@ -100,7 +100,9 @@ class Widgets(DevicePlugin):
             envs={"W": ",".join(device_ids)},
             mounts=(Mount("/opt/w", "/srv/w", read_only=True),),
             devices=(DeviceSpec("/dev/w", "/dev/null", "r"),),
-            annotations={"a": "b"}, cdi_devices=("example.com/widget=w0",))
+            annotations={"a": "b"},
+            cdi_devices=("example.com/widget=w0",),
+        )
 
     async def get_preferred_allocation(
         self, available: Sequence[str], must_include: Sequence[str], size: int
@@ -118,7 +120,10 @@ async def test_registration_request(plugins_dir: Path, kubelet: FakeKubelet) -> 
         pass
     first, second = kubelet.requests
     assert (first.version, first.endpoint, first.resource_name) == (
-        "v1beta1", "example_com-widget.sock", RES)
+        "v1beta1",
+        "example_com-widget.sock",
+        RES,
+    )
     assert not first.options.pre_start_required
     assert not first.options.get_preferred_allocation_available
     assert second.endpoint == "w.sock"
@@ -143,9 +148,10 @@ async def test_refusal_carries_the_kubelets_reason(plugins_dir: Path) -> None:
         plugin = DevicePlugin("widget", plugins_dir=plugins_dir, devices=[Device("x")])
         await plugin.serve()
         try:
-            with pytest.raises(ConfigurationError,
-                               match="registration of widget refused: the ResourceName "
-                                     "'widget' is invalid"):
+            with pytest.raises(
+                ConfigurationError,
+                match="registration of widget refused: the ResourceName 'widget' is invalid",
+            ):
                 await plugin.register()
         finally:
             await plugin.close()
@@ -168,7 +174,10 @@ async def test_list_and_watch_follows_changes(served: tuple[Widgets, Any]) -> No
     stream = stub.ListAndWatch(pb.Empty())
     first = await stream.read()
     assert [(d.ID, d.health) for d in first.devices] == [
-        ("w0", "Healthy"), ("w1", "Healthy"), ("w2", "Healthy")]
+        ("w0", "Healthy"),
+        ("w1", "Healthy"),
+        ("w2", "Healthy"),
+    ]
     plugin.set_health("w1", "Unhealthy")
     second = await stream.read()
     assert [(d.ID, d.health) for d in second.devices][1] == ("w1", "Unhealthy")
@@ -180,35 +189,49 @@ async def test_list_and_watch_follows_changes(served: tuple[Widgets, Any]) -> No
 
 async def test_allocate_answers(served: tuple[Widgets, Any]) -> None:
     _, stub = served
-    resp = await stub.Allocate(pb.AllocateRequest(container_requests=[
-        pb.ContainerAllocateRequest(devices_ids=["w0", "w1"])]))
+    resp = await stub.Allocate(
+        pb.AllocateRequest(
+            container_requests=[pb.ContainerAllocateRequest(devices_ids=["w0", "w1"])]
+        )
+    )
     [c] = resp.container_responses
     assert dict(c.envs) == {"W": "w0,w1"} and dict(c.annotations) == {"a": "b"}
     assert [(m.container_path, m.host_path, m.read_only) for m in c.mounts] == [
-        ("/opt/w", "/srv/w", True)]
+        ("/opt/w", "/srv/w", True)
+    ]
     assert [(d.container_path, d.host_path, d.permissions) for d in c.devices] == [
-        ("/dev/w", "/dev/null", "r")]
+        ("/dev/w", "/dev/null", "r")
+    ]
     assert [d.name for d in c.cdi_devices] == ["example.com/widget=w0"]
 
 
-@pytest.mark.parametrize(("ids", "message"), [
-    (["w0", "nope"], "invalid allocation request: unknown devices: ['nope']"),
-    (["w2"], "w2 is being serviced"),
-])
-async def test_allocate_errors(served: tuple[Widgets, Any], ids: list[str], message: str
-                               ) -> None:
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        (["w0", "nope"], "invalid allocation request: unknown devices: ['nope']"),
+        (["w2"], "w2 is being serviced"),
+    ],
+)
+async def test_allocate_errors(served: tuple[Widgets, Any], ids: list[str], message: str) -> None:
     _, stub = served
     with pytest.raises(grpc.aio.AioRpcError) as info:
-        await stub.Allocate(pb.AllocateRequest(container_requests=[
-            pb.ContainerAllocateRequest(devices_ids=ids)]))
+        await stub.Allocate(
+            pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)])
+        )
     assert info.value.details() == message
 
 
 async def test_preferred_allocation_and_pre_start(served: tuple[Widgets, Any]) -> None:
     plugin, stub = served
-    resp = await stub.GetPreferredAllocation(pb.PreferredAllocationRequest(container_requests=[
-        pb.ContainerPreferredAllocationRequest(available_deviceIDs=["w0", "w1", "w2"],
-                                               allocation_size=2)]))
+    resp = await stub.GetPreferredAllocation(
+        pb.PreferredAllocationRequest(
+            container_requests=[
+                pb.ContainerPreferredAllocationRequest(
+                    available_deviceIDs=["w0", "w1", "w2"], allocation_size=2
+                )
+            ]
+        )
+    )
     assert list(resp.container_responses[0].deviceIDs) == ["w2", "w1"]
     await stub.PreStartContainer(pb.PreStartContainerRequest(devices_ids=["w1"]))
     assert plugin.pre_started == [["w1"]]
@@ -225,8 +248,7 @@ def test_values_are_checked() -> None:
     assert plugin.socket_path.name == "example_com-widget.sock"
 
 
-async def test_run_serves_again_and_reregisters(plugins_dir: Path, kubelet: FakeKubelet
-                                                ) -> None:
+async def test_run_serves_again_and_reregisters(plugins_dir: Path, kubelet: FakeKubelet) -> None:
     clock = FakeClock()
     plugin = Widgets(plugins_dir=plugins_dir, clock=clock, watch_interval=1.0)
     task = asyncio.create_task(plugin.run())
@@ -271,9 +293,16 @@ async def test_example_plugin_process(plugins_dir: Path) -> None:
     """The example as its own process, against the device manager, ended by SIGTERM."""
     async with DeviceManager(plugins_dir=plugins_dir, clock=FakeClock()) as dm:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(EXAMPLE), "--count", "3", "--plugins-dir", str(plugins_dir),
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            sys.executable,
+            str(EXAMPLE),
+            "--count",
+            "3",
+            "--plugins-dir",
+            str(plugins_dir),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         try:
             await until(lambda: dm.allocatable() == {RES: 3}, "example registered", 20)
             proc.send_signal(signal.SIGUSR1)

@@ -41,8 +41,9 @@ def _load_example() -> Any:
 example = _load_example()
 
 
-async def step_until(clock: FakeClock, predicate: Callable[[], bool], what: str,
-                     real_timeout: float = 15.0) -> None:
+async def step_until(
+    clock: FakeClock, predicate: Callable[[], bool], what: str, real_timeout: float = 15.0
+) -> None:
     """Let agent time pass in small steps, with short real waits for gRPC."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + real_timeout
@@ -54,12 +55,23 @@ async def step_until(clock: FakeClock, predicate: Callable[[], bool], what: str,
 
 
 def widget_pod(name: str, count: int) -> Any:
-    return load_pod({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {"containers": [{"name": "app", "image": "busybox",
-                                 "env": [{"name": "OWN", "value": "1"}],
-                                 "resources": {"limits": {RES: str(count)}}}]}})
+    return load_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "app",
+                        "image": "busybox",
+                        "env": [{"name": "OWN", "value": "1"}],
+                        "resources": {"limits": {RES: str(count)}},
+                    }
+                ]
+            },
+        }
+    )
 
 
 def configs_of(runtime: FakeRuntime, pod_uid: str) -> list[ContainerConfig]:
@@ -82,8 +94,9 @@ def plugins_dir() -> Iterator[Path]:
     shutil.rmtree(d, ignore_errors=True)
 
 
-def agent(clock: FakeClock, runtime: FakeRuntime, plugins_dir: Path
-          ) -> tuple[KubeletEnv, DeviceManager, StubContainerManager]:
+def agent(
+    clock: FakeClock, runtime: FakeRuntime, plugins_dir: Path
+) -> tuple[KubeletEnv, DeviceManager, StubContainerManager]:
     dm = DeviceManager(plugins_dir=plugins_dir, clock=clock)
     cm = StubContainerManager(device_manager=dm)
     return KubeletEnv(clock=clock, runtime=runtime, container_manager=cm), dm, cm
@@ -124,7 +137,8 @@ async def test_widgets_end_to_end(plugins_dir: Path) -> None:
             assert status.message == (
                 "Pod was rejected: "
                 f"Allocate failed due to requested number of devices unavailable for {RES}. "
-                "Requested: 2, Available: 1, which is unexpected")
+                "Requested: 2, Available: 1, which is unexpected"
+            )
 
             # The plugin restarts: its devices go unhealthy, then come back.
             plugin.stop()
@@ -161,18 +175,26 @@ async def test_widgets_end_to_end(plugins_dir: Path) -> None:
             assert env2.status("three").reason == "UnexpectedAdmissionError"
             # Pod one's container crashes and restarts with the same widget, without
             # a new Allocate.
-            [cid] = [c.id for c in await runtime.list_containers()
-                     if c.labels.get("io.kubernetes.pod.uid") == "uid-one"]
+            [cid] = [
+                c.id
+                for c in await runtime.list_containers()
+                if c.labels.get("io.kubernetes.pod.uid") == "uid-one"
+            ]
             runtime.exit_container(cid, 1)
-            await step_until(clock, lambda: len(configs_of(runtime, "uid-one")) == 2,
-                             "pod one restarted", real_timeout=20)
+            await step_until(
+                clock,
+                lambda: len(configs_of(runtime, "uid-one")) == 2,
+                "pod one restarted",
+                real_timeout=20,
+            )
             assert env_of(configs_of(runtime, "uid-one")[1])["WIDGET_IDS"] == "widget-0"
             assert ("widget-0",) not in plugin.allocated
 
             # Deleting a pod frees its widget for the next one.
             env2.delete_pod("two")
-            await step_until(clock, lambda: "uid-two" not in _holders(dm2), "pod two freed",
-                             real_timeout=20)
+            await step_until(
+                clock, lambda: "uid-two" not in _holders(dm2), "pod two freed", real_timeout=20
+            )
     finally:
         plugin.stop()
         if plugin_task is not None:
@@ -214,14 +236,16 @@ async def test_failed_allocate_waits_and_is_retried(plugins_dir: Path) -> None:
                 waiting = statuses[0].state.waiting if statuses else None
                 if waiting is not None and waiting.reason == "CreateContainerConfigError":
                     seen.append(waiting.message)
-                seen.extend(e.message for e in env.kubelet.events.events("uid-one")
-                            if e.reason == "Failed")
+                seen.extend(
+                    e.message for e in env.kubelet.events.events("uid-one") if e.reason == "Failed"
+                )
                 return bool(seen)
 
             await step_until(clock, waited, "container waits")
             assert all("widget firmware is loading" in m for m in seen), seen
-            await step_until(clock, lambda: env.phase("one") == "Running", "retried and running",
-                             real_timeout=30)
+            await step_until(
+                clock, lambda: env.phase("one") == "Running", "retried and running", real_timeout=30
+            )
             assert env_of(configs_of(runtime, "uid-one")[0])["WIDGET_IDS"] == "widget-0"
     finally:
         plugin.stop()

@@ -26,10 +26,9 @@ RES = "example.com/widget"
 NODE = "widget-node"
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "device_plugin.py"
 # The pod's process: write the widgets it was given, then stay running.
-READER = ("import os, sys, time; "
-          "open(sys.argv[1], 'w').write(os.environ['WIDGET_IDS']); time.sleep(600)")
-
-
+READER = (
+    "import os, sys, time; open(sys.argv[1], 'w').write(os.environ['WIDGET_IDS']); time.sleep(600)"
+)
 
 
 class Node:
@@ -39,11 +38,16 @@ class Node:
         self.dm = DeviceManager(plugins_dir=plugins_dir)
         self.cm = StubContainerManager(device_manager=self.dm)
         self.runtime = HostProcessRuntime(tmp / "runtime", kill_timeout=5)
-        self.kubelet = Kubelet(**stub_parts(
-            runtime=self.runtime,
-            sources=[FileSource(self.manifests, node_name=NODE, check_frequency=0.3)],
-            node_name=NODE, root_dir=tmp / "state", pod_logs_dir=tmp / "logs",
-            container_manager=self.cm))
+        self.kubelet = Kubelet(
+            **stub_parts(
+                runtime=self.runtime,
+                sources=[FileSource(self.manifests, node_name=NODE, check_frequency=0.3)],
+                node_name=NODE,
+                root_dir=tmp / "state",
+                pod_logs_dir=tmp / "logs",
+                container_manager=self.cm,
+            )
+        )
 
     def phase(self, name: str) -> str:
         for pod in self.kubelet.pods():
@@ -65,8 +69,15 @@ async def test_pod_process_sees_its_widget(tmp_path: Path, plugins_dir: Path) ->
     out = tmp_path / "widget.txt"
     agent = asyncio.create_task(node.kubelet.run())
     plugin = await asyncio.create_subprocess_exec(
-        sys.executable, str(EXAMPLE), "--count", "2", "--plugins-dir", str(plugins_dir),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        sys.executable,
+        str(EXAMPLE),
+        "--count",
+        "2",
+        "--plugins-dir",
+        str(plugins_dir),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     try:
         await wait_until(lambda: node.dm.allocatable() == {RES: 2}, "widgets registered")
         assert node.cm.node_allocatable()[RES].value() == 2

@@ -36,26 +36,60 @@ def pod_manifest(divisor: str | None, resource: str = "limits.memory") -> dict[s
     """A pod using one resourceFieldRef in each place one can appear: an env var,
     a downwardAPI volume and a projected downwardAPI source."""
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": "dapi", "namespace": "default", "uid": "uid-dapi"},
         "spec": {
             "restartPolicy": "Never",
-            "containers": [{
-                "name": "c", "image": "busybox", "command": ["sh", "-c", "exit 0"],
-                "resources": {"limits": {"cpu": "1250m", "memory": "64Mi"},
-                              "requests": {"cpu": "250m", "memory": "32Mi"}},
-                "env": [{"name": "VALUE",
-                         "valueFrom": {"resourceFieldRef": ref(resource, divisor)}}],
-                "volumeMounts": [{"name": "info", "mountPath": "/info"},
-                                 {"name": "all", "mountPath": "/all"}],
-            }],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "busybox",
+                    "command": ["sh", "-c", "exit 0"],
+                    "resources": {
+                        "limits": {"cpu": "1250m", "memory": "64Mi"},
+                        "requests": {"cpu": "250m", "memory": "32Mi"},
+                    },
+                    "env": [
+                        {"name": "VALUE", "valueFrom": {"resourceFieldRef": ref(resource, divisor)}}
+                    ],
+                    "volumeMounts": [
+                        {"name": "info", "mountPath": "/info"},
+                        {"name": "all", "mountPath": "/all"},
+                    ],
+                }
+            ],
             "volumes": [
-                {"name": "info", "downwardAPI": {"items": [
-                    {"path": "value", "resourceFieldRef": ref(resource, divisor, container="c")},
-                ]}},
-                {"name": "all", "projected": {"sources": [{"downwardAPI": {"items": [
-                    {"path": "value", "resourceFieldRef": ref(resource, divisor, container="c")},
-                ]}}]}},
+                {
+                    "name": "info",
+                    "downwardAPI": {
+                        "items": [
+                            {
+                                "path": "value",
+                                "resourceFieldRef": ref(resource, divisor, container="c"),
+                            },
+                        ]
+                    },
+                },
+                {
+                    "name": "all",
+                    "projected": {
+                        "sources": [
+                            {
+                                "downwardAPI": {
+                                    "items": [
+                                        {
+                                            "path": "value",
+                                            "resourceFieldRef": ref(
+                                                resource, divisor, container="c"
+                                            ),
+                                        },
+                                    ]
+                                }
+                            }
+                        ]
+                    },
+                },
             ],
         },
     }
@@ -81,11 +115,14 @@ def test_a_zero_divisor_is_valid_and_reads_as_one_everywhere(zero: str) -> None:
     assert values(pod) == values(load_pod(pod_manifest(None)))
 
 
-@pytest.mark.parametrize(("resource", "expected"), [
-    ("limits.cpu", "2"),  # 1250m rounded up
-    ("requests.cpu", "1"),
-    ("requests.memory", str(32 * 1024 * 1024)),
-])
+@pytest.mark.parametrize(
+    ("resource", "expected"),
+    [
+        ("limits.cpu", "2"),  # 1250m rounded up
+        ("requests.cpu", "1"),
+        ("requests.memory", str(32 * 1024 * 1024)),
+    ],
+)
 def test_a_zero_divisor_reads_as_one_for_each_resource(resource: str, expected: str) -> None:
     assert values(load_pod(pod_manifest("0", resource))) == (expected,) * 3
 
@@ -97,35 +134,64 @@ def test_the_api_servers_zero_divisor_is_served_without_problems() -> None:
     assert values(pod) == (str(64 * 1024 * 1024),) * 3
 
 
-@pytest.mark.parametrize(("resource", "divisor", "message"), [
-    ("limits.cpu", "3", "only divisor's values 1m and 1 are supported with the cpu resource"),
-    ("requests.cpu", "-1", "only divisor's values 1m and 1 are supported with the cpu resource"),
-    ("limits.memory", "2Mi", "only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, "
-                             "1Ti, 1Pi, 1Ei are supported with the memory resource"),
-    ("limits.ephemeral-storage", "1m", "only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, "
-                                       "1Mi, 1Gi, 1Ti, 1Pi, 1Ei are supported with the local "
-                                       "ephemeral storage resource"),
-    ("requests.hugepages-2Mi", "1e3", "only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, "
-                                      "1Mi, 1Gi, 1Ti, 1Pi, 1Ei are supported with the hugepages "
-                                      "resource"),
-])
+@pytest.mark.parametrize(
+    ("resource", "divisor", "message"),
+    [
+        ("limits.cpu", "3", "only divisor's values 1m and 1 are supported with the cpu resource"),
+        (
+            "requests.cpu",
+            "-1",
+            "only divisor's values 1m and 1 are supported with the cpu resource",
+        ),
+        (
+            "limits.memory",
+            "2Mi",
+            "only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, "
+            "1Ti, 1Pi, 1Ei are supported with the memory resource",
+        ),
+        (
+            "limits.ephemeral-storage",
+            "1m",
+            "only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, "
+            "1Mi, 1Gi, 1Ti, 1Pi, 1Ei are supported with the local "
+            "ephemeral storage resource",
+        ),
+        (
+            "requests.hugepages-2Mi",
+            "1e3",
+            "only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, "
+            "1Mi, 1Gi, 1Ti, 1Pi, 1Ei are supported with the hugepages "
+            "resource",
+        ),
+    ],
+)
 def test_another_divisor_must_be_a_unit_of_its_resource(
-        resource: str, divisor: str, message: str) -> None:
+    resource: str, divisor: str, message: str
+) -> None:
     errors = validate_pod(Pod.from_dict(pod_manifest(divisor, resource)))
     # The bad value shown is the resource, as upstream shows it.
     expected = f'Invalid value: "{resource}": {message}'
     assert [(e.path, e.message) for e in errors] == [
         ("spec.volumes[0].downwardAPI.items[0].resourceFieldRef.divisor", expected),
-        ("spec.volumes[1].projected.sources[0].downwardAPI.items[0].resourceFieldRef.divisor",
-         expected),
+        (
+            "spec.volumes[1].projected.sources[0].downwardAPI.items[0].resourceFieldRef.divisor",
+            expected,
+        ),
         ("spec.containers[0].env[0].valueFrom.resourceFieldRef.divisor", expected),
     ]
 
 
-@pytest.mark.parametrize(("resource", "divisor"), [
-    ("limits.cpu", "1m"), ("limits.cpu", "1"), ("limits.cpu", "1000m"),  # canonically "1"
-    ("limits.memory", "1Mi"), ("limits.memory", "1k"), ("requests.memory", "1Ei"),
-])
+@pytest.mark.parametrize(
+    ("resource", "divisor"),
+    [
+        ("limits.cpu", "1m"),
+        ("limits.cpu", "1"),
+        ("limits.cpu", "1000m"),  # canonically "1"
+        ("limits.memory", "1Mi"),
+        ("limits.memory", "1k"),
+        ("requests.memory", "1Ei"),
+    ],
+)
 def test_unit_divisors_are_valid(resource: str, divisor: str) -> None:
     assert validate_pod(Pod.from_dict(pod_manifest(divisor, resource))) == []
 

@@ -62,17 +62,20 @@ async def gone(env: KubeletEnv, uid: str) -> bool:
 
 @contextmanager
 def no_new_stops(env: KubeletEnv) -> Iterator[None]:
-    before = (len(env.runtime.calls_to("stop_container")),
-              len(env.runtime.calls_to("stop_pod_sandbox")))
+    before = (
+        len(env.runtime.calls_to("stop_container")),
+        len(env.runtime.calls_to("stop_pod_sandbox")),
+    )
     yield
-    after = (len(env.runtime.calls_to("stop_container")),
-             len(env.runtime.calls_to("stop_pod_sandbox")))
+    after = (
+        len(env.runtime.calls_to("stop_container")),
+        len(env.runtime.calls_to("stop_pod_sandbox")),
+    )
     assert after == before, "a pod that had ended was stopped again"
 
 
 @pytest.mark.parametrize(("command", "final"), [("exit 0", "Succeeded"), ("exit 3", "Failed")])
-async def test_a_pod_removed_after_it_ended_keeps_its_final_phase(
-        command: str, final: str) -> None:
+async def test_a_pod_removed_after_it_ended_keeps_its_final_phase(command: str, final: str) -> None:
     async with KubeletEnv() as env:
         async with phases_of(env, "uid-job") as phases:
             env.add_pod(manifest("job", command=command, restart="Never"))
@@ -85,7 +88,7 @@ async def test_a_pod_removed_after_it_ended_keeps_its_final_phase(
                 # in the runtime round after round, until the container GC.
                 await env.sleep(CONTAINER_GC_PERIOD + 10)
         # Never back to Pending, never another phase: the final one throughout.
-        assert set(phases[phases.index(final):]) == {final}
+        assert set(phases[phases.index(final) :]) == {final}
         # What it left is gone, without a status written for it.
         assert await left_in_runtime(env, "uid-job") == (0, 0)
         assert env.kubelet.pod_status("uid-job") is None
@@ -101,8 +104,11 @@ async def test_dead_containers_of_a_pod_no_source_wants_are_removed_not_stopped(
     async with KubeletEnv(clock=clock, runtime=runtime) as env:
         async with phases_of(env, "uid-ended") as phases:
             with no_new_stops(env):
-                await env.wait_for(lambda: gone(env, "uid-ended"),
-                                   timeout=CONTAINER_GC_PERIOD + 10, what="leftovers removed")
+                await env.wait_for(
+                    lambda: gone(env, "uid-ended"),
+                    timeout=CONTAINER_GC_PERIOD + 10,
+                    what="leftovers removed",
+                )
         assert phases == []
         assert env.kubelet.workers.phase("uid-ended") is None
 
@@ -113,5 +119,6 @@ async def test_a_running_orphan_is_still_stopped() -> None:
     # Only a ready sandbox: the kubelet's GetPods(false) lists it, so it is killed.
     await runtime.run_pod_sandbox(leftover_sandbox_config("ghost"))
     async with KubeletEnv(clock=clock, runtime=runtime) as env:
-        await env.wait_for(lambda: bool(runtime.calls_to("stop_pod_sandbox")),
-                           what="orphan sandbox stopped")
+        await env.wait_for(
+            lambda: bool(runtime.calls_to("stop_pod_sandbox")), what="orphan sandbox stopped"
+        )

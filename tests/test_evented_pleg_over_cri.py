@@ -142,16 +142,18 @@ async def node(
     ):
         pleg = EventedPLEG(cri, clock, registry=registry)
         source = ProgrammaticSource(clock=clock)
-        kubelet = Kubelet(**stub_parts(
-            runtime=cri,
-            pleg=pleg,
-            clock=clock,
-            sources=[source],
-            node_name="evented-node",
-            root_dir=sock_dir / "state",
-            pod_logs_dir=sock_dir / "logs",
-            registry=registry,
-        ))
+        kubelet = Kubelet(
+            **stub_parts(
+                runtime=cri,
+                pleg=pleg,
+                clock=clock,
+                sources=[source],
+                node_name="evented-node",
+                root_dir=sock_dir / "state",
+                pod_logs_dir=sock_dir / "logs",
+                registry=registry,
+            )
+        )
         task = asyncio.create_task(kubelet.run(), name="kubelet")
         try:
             if stream:
@@ -204,8 +206,10 @@ def by_name(status: PodStatus) -> dict[str, PodContainerStatus]:
 
 def running(status: PodStatus) -> bool:
     cs = by_name(status)
-    return status.phase == "Running" and set(cs) == {"app", "job"} and all(
-        s.state.running is not None for s in cs.values()
+    return (
+        status.phase == "Running"
+        and set(cs) == {"app", "job"}
+        and all(s.state.running is not None for s in cs.values())
     )
 
 
@@ -256,8 +260,10 @@ async def test_a_container_exit_arrives_through_the_event_stream(sock_dir: Path)
             return await fake.list_pod_sandboxes() == [] and await fake.list_containers() == []
 
         await until(removed, "sandbox and containers removed")
-        await until(lambda: n.events("ContainerRemoved") >= 3,
-                    "ContainerRemoved for both containers and the sandbox")
+        await until(
+            lambda: n.events("ContainerRemoved") >= 3,
+            "ContainerRemoved for both containers and the sandbox",
+        )
         assert (clock.monotonic(), n.relists) == (now, relists)
 
 
@@ -299,9 +305,7 @@ async def test_a_real_process_exit_arrives_through_the_host_runtimes_stream(
     clock = FakeClock(start=time.time())
     host = HostProcessRuntime(sock_dir / "host-root")
     go = sock_dir / "go"
-    pod = two_container_pod(
-        "real", f"echo hello; while [ ! -e {go} ]; do sleep 0.05; done; exit 3"
-    )
+    pod = two_container_pod("real", f"echo hello; while [ ! -e {go} ]; do sleep 0.05; done; exit 3")
     try:
         async with node(sock_dir, host, clock, stream=True) as n:
             n.source.add(pod)

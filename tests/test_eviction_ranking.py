@@ -90,8 +90,9 @@ def memory_stats(pod: Pod, working_set: str) -> PodUsage:
     return PodUsage(
         uid=pod.uid,
         memory_working_set_bytes=ws,
-        containers=tuple(ContainerUsage(c.name, memory_working_set_bytes=ws)
-                         for c in pod.spec.containers),
+        containers=tuple(
+            ContainerUsage(c.name, memory_working_set_bytes=ws) for c in pod.spec.containers
+        ),
     )
 
 
@@ -100,8 +101,10 @@ def disk_stats(pod: Pod, rootfs: str, logs: str, per_volume: str) -> PodUsage:
     each local volume."""
     return PodUsage(
         uid=pod.uid,
-        containers=tuple(ContainerUsage(c.name, rootfs_used_bytes=q(rootfs),
-                                        logs_used_bytes=q(logs)) for c in pod.spec.containers),
+        containers=tuple(
+            ContainerUsage(c.name, rootfs_used_bytes=q(rootfs), logs_used_bytes=q(logs))
+            for c in pod.spec.containers
+        ),
         volumes={v.name: VolumeUsage(used_bytes=q(per_volume)) for v in pod.spec.volumes},
     )
 
@@ -110,8 +113,10 @@ def inode_stats(pod: Pod, rootfs: str, logs: str, per_volume: str) -> PodUsage:
     """upstream newPodInodeStats: inodes instead of bytes."""
     return PodUsage(
         uid=pod.uid,
-        containers=tuple(ContainerUsage(c.name, rootfs_inodes_used=q(rootfs),
-                                        logs_inodes_used=q(logs)) for c in pod.spec.containers),
+        containers=tuple(
+            ContainerUsage(c.name, rootfs_inodes_used=q(rootfs), logs_inodes_used=q(logs))
+            for c in pod.spec.containers
+        ),
         volumes={v.name: VolumeUsage(inodes_used=q(per_volume)) for v in pod.spec.volumes},
     )
 
@@ -134,18 +139,24 @@ def test_ordered_by_exceeds_request_memory() -> None:
 def test_ordered_by_exceeds_request_disk() -> None:
     below = make_pod("below-requests", -1, {"ephemeral-storage": "200Mi"})
     exceeds = make_pod("exceeds-requests", 1, {"ephemeral-storage": "100Mi"})
-    stats = by_uid([disk_stats(below, "100Mi", "99Mi", "0Mi"),
-                    disk_stats(exceeds, "90Mi", "11Mi", "0Mi")])
+    stats = by_uid(
+        [disk_stats(below, "100Mi", "99Mi", "0Mi"), disk_stats(exceeds, "90Mi", "11Mi", "0Mi")]
+    )
     ranked = rank_disk_pressure([below, exceeds], stats, measure=ALL_FS)
     assert names(ranked) == names([exceeds, below])
 
 
 def test_ordered_by_priority() -> None:
     low = make_pod("low-priority", -134)
-    medium = make_pod("medium-priority", 1, {"cpu": "100m", "memory": "100Mi"},
-                      {"cpu": "200m", "memory": "200Mi"})
-    high = make_pod("high-priority", 12534, {"cpu": "200m", "memory": "200Mi"},
-                    {"cpu": "200m", "memory": "200Mi"})
+    medium = make_pod(
+        "medium-priority", 1, {"cpu": "100m", "memory": "100Mi"}, {"cpu": "200m", "memory": "200Mi"}
+    )
+    high = make_pod(
+        "high-priority",
+        12534,
+        {"cpu": "200m", "memory": "200Mi"},
+        {"cpu": "200m", "memory": "200Mi"},
+    )
     # no stats for anyone: priority alone decides
     assert names(rank_memory_pressure([high, medium, low], {})) == names([low, medium, high])
 
@@ -154,17 +165,43 @@ def test_ordered_by_disk() -> None:
     pods = [
         make_pod("best-effort-high", DEFAULT, local_volume=True),
         make_pod("best-effort-low", DEFAULT, local_volume=True),
-        make_pod("burstable-high", DEFAULT, {"ephemeral-storage": "100Mi"},
-                 {"ephemeral-storage": "400Mi"}, local_volume=True),
-        make_pod("burstable-low", DEFAULT, {"ephemeral-storage": "100Mi"},
-                 {"ephemeral-storage": "400Mi"}, local_volume=True),
-        make_pod("guaranteed-high", DEFAULT, {"ephemeral-storage": "400Mi"},
-                 {"ephemeral-storage": "400Mi"}, local_volume=True),
-        make_pod("guaranteed-low", DEFAULT, {"ephemeral-storage": "400Mi"},
-                 {"ephemeral-storage": "400Mi"}, local_volume=True),
+        make_pod(
+            "burstable-high",
+            DEFAULT,
+            {"ephemeral-storage": "100Mi"},
+            {"ephemeral-storage": "400Mi"},
+            local_volume=True,
+        ),
+        make_pod(
+            "burstable-low",
+            DEFAULT,
+            {"ephemeral-storage": "100Mi"},
+            {"ephemeral-storage": "400Mi"},
+            local_volume=True,
+        ),
+        make_pod(
+            "guaranteed-high",
+            DEFAULT,
+            {"ephemeral-storage": "400Mi"},
+            {"ephemeral-storage": "400Mi"},
+            local_volume=True,
+        ),
+        make_pod(
+            "guaranteed-low",
+            DEFAULT,
+            {"ephemeral-storage": "400Mi"},
+            {"ephemeral-storage": "400Mi"},
+            local_volume=True,
+        ),
     ]
-    usage = [("50Mi", "100Mi", "150Mi"), ("25Mi", "25Mi", "50Mi"), ("150Mi", "150Mi", "50Mi"),
-             ("25Mi", "35Mi", "50Mi"), ("225Mi", "100Mi", "50Mi"), ("25Mi", "45Mi", "50Mi")]
+    usage = [
+        ("50Mi", "100Mi", "150Mi"),
+        ("25Mi", "25Mi", "50Mi"),
+        ("150Mi", "150Mi", "50Mi"),
+        ("25Mi", "35Mi", "50Mi"),
+        ("225Mi", "100Mi", "50Mi"),
+        ("25Mi", "45Mi", "50Mi"),
+    ]
     stats = by_uid([disk_stats(p, *u) for p, u in zip(pods, usage, strict=True)])
     p1, p2, p3, p4, p5, p6 = pods
     ranked = rank_disk_pressure(pods, stats, measure=ALL_FS)
@@ -175,9 +212,13 @@ def test_ordered_by_inodes() -> None:
     low = make_pod("low", DEFAULT, local_volume=True)
     medium = make_pod("medium", DEFAULT, local_volume=True)
     high = make_pod("high", DEFAULT, local_volume=True)
-    stats = by_uid([inode_stats(low, "50000", "100000", "50000"),
-                    inode_stats(medium, "100000", "150000", "50000"),
-                    inode_stats(high, "200000", "150000", "50000")])
+    stats = by_uid(
+        [
+            inode_stats(low, "50000", "100000", "50000"),
+            inode_stats(medium, "100000", "150000", "50000"),
+            inode_stats(high, "200000", "150000", "50000"),
+        ]
+    )
     ranked = rank_disk_pressure([low, medium, high], stats, measure=ALL_FS, resource="inodes")
     assert names(ranked) == names([high, medium, low])
 
@@ -193,8 +234,10 @@ def test_ordered_by_priority_disk() -> None:
         ("below-requests-high-priority-high-usage", HIGH, "1Gi", ("250Mi", "500Mi", "50Mi")),
         ("below-requests-high-priority-low-usage", HIGH, "1Gi", ("100Mi", "60Mi", "40Mi")),
     ]
-    pods = [make_pod(n, p, {"ephemeral-storage": r} if r else None, local_volume=True)
-            for n, p, r, _ in spec]
+    pods = [
+        make_pod(n, p, {"ephemeral-storage": r} if r else None, local_volume=True)
+        for n, p, r, _ in spec
+    ]
     stats = by_uid([disk_stats(pod, *s[3]) for pod, s in zip(pods, spec, strict=True)])
     ranked = rank_disk_pressure(list(reversed(pods)), stats, measure=ALL_FS)
     assert names(ranked) == names(pods)
@@ -245,11 +288,16 @@ def test_ordered_by_priority_memory() -> None:
 
 
 def test_ordered_by_priority_process() -> None:
-    spec = [("low-priority-high-usage", LOW, 20), ("low-priority-low-usage", LOW, 6),
-            ("high-priority-high-usage", HIGH, 20), ("high-priority-low-usage", HIGH, 5)]
+    spec = [
+        ("low-priority-high-usage", LOW, 20),
+        ("low-priority-low-usage", LOW, 6),
+        ("high-priority-high-usage", HIGH, 20),
+        ("high-priority-low-usage", HIGH, 5),
+    ]
     pods = [make_pod(n, p) for n, p, _ in spec]
-    stats = by_uid([PodUsage(pod.uid, process_count=s[2]) for pod, s in zip(pods, spec,
-                                                                             strict=True)])
+    stats = by_uid(
+        [PodUsage(pod.uid, process_count=s[2]) for pod, s in zip(pods, spec, strict=True)]
+    )
     assert names(rank_pid_pressure(list(reversed(pods)), stats)) == names(pods)
 
 
@@ -257,11 +305,12 @@ def test_pods_without_stats_are_ranked_first() -> None:
     measured = make_pod("measured", LOW)
     unmeasured = make_pod("unmeasured", HIGH, {"memory": "1Gi"})
     stats = by_uid([memory_stats(measured, "2Gi")])
-    assert names(rank_memory_pressure([measured, unmeasured], stats)) == [
-        "unmeasured", "measured"]
+    assert names(rank_memory_pressure([measured, unmeasured], stats)) == ["unmeasured", "measured"]
     disk = by_uid([disk_stats(measured, "1Gi", "1Gi", "0")])
     assert names(rank_disk_pressure([measured, unmeasured], disk, measure=ALL_FS)) == [
-        "unmeasured", "measured"]
+        "unmeasured",
+        "measured",
+    ]
     # for pids, priority comes first, then missing stats
     other = make_pod("other-low", LOW)
     pids = by_uid([PodUsage(measured.uid, process_count=500)])
@@ -291,14 +340,25 @@ def test_disk_measures_follow_the_filesystem_layout() -> None:
 
 def test_pod_request_counts_init_sidecars_and_overhead() -> None:
     base = make_pod("p", None, {"memory": "100Mi"})
-    init = Container(name="init", image="x:1", resources=ResourceRequirements(
-        requests={"memory": Quantity.parse("300Mi")}))
-    sidecar = Container(name="side", image="x:1", restart_policy="Always",
-                        resources=ResourceRequirements(requests={"memory": Quantity.parse("50Mi")}))
+    init = Container(
+        name="init",
+        image="x:1",
+        resources=ResourceRequirements(requests={"memory": Quantity.parse("300Mi")}),
+    )
+    sidecar = Container(
+        name="side",
+        image="x:1",
+        restart_policy="Always",
+        resources=ResourceRequirements(requests={"memory": Quantity.parse("50Mi")}),
+    )
     with_init = attrs.evolve(base, spec=attrs.evolve(base.spec, init_containers=(init,)))
     assert pod_request(with_init, "memory") == q("300Mi")  # the init container's need wins
-    with_side = attrs.evolve(base, spec=attrs.evolve(
-        base.spec, init_containers=(sidecar,), overhead={"memory": Quantity.parse("10Mi")}))
+    with_side = attrs.evolve(
+        base,
+        spec=attrs.evolve(
+            base.spec, init_containers=(sidecar,), overhead={"memory": Quantity.parse("10Mi")}
+        ),
+    )
     assert pod_request(with_side, "memory") == q("160Mi")
     assert pod_request(base, "ephemeral-storage") == 0
 
@@ -328,17 +388,21 @@ def test_eviction_message_for_disk_counts_rootfs_and_logs_and_skips_modest_conta
         "Threshold quantity: 10737418400, available: 1Gi. "
     )
     greedy = make_pod("greedy", DEFAULT)
-    msg = eviction_message("ephemeral-storage", greedy, disk_stats(greedy, "1Gi", "1Gi", "0"),
-                           thresholds, observations)
-    assert msg.endswith("Container greedy was using 2Gi, request is 0, has larger consumption "
-                        "of ephemeral-storage. ")
+    msg = eviction_message(
+        "ephemeral-storage", greedy, disk_stats(greedy, "1Gi", "1Gi", "0"), thresholds, observations
+    )
+    assert msg.endswith(
+        "Container greedy was using 2Gi, request is 0, has larger consumption "
+        "of ephemeral-storage. "
+    )
 
 
 @pytest.mark.parametrize("resource", ["memory", "ephemeral-storage"])
 def test_eviction_message_without_stats_names_only_the_resource(resource: str) -> None:
     pod = make_pod("p", DEFAULT)
     assert eviction_message(resource, pod, None, [], {}) == (
-        f"The node was low on resource: {resource}. ")
+        f"The node was low on resource: {resource}. "
+    )
 
 
 def test_request_cache_remembers_per_pod_object_and_forgets_inactive_pods() -> None:
@@ -351,9 +415,19 @@ def test_request_cache_remembers_per_pod_object_and_forgets_inactive_pods() -> N
     assert names(rank_memory_pressure([small, other], stats, cache=cache)) == ["other", "p"]
     assert len(cache) == 2
     # an updated pod is a new object with the same uid: its new request is used
-    bigger = attrs.evolve(small, spec=attrs.evolve(small.spec, containers=(
-        Container(name="p", image="busybox:1.36", resources=ResourceRequirements(
-            requests={"memory": Quantity.parse("1Gi")})),)))
+    bigger = attrs.evolve(
+        small,
+        spec=attrs.evolve(
+            small.spec,
+            containers=(
+                Container(
+                    name="p",
+                    image="busybox:1.36",
+                    resources=ResourceRequirements(requests={"memory": Quantity.parse("1Gi")}),
+                ),
+            ),
+        ),
+    )
     assert names(rank_memory_pressure([bigger, other], stats, cache=cache)) == ["other", "p"]
     stats[bigger.uid] = memory_stats(bigger, "2Gi")  # now 1Gi over its request
     assert names(rank_memory_pressure([bigger, other], stats, cache=cache)) == ["p", "other"]

@@ -108,13 +108,17 @@ async def start_pod(rt: HostProcessRuntime, pod: Pod, data_dir: Path, mib: int) 
     )
     sid = await rt.run_pod_sandbox(cfg)
     script = 'dd if=/dev/zero of="$DATA/blob" bs=1M count="$MIB" 2>/dev/null; exec sleep 1000'
-    cid = await rt.create_container(sid, ContainerConfig(
-        metadata=ContainerMetadata(name="writer"),
-        image=ImageSpec("busybox:1.36"),
-        command=("/bin/sh", "-c", script),
-        envs=(KeyValue("DATA", str(data_dir)), KeyValue("MIB", str(mib))),
-        labels={labels.POD_UID: pod.uid, labels.CONTAINER_NAME: "writer"},
-    ), cfg)
+    cid = await rt.create_container(
+        sid,
+        ContainerConfig(
+            metadata=ContainerMetadata(name="writer"),
+            image=ImageSpec("busybox:1.36"),
+            command=("/bin/sh", "-c", script),
+            envs=(KeyValue("DATA", str(data_dir)), KeyValue("MIB", str(mib))),
+            labels={labels.POD_UID: pod.uid, labels.CONTAINER_NAME: "writer"},
+        ),
+        cfg,
+    )
     await rt.start_container(cid)
     return cid
 
@@ -170,8 +174,9 @@ async def test_filling_a_tmpfs_evicts_the_pod_that_filled_it(
     assert manager.node_conditions() == {DISK_PRESSURE}
     [(name, grace, reason, message)] = killed
     assert (name, grace, reason) == ("filler", 0.0, "Evicted")
-    assert message.startswith("The node was low on resource: ephemeral-storage. "
-                              "Threshold quantity: 8Mi, available: ")
+    assert message.startswith(
+        "The node was low on resource: ephemeral-storage. Threshold quantity: 8Mi, available: "
+    )
     assert (await runtime.container_status(filler_cid)).state is ContainerState.EXITED
     assert (await runtime.container_status(quiet_cid)).state is ContainerState.RUNNING
     assert manager.admit(make_pod("newcomer")).reason == "Evicted"
@@ -218,10 +223,17 @@ def writer_pod(name: str, data_dir: Path, mib: int) -> Pod:
         spec=PodSpec(
             termination_grace_period_seconds=30,
             volumes=(Volume(name="data", empty_dir=EmptyDirVolumeSource()),),
-            containers=(Container(
-                name="writer", image="busybox:1.36", command=("/bin/sh", "-c", script),
-                env=(EnvVar(name="DATA", value=str(data_dir)), EnvVar(name="MIB", value=str(mib))),
-            ),),
+            containers=(
+                Container(
+                    name="writer",
+                    image="busybox:1.36",
+                    command=("/bin/sh", "-c", script),
+                    env=(
+                        EnvVar(name="DATA", value=str(data_dir)),
+                        EnvVar(name="MIB", value=str(mib)),
+                    ),
+                ),
+            ),
         ),
     )
 
@@ -237,7 +249,8 @@ async def test_through_the_composer_the_filler_ends_failed_evicted(
     runtime = HostProcessRuntime(tmp_path / "runtime", kill_timeout=5)
     manager = ThresholdEvictionManager(
         stats=HostStatsProvider(
-            root_dir=tmpfs, runtime=runtime,
+            root_dir=tmpfs,
+            runtime=runtime,
             pod_volume_dirs=lambda pod: {"data": str(dirs[pod.uid])},
         ),
         runtime=runtime,
@@ -246,14 +259,16 @@ async def test_through_the_composer_the_filler_ends_failed_evicted(
         thresholds=parse_threshold_config(eviction_hard={"nodefs.available": "50%"}),
     )
     source = ProgrammaticSource()
-    kubelet = Kubelet(**stub_parts(
-        runtime=runtime,
-        sources=[source],
-        eviction_manager=VolumeTeardown(manager, dirs),
-        root_dir=tmp_path / "agent",
-        pod_logs_dir=tmp_path / "logs",
-        node_name="eviction-test",
-    ))
+    kubelet = Kubelet(
+        **stub_parts(
+            runtime=runtime,
+            sources=[source],
+            eviction_manager=VolumeTeardown(manager, dirs),
+            root_dir=tmp_path / "agent",
+            pod_logs_dir=tmp_path / "logs",
+            node_name="eviction-test",
+        )
+    )
     try:
         async with kubelet:
             source.set_pods([quiet, filler])

@@ -55,8 +55,9 @@ HugePages_Total:       0
 """
 
 
-def fake_proc(root: Path, *, pid_max: int = 32768, threads_max: int = 60000,
-              entities: int = 321) -> Path:
+def fake_proc(
+    root: Path, *, pid_max: int = 32768, threads_max: int = 60000, entities: int = 321
+) -> Path:
     (root / "sys/kernel").mkdir(parents=True)
     (root / "meminfo").write_text(MEMINFO)
     (root / "sys/kernel/pid_max").write_text(f"{pid_max}\n")
@@ -70,13 +71,16 @@ def fake_v1_memory(d: Path, usage: int, inactive: int, limit: int = 922337203685
     (d / "memory.usage_in_bytes").write_text(f"{usage}\n")
     (d / "memory.limit_in_bytes").write_text(f"{limit}\n")
     (d / "memory.stat").write_text(
-        f"cache 5\nrss 7\ninactive_file 3\ntotal_inactive_file {inactive}\n")
+        f"cache 5\nrss 7\ninactive_file 3\ntotal_inactive_file {inactive}\n"
+    )
     return d
 
 
 def pod(name: str) -> Pod:
-    return Pod(metadata=ObjectMeta(name=name, uid=f"uid-{name}"),
-               spec=PodSpec(containers=(Container(name="c", image="busybox:1.36"),)))
+    return Pod(
+        metadata=ObjectMeta(name=name, uid=f"uid-{name}"),
+        spec=PodSpec(containers=(Container(name="c", image="busybox:1.36"),)),
+    )
 
 
 def test_meminfo_of_a_fake_proc(tmp_path: Path) -> None:
@@ -103,12 +107,14 @@ def test_cgroup_v1_and_v2_working_set(tmp_path: Path) -> None:
 async def test_node_memory_is_capacity_minus_root_cgroup_working_set(tmp_path: Path) -> None:
     proc = fake_proc(tmp_path / "proc")
     root = fake_v1_memory(tmp_path / "memory", usage=3 << 30, inactive=1 << 30)
-    provider = HostStatsProvider(root_dir=tmp_path, memory_cgroup_root=root, proc=proc,
-                                 clock=FakeClock())
+    provider = HostStatsProvider(
+        root_dir=tmp_path, memory_cgroup_root=root, proc=proc, clock=FakeClock()
+    )
     summary = await provider.summary([])
     total = 8_000_000 * 1024
-    assert summary.memory == MemoryStats(available_bytes=total - (2 << 30),
-                                         working_set_bytes=2 << 30)
+    assert summary.memory == MemoryStats(
+        available_bytes=total - (2 << 30), working_set_bytes=2 << 30
+    )
     obs = make_observations(summary)[MEMORY_AVAILABLE]
     assert (obs.available, obs.capacity) == (total - (2 << 30), total)
     assert summary.time == FakeClock().now()
@@ -116,11 +122,11 @@ async def test_node_memory_is_capacity_minus_root_cgroup_working_set(tmp_path: P
 
 async def test_without_a_root_cgroup_the_kernel_estimate_is_used(tmp_path: Path) -> None:
     proc = fake_proc(tmp_path / "proc")
-    provider = HostStatsProvider(root_dir=tmp_path, memory_cgroup_root=tmp_path / "none",
-                                 proc=proc)
+    provider = HostStatsProvider(root_dir=tmp_path, memory_cgroup_root=tmp_path / "none", proc=proc)
     summary = await provider.summary([])
-    assert summary.memory == MemoryStats(available_bytes=6_000_000 * 1024,
-                                         working_set_bytes=2_000_000 * 1024)
+    assert summary.memory == MemoryStats(
+        available_bytes=6_000_000 * 1024, working_set_bytes=2_000_000 * 1024
+    )
 
 
 async def test_pids_are_the_smaller_limit_minus_scheduling_entities(tmp_path: Path) -> None:
@@ -133,8 +139,9 @@ async def test_pids_are_the_smaller_limit_minus_scheduling_entities(tmp_path: Pa
 async def test_pods_cgroup_gives_allocatable_memory(tmp_path: Path) -> None:
     proc = fake_proc(tmp_path / "proc")
     kubepods = fake_v1_memory(tmp_path / "kubepods", usage=900, inactive=100, limit=4000)
-    provider = HostStatsProvider(root_dir=tmp_path, memory_cgroup_root=tmp_path / "none",
-                                 proc=proc, pods_cgroup=kubepods)
+    provider = HostStatsProvider(
+        root_dir=tmp_path, memory_cgroup_root=tmp_path / "none", proc=proc, pods_cgroup=kubepods
+    )
     summary = await provider.summary([])
     assert summary.allocatable_memory == MemoryStats(available_bytes=3200, working_set_bytes=800)
 
@@ -148,7 +155,9 @@ async def test_a_pod_is_measured_from_its_cgroup_and_volumes(tmp_path: Path) -> 
     (vol / "sub" / "f").write_bytes(b"x" * 10000)
     a, b = pod("a"), pod("b")
     provider = HostStatsProvider(
-        root_dir=tmp_path, memory_cgroup_root=tmp_path / "none", proc=proc,
+        root_dir=tmp_path,
+        memory_cgroup_root=tmp_path / "none",
+        proc=proc,
         pod_cgroup=lambda p: str(cg) if p is a else None,
         pod_volume_dirs=lambda p: {"data": str(vol)} if p is a else {},
     )
@@ -165,22 +174,40 @@ async def test_without_a_cgroup_the_runtime_sandbox_stats_are_used(tmp_path: Pat
     clock = FakeClock()
     rt = FakeRuntime(clock, images=["busybox:1.36"])
     a = pod("a")
-    cfg = PodSandboxConfig(metadata=PodSandboxMetadata(name="a", namespace="default", uid=a.uid),
-                           labels={labels.POD_UID: a.uid})
+    cfg = PodSandboxConfig(
+        metadata=PodSandboxMetadata(name="a", namespace="default", uid=a.uid),
+        labels={labels.POD_UID: a.uid},
+    )
     sid = await rt.run_pod_sandbox(cfg)
-    cid = await rt.create_container(sid, ContainerConfig(
-        metadata=ContainerMetadata(name="c"), image=ImageSpec("busybox:1.36"),
-        command=("sleep", "1000"), labels={labels.POD_UID: a.uid}), cfg)
+    cid = await rt.create_container(
+        sid,
+        ContainerConfig(
+            metadata=ContainerMetadata(name="c"),
+            image=ImageSpec("busybox:1.36"),
+            command=("sleep", "1000"),
+            labels={labels.POD_UID: a.uid},
+        ),
+        cfg,
+    )
     await rt.start_container(cid)
-    rt.set_stats(cid, memory_working_set=123 << 20, writable_layer_bytes=7 << 20,
-                 writable_layer_inodes=11)
-    provider = HostStatsProvider(root_dir=tmp_path, memory_cgroup_root=tmp_path / "none",
-                                 proc=fake_proc(tmp_path / "proc"), runtime=rt)
+    rt.set_stats(
+        cid, memory_working_set=123 << 20, writable_layer_bytes=7 << 20, writable_layer_inodes=11
+    )
+    provider = HostStatsProvider(
+        root_dir=tmp_path,
+        memory_cgroup_root=tmp_path / "none",
+        proc=fake_proc(tmp_path / "proc"),
+        runtime=rt,
+    )
     [usage] = (await provider.summary([a])).pods
     assert usage.memory_working_set_bytes == 123 << 20
     [c] = usage.containers
     assert (c.name, c.memory_working_set_bytes, c.rootfs_used_bytes, c.rootfs_inodes_used) == (
-        "c", 123 << 20, 7 << 20, 11)
+        "c",
+        123 << 20,
+        7 << 20,
+        11,
+    )
 
 
 async def test_filesystems_are_read_with_statvfs(tmp_path: Path) -> None:
@@ -188,16 +215,22 @@ async def test_filesystems_are_read_with_statvfs(tmp_path: Path) -> None:
     fs = fs_stats(tmp_path)
     assert fs.capacity_bytes == st.f_blocks * st.f_frsize
     assert fs.inodes == st.f_files
-    provider = HostStatsProvider(root_dir=tmp_path, image_dir=tmp_path,
-                                 memory_cgroup_root=tmp_path / "none",
-                                 proc=fake_proc(tmp_path / "proc"))
+    provider = HostStatsProvider(
+        root_dir=tmp_path,
+        image_dir=tmp_path,
+        memory_cgroup_root=tmp_path / "none",
+        proc=fake_proc(tmp_path / "proc"),
+    )
     summary = await provider.summary([])
     assert summary.dedicated_image_fs is False
     assert NODEFS_AVAILABLE in make_observations(summary)
     # /proc is its own filesystem: as an image dir it counts as dedicated
-    other = HostStatsProvider(root_dir=tmp_path, image_dir="/proc",
-                              memory_cgroup_root=tmp_path / "none",
-                              proc=fake_proc(tmp_path / "proc2"))
+    other = HostStatsProvider(
+        root_dir=tmp_path,
+        image_dir="/proc",
+        memory_cgroup_root=tmp_path / "none",
+        proc=fake_proc(tmp_path / "proc2"),
+    )
     assert (await other.summary([])).dedicated_image_fs is True
 
 
@@ -253,13 +286,22 @@ def test_all_is_honest() -> None:
 
 
 def test_the_package_imports_no_other_subsystem() -> None:
-    code = ("import json, sys, kubelet_kit.eviction; "
-            "print(json.dumps(sorted({m.split('.')[1] for m in sys.modules "
-            "if m.startswith('kubelet_kit.')})))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    code = (
+        "import json, sys, kubelet_kit.eviction; "
+        "print(json.dumps(sorted({m.split('.')[1] for m in sys.modules "
+        "if m.startswith('kubelet_kit.')})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert set(json.loads(out)) <= {
-        "api", "container", "clock", "errors", "eviction", "_version", "_lazy",
+        "api",
+        "container",
+        "clock",
+        "errors",
+        "eviction",
+        "_version",
+        "_lazy",
     }
 
 
@@ -288,8 +330,7 @@ async def test_imagefs_is_where_the_runtime_keeps_its_images(tmp_path: Path) -> 
         assert summary.dedicated_image_fs
         assert summary.imagefs.capacity_bytes == fs_stats(images).capacity_bytes
         # An image_dir given explicitly wins over the runtime's answer.
-        given = HostStatsProvider(root_dir=tmp_path, image_dir=tmp_path, runtime=runtime,
-                                  proc=proc)
+        given = HostStatsProvider(root_dir=tmp_path, image_dir=tmp_path, runtime=runtime, proc=proc)
         assert not (await given.summary([])).dedicated_image_fs
         # A runtime that cannot tell leaves the state directory's filesystem.
         silent = HostStatsProvider(root_dir=tmp_path, runtime=FakeRuntime(), proc=proc)

@@ -73,8 +73,7 @@ def same_value(a: ThresholdValue | None, b: ThresholdValue | None) -> bool:
     if a is None or b is None:
         return a is b
     if a.quantity is not None or b.quantity is not None:
-        return (a.quantity is not None and b.quantity is not None
-                and a.quantity.cmp(b.quantity) == 0)
+        return a.quantity is not None and b.quantity is not None and a.quantity.cmp(b.quantity) == 0
     return a.percentage == b.percentage
 
 
@@ -164,47 +163,102 @@ PARSE_CASES: dict[str, dict[str, Any]] = {
         ],
     ),
     "disable via 0%": dict(
-        alloc=[], hard={"memory.available": "0%"}, soft={"memory.available": "0%"},
-        grace={}, reclaim={}, err=False, expect=[],
+        alloc=[],
+        hard={"memory.available": "0%"},
+        soft={"memory.available": "0%"},
+        grace={},
+        reclaim={},
+        err=False,
+        expect=[],
     ),
     "disable via 100%": dict(
-        alloc=[], hard={"memory.available": "100%"}, soft={"memory.available": "100%"},
-        grace={}, reclaim={}, err=False, expect=[],
+        alloc=[],
+        hard={"memory.available": "100%"},
+        soft={"memory.available": "100%"},
+        grace={},
+        reclaim={},
+        err=False,
+        expect=[],
     ),
     "invalid-signal": dict(
-        alloc=[], hard={"mem.available": "150Mi"}, soft={}, grace={}, reclaim={}, err=True,
+        alloc=[],
+        hard={"mem.available": "150Mi"},
+        soft={},
+        grace={},
+        reclaim={},
+        err=True,
         expect=[],
     ),
     "hard-signal-negative": dict(
-        alloc=[], hard={"memory.available": "-150Mi"}, soft={}, grace={}, reclaim={}, err=True,
+        alloc=[],
+        hard={"memory.available": "-150Mi"},
+        soft={},
+        grace={},
+        reclaim={},
+        err=True,
         expect=[],
     ),
     "hard-signal-negative-percentage": dict(
-        alloc=[], hard={"memory.available": "-15%"}, soft={}, grace={}, reclaim={}, err=True,
+        alloc=[],
+        hard={"memory.available": "-15%"},
+        soft={},
+        grace={},
+        reclaim={},
+        err=True,
         expect=[],
     ),
     "hard-signal-percentage-greater-than-100%": dict(
-        alloc=[], hard={"memory.available": "150%"}, soft={}, grace={}, reclaim={}, err=True,
+        alloc=[],
+        hard={"memory.available": "150%"},
+        soft={},
+        grace={},
+        reclaim={},
+        err=True,
         expect=[],
     ),
     "soft-signal-negative": dict(
-        alloc=[], hard={}, soft={"memory.available": "-150Mi"}, grace={}, reclaim={}, err=True,
+        alloc=[],
+        hard={},
+        soft={"memory.available": "-150Mi"},
+        grace={},
+        reclaim={},
+        err=True,
         expect=[],
     ),
     "valid-and-invalid-signal": dict(
-        alloc=[], hard={"memory.available": "150Mi", "invalid.foo": "150Mi"}, soft={}, grace={},
-        reclaim={}, err=True, expect=[],
+        alloc=[],
+        hard={"memory.available": "150Mi", "invalid.foo": "150Mi"},
+        soft={},
+        grace={},
+        reclaim={},
+        err=True,
+        expect=[],
     ),
     "soft-no-grace-period": dict(
-        alloc=[], hard={}, soft={"memory.available": "150Mi"}, grace={}, reclaim={}, err=True,
+        alloc=[],
+        hard={},
+        soft={"memory.available": "150Mi"},
+        grace={},
+        reclaim={},
+        err=True,
         expect=[],
     ),
     "soft-negative-grace-period": dict(
-        alloc=[], hard={}, soft={"memory.available": "150Mi"},
-        grace={"memory.available": "-30s"}, reclaim={}, err=True, expect=[],
+        alloc=[],
+        hard={},
+        soft={"memory.available": "150Mi"},
+        grace={"memory.available": "-30s"},
+        reclaim={},
+        err=True,
+        expect=[],
     ),
     "negative-reclaim": dict(
-        alloc=[], hard={}, soft={}, grace={}, reclaim={"memory.available": "-300Mi"}, err=True,
+        alloc=[],
+        hard={},
+        soft={},
+        grace={},
+        reclaim={"memory.available": "-300Mi"},
+        err=True,
         expect=[],
     ),
 }
@@ -233,36 +287,67 @@ def test_parse_threshold_config_upstream_table(name: str) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "path", "fragment"),
     [
-        ({"eviction_hard": {"mem.available": "1Gi"}}, "evictionHard[mem.available]",
-         "unsupported eviction signal mem.available"),
-        ({"eviction_hard": {"memory.available": "-150Mi"}}, "evictionHard[memory.available]",
-         "must be positive: -150Mi"),
-        ({"eviction_hard": {"memory.available": "0"}}, "evictionHard[memory.available]",
-         "must be positive"),
-        ({"eviction_hard": {"memory.available": "-15%"}}, "evictionHard[memory.available]",
-         "must be >= 0%: -15%"),
-        ({"eviction_hard": {"memory.available": "150%"}}, "evictionHard[memory.available]",
-         "must be <= 100%: 150%"),
-        ({"eviction_hard": {"memory.available": "12Q"}}, "evictionHard[memory.available]",
-         '"12Q"'),
-        ({"eviction_hard": {"memory.available": "ten%"}}, "evictionHard[memory.available]",
-         "invalid syntax"),
-        ({"eviction_soft": {"memory.available": "1Gi"}},
-         "evictionSoftGracePeriod[memory.available]",
-         "grace period must be specified for the soft eviction threshold memory.available"),
-        ({"eviction_soft_grace_period": {"memory.available": "-30s"}},
-         "evictionSoftGracePeriod[memory.available]",
-         "invalid eviction grace period specified: -30s, must be a positive value"),
-        ({"eviction_soft_grace_period": {"memory.available": "soon"}},
-         "evictionSoftGracePeriod[memory.available]", 'invalid duration "soon"'),
-        ({"eviction_minimum_reclaim": {"memory.available": "-300Mi"}},
-         "evictionMinimumReclaim[memory.available]",
-         "negative eviction minimum reclaim specified for memory.available"),
-        ({"eviction_minimum_reclaim": {"memory.available": "0%"}},
-         "evictionMinimumReclaim[memory.available]",
-         "eviction percentage minimum reclaim memory.available must be positive: 0%"),
-        ({"eviction_minimum_reclaim": {"disk.available": "1Gi"}},
-         "evictionMinimumReclaim[disk.available]", "unsupported eviction signal"),
+        (
+            {"eviction_hard": {"mem.available": "1Gi"}},
+            "evictionHard[mem.available]",
+            "unsupported eviction signal mem.available",
+        ),
+        (
+            {"eviction_hard": {"memory.available": "-150Mi"}},
+            "evictionHard[memory.available]",
+            "must be positive: -150Mi",
+        ),
+        (
+            {"eviction_hard": {"memory.available": "0"}},
+            "evictionHard[memory.available]",
+            "must be positive",
+        ),
+        (
+            {"eviction_hard": {"memory.available": "-15%"}},
+            "evictionHard[memory.available]",
+            "must be >= 0%: -15%",
+        ),
+        (
+            {"eviction_hard": {"memory.available": "150%"}},
+            "evictionHard[memory.available]",
+            "must be <= 100%: 150%",
+        ),
+        ({"eviction_hard": {"memory.available": "12Q"}}, "evictionHard[memory.available]", '"12Q"'),
+        (
+            {"eviction_hard": {"memory.available": "ten%"}},
+            "evictionHard[memory.available]",
+            "invalid syntax",
+        ),
+        (
+            {"eviction_soft": {"memory.available": "1Gi"}},
+            "evictionSoftGracePeriod[memory.available]",
+            "grace period must be specified for the soft eviction threshold memory.available",
+        ),
+        (
+            {"eviction_soft_grace_period": {"memory.available": "-30s"}},
+            "evictionSoftGracePeriod[memory.available]",
+            "invalid eviction grace period specified: -30s, must be a positive value",
+        ),
+        (
+            {"eviction_soft_grace_period": {"memory.available": "soon"}},
+            "evictionSoftGracePeriod[memory.available]",
+            'invalid duration "soon"',
+        ),
+        (
+            {"eviction_minimum_reclaim": {"memory.available": "-300Mi"}},
+            "evictionMinimumReclaim[memory.available]",
+            "negative eviction minimum reclaim specified for memory.available",
+        ),
+        (
+            {"eviction_minimum_reclaim": {"memory.available": "0%"}},
+            "evictionMinimumReclaim[memory.available]",
+            "eviction percentage minimum reclaim memory.available must be positive: 0%",
+        ),
+        (
+            {"eviction_minimum_reclaim": {"disk.available": "1Gi"}},
+            "evictionMinimumReclaim[disk.available]",
+            "unsupported eviction signal",
+        ),
     ],
 )
 def test_every_invalid_value_is_rejected_with_its_field(
@@ -335,15 +420,19 @@ ALLOC_CASES = {
     ),
     "memory-signal-without-grace": (
         [th(MEMORY_AVAILABLE, "150Mi", reclaim="0")],
-        [th(ALLOCATABLE_MEMORY_AVAILABLE, "150Mi", reclaim="0"),
-         th(MEMORY_AVAILABLE, "150Mi", reclaim="0")],
+        [
+            th(ALLOCATABLE_MEMORY_AVAILABLE, "150Mi", reclaim="0"),
+            th(MEMORY_AVAILABLE, "150Mi", reclaim="0"),
+        ],
     ),
     "memory-signal-without-grace-two-thresholds": (
         [th(MEMORY_AVAILABLE, "150Mi", reclaim="0"), th(MEMORY_AVAILABLE, "200Mi", reclaim="1Gi")],
-        [th(ALLOCATABLE_MEMORY_AVAILABLE, "150Mi", reclaim="0"),
-         th(MEMORY_AVAILABLE, "150Mi", reclaim="0"),
-         th(ALLOCATABLE_MEMORY_AVAILABLE, "200Mi", reclaim="1Gi"),
-         th(MEMORY_AVAILABLE, "200Mi", reclaim="1Gi")],
+        [
+            th(ALLOCATABLE_MEMORY_AVAILABLE, "150Mi", reclaim="0"),
+            th(MEMORY_AVAILABLE, "150Mi", reclaim="0"),
+            th(ALLOCATABLE_MEMORY_AVAILABLE, "200Mi", reclaim="1Gi"),
+            th(MEMORY_AVAILABLE, "200Mi", reclaim="1Gi"),
+        ],
     ),
 }
 
@@ -367,18 +456,34 @@ def obs(available: str, capacity: str = "0", time: float = 0.0) -> Observation:
     ("enforce", "thresholds", "observations", "expected"),
     [
         pytest.param(False, [], {}, [], id="empty"),
-        pytest.param(False, [HARD_1GI], {MEMORY_AVAILABLE: obs("500Mi")}, [HARD_1GI],
-                     id="threshold-met-memory"),
-        pytest.param(False, [HARD_1GI], {MEMORY_AVAILABLE: obs("2Gi")}, [],
-                     id="threshold-not-met"),
-        pytest.param(True, [HARD_1GI], {MEMORY_AVAILABLE: obs("1.05Gi")}, [HARD_1GI],
-                     id="threshold-met-with-min-reclaim"),
-        pytest.param(True, [HARD_1GI], {MEMORY_AVAILABLE: obs("2Gi")}, [],
-                     id="threshold-not-met-with-min-reclaim"),
+        pytest.param(
+            False,
+            [HARD_1GI],
+            {MEMORY_AVAILABLE: obs("500Mi")},
+            [HARD_1GI],
+            id="threshold-met-memory",
+        ),
+        pytest.param(False, [HARD_1GI], {MEMORY_AVAILABLE: obs("2Gi")}, [], id="threshold-not-met"),
+        pytest.param(
+            True,
+            [HARD_1GI],
+            {MEMORY_AVAILABLE: obs("1.05Gi")},
+            [HARD_1GI],
+            id="threshold-met-with-min-reclaim",
+        ),
+        pytest.param(
+            True,
+            [HARD_1GI],
+            {MEMORY_AVAILABLE: obs("2Gi")},
+            [],
+            id="threshold-not-met-with-min-reclaim",
+        ),
     ],
 )
 def test_thresholds_met_upstream_table(
-    enforce: bool, thresholds: list[Threshold], observations: dict[str, Observation],
+    enforce: bool,
+    thresholds: list[Threshold],
+    observations: dict[str, Observation],
     expected: list[Threshold],
 ) -> None:
     assert thresholds_met(thresholds, observations, enforce) == expected
@@ -390,18 +495,36 @@ PCT = [th(MEMORY_AVAILABLE, "0.2", reclaim="0.05"), th(NODEFS_AVAILABLE, "0.3")]
 @pytest.mark.parametrize(
     ("enforce", "observations", "expected"),
     [
-        pytest.param(False, {MEMORY_AVAILABLE: obs("100Mi", "1000Mi"),
-                             NODEFS_AVAILABLE: obs("100Gi", "1000Gi")}, PCT, id="BothMet"),
-        pytest.param(False, {MEMORY_AVAILABLE: obs("300Mi", "1000Mi"),
-                             NODEFS_AVAILABLE: obs("400Gi", "1000Gi")}, [], id="NoneMet"),
-        pytest.param(False, {MEMORY_AVAILABLE: obs("300Mi", "1000Mi"),
-                             NODEFS_AVAILABLE: obs("100Gi", "1000Gi")}, [PCT[1]], id="DiskMet"),
-        pytest.param(False, {MEMORY_AVAILABLE: obs("100Mi", "1000Mi"),
-                             NODEFS_AVAILABLE: obs("400Gi", "1000Gi")}, [PCT[0]], id="MemoryMet"),
-        pytest.param(True, {MEMORY_AVAILABLE: obs("225Mi", "1000Mi")}, [PCT[0]],
-                     id="MemoryMetWithMinReclaim"),
-        pytest.param(True, {MEMORY_AVAILABLE: obs("300Mi", "1000Mi")}, [],
-                     id="MemoryNotMetWithMinReclaim"),
+        pytest.param(
+            False,
+            {MEMORY_AVAILABLE: obs("100Mi", "1000Mi"), NODEFS_AVAILABLE: obs("100Gi", "1000Gi")},
+            PCT,
+            id="BothMet",
+        ),
+        pytest.param(
+            False,
+            {MEMORY_AVAILABLE: obs("300Mi", "1000Mi"), NODEFS_AVAILABLE: obs("400Gi", "1000Gi")},
+            [],
+            id="NoneMet",
+        ),
+        pytest.param(
+            False,
+            {MEMORY_AVAILABLE: obs("300Mi", "1000Mi"), NODEFS_AVAILABLE: obs("100Gi", "1000Gi")},
+            [PCT[1]],
+            id="DiskMet",
+        ),
+        pytest.param(
+            False,
+            {MEMORY_AVAILABLE: obs("100Mi", "1000Mi"), NODEFS_AVAILABLE: obs("400Gi", "1000Gi")},
+            [PCT[0]],
+            id="MemoryMet",
+        ),
+        pytest.param(
+            True, {MEMORY_AVAILABLE: obs("225Mi", "1000Mi")}, [PCT[0]], id="MemoryMetWithMinReclaim"
+        ),
+        pytest.param(
+            True, {MEMORY_AVAILABLE: obs("300Mi", "1000Mi")}, [], id="MemoryNotMetWithMinReclaim"
+        ),
     ],
 )
 def test_percentage_thresholds_met_upstream_table(
@@ -420,21 +543,42 @@ T0 = 1_451_606_400.0  # 2016-01-01T00:00:00Z
     ("thresholds", "observations", "last", "expected"),
     [
         pytest.param([], {}, {}, [], id="empty"),
-        pytest.param([UPDATED], {MEMORY_AVAILABLE: Observation(0, 0)}, {}, [UPDATED],
-                     id="no-time"),
-        pytest.param([UPDATED], {MEMORY_AVAILABLE: Observation(0, 0, T0)}, {}, [UPDATED],
-                     id="no-last-observation"),
-        pytest.param([UPDATED], {MEMORY_AVAILABLE: Observation(0, 0, T0)},
-                     {MEMORY_AVAILABLE: Observation(0, 0, T0 + 60)}, [], id="time-machine"),
-        pytest.param([UPDATED], {MEMORY_AVAILABLE: Observation(0, 0, T0)},
-                     {MEMORY_AVAILABLE: Observation(0, 0, T0)}, [], id="same-observation"),
-        pytest.param([UPDATED], {MEMORY_AVAILABLE: Observation(0, 0, T0 + 60)},
-                     {MEMORY_AVAILABLE: Observation(0, 0, T0)}, [UPDATED], id="new-observation"),
+        pytest.param([UPDATED], {MEMORY_AVAILABLE: Observation(0, 0)}, {}, [UPDATED], id="no-time"),
+        pytest.param(
+            [UPDATED],
+            {MEMORY_AVAILABLE: Observation(0, 0, T0)},
+            {},
+            [UPDATED],
+            id="no-last-observation",
+        ),
+        pytest.param(
+            [UPDATED],
+            {MEMORY_AVAILABLE: Observation(0, 0, T0)},
+            {MEMORY_AVAILABLE: Observation(0, 0, T0 + 60)},
+            [],
+            id="time-machine",
+        ),
+        pytest.param(
+            [UPDATED],
+            {MEMORY_AVAILABLE: Observation(0, 0, T0)},
+            {MEMORY_AVAILABLE: Observation(0, 0, T0)},
+            [],
+            id="same-observation",
+        ),
+        pytest.param(
+            [UPDATED],
+            {MEMORY_AVAILABLE: Observation(0, 0, T0 + 60)},
+            {MEMORY_AVAILABLE: Observation(0, 0, T0)},
+            [UPDATED],
+            id="new-observation",
+        ),
     ],
 )
 def test_thresholds_updated_stats_upstream_table(
-    thresholds: list[Threshold], observations: dict[str, Observation],
-    last: dict[str, Observation], expected: list[Threshold],
+    thresholds: list[Threshold],
+    observations: dict[str, Observation],
+    last: dict[str, Observation],
+    expected: list[Threshold],
 ) -> None:
     assert thresholds_updated_stats(thresholds, observations, last) == expected
 
@@ -470,18 +614,27 @@ def test_thresholds_met_grace_period_upstream_table(
 def test_node_conditions_upstream_table() -> None:
     assert node_conditions([]) == []
     assert node_conditions([Threshold(MEMORY_AVAILABLE, ThresholdValue())]) == [MEMORY_PRESSURE]
-    every = [Threshold(s, ThresholdValue()) for s in (
-        PID_AVAILABLE, IMAGEFS_INODES_FREE, ALLOCATABLE_MEMORY_AVAILABLE, NODEFS_AVAILABLE)]
+    every = [
+        Threshold(s, ThresholdValue())
+        for s in (
+            PID_AVAILABLE,
+            IMAGEFS_INODES_FREE,
+            ALLOCATABLE_MEMORY_AVAILABLE,
+            NODEFS_AVAILABLE,
+        )
+    ]
     assert node_conditions(every) == [MEMORY_PRESSURE, DISK_PRESSURE, PID_PRESSURE]
 
 
 def test_node_conditions_last_observed_at_upstream_table() -> None:
     old = NOW - 60
     assert node_conditions_last_observed_at([MEMORY_PRESSURE], {}, NOW) == {MEMORY_PRESSURE: NOW}
-    assert node_conditions_last_observed_at(
-        [MEMORY_PRESSURE], {MEMORY_PRESSURE: old}, NOW) == {MEMORY_PRESSURE: NOW}
-    assert node_conditions_last_observed_at(
-        [], {MEMORY_PRESSURE: old}, NOW) == {MEMORY_PRESSURE: old}
+    assert node_conditions_last_observed_at([MEMORY_PRESSURE], {MEMORY_PRESSURE: old}, NOW) == {
+        MEMORY_PRESSURE: NOW
+    }
+    assert node_conditions_last_observed_at([], {MEMORY_PRESSURE: old}, NOW) == {
+        MEMORY_PRESSURE: old
+    }
 
 
 def test_node_conditions_observed_since_upstream_table() -> None:
@@ -494,11 +647,16 @@ def test_node_conditions_observed_since_upstream_table() -> None:
     ("given", "expected"),
     [
         pytest.param([], [], id="empty threshold list"),
-        pytest.param([NODEFS_AVAILABLE, PID_AVAILABLE, MEMORY_AVAILABLE],
-                     [MEMORY_AVAILABLE, NODEFS_AVAILABLE, PID_AVAILABLE], id="memory first"),
-        pytest.param([NODEFS_AVAILABLE, PID_AVAILABLE, ALLOCATABLE_MEMORY_AVAILABLE],
-                     [ALLOCATABLE_MEMORY_AVAILABLE, NODEFS_AVAILABLE, PID_AVAILABLE],
-                     id="allocatable memory first"),
+        pytest.param(
+            [NODEFS_AVAILABLE, PID_AVAILABLE, MEMORY_AVAILABLE],
+            [MEMORY_AVAILABLE, NODEFS_AVAILABLE, PID_AVAILABLE],
+            id="memory first",
+        ),
+        pytest.param(
+            [NODEFS_AVAILABLE, PID_AVAILABLE, ALLOCATABLE_MEMORY_AVAILABLE],
+            [ALLOCATABLE_MEMORY_AVAILABLE, NODEFS_AVAILABLE, PID_AVAILABLE],
+            id="allocatable memory first",
+        ),
     ],
 )
 def test_sort_by_eviction_priority_upstream_table(given: list[str], expected: list[str]) -> None:
@@ -522,8 +680,9 @@ def test_make_signal_observations_upstream_case() -> None:
         pods=(PodUsage("uuid1", memory_working_set_bytes=1024**3),),
     )
     o = make_observations(summary)
-    assert o[ALLOCATABLE_MEMORY_AVAILABLE] == Observation(node_available, node_available + node_ws,
-                                                          T0)
+    assert o[ALLOCATABLE_MEMORY_AVAILABLE] == Observation(
+        node_available, node_available + node_ws, T0
+    )
     assert o[MEMORY_AVAILABLE] == Observation(node_available, node_available + node_ws, T0)
     assert o[NODEFS_AVAILABLE] == Observation(1024, 2048, T0)
     assert o[NODEFS_INODES_FREE] == Observation(1024, 1024 * 1024, T0)
@@ -533,8 +692,12 @@ def test_make_signal_observations_upstream_case() -> None:
 
 
 def test_missing_numbers_leave_the_signal_unobserved() -> None:
-    o = make_observations(NodeSummary(memory=MemoryStats(available_bytes=5),
-                                      nodefs=FsStats(available_bytes=1, capacity_bytes=2)))
+    o = make_observations(
+        NodeSummary(
+            memory=MemoryStats(available_bytes=5),
+            nodefs=FsStats(available_bytes=1, capacity_bytes=2),
+        )
+    )
     assert set(o) == {NODEFS_AVAILABLE}
 
 
@@ -556,8 +719,11 @@ def test_eviction_config_reads_kubelet_configuration_fields() -> None:
     assert ec.max_pod_grace_period == 20
     assert ec.monitoring_interval == 10
     signals = sorted((t.signal, t.grace_period) for t in ec.thresholds)
-    assert signals == [(ALLOCATABLE_MEMORY_AVAILABLE, 0), (MEMORY_AVAILABLE, 0),
-                       (NODEFS_AVAILABLE, 90)]
+    assert signals == [
+        (ALLOCATABLE_MEMORY_AVAILABLE, 0),
+        (MEMORY_AVAILABLE, 0),
+        (NODEFS_AVAILABLE, 90),
+    ]
     soft = next(t for t in ec.thresholds if t.signal == NODEFS_AVAILABLE)
     assert soft.min_reclaim == ThresholdValue(quantity=Quantity.parse("1Gi"))
 
@@ -568,7 +734,8 @@ def test_eviction_config_defaults_match_the_kubelet() -> None:
     assert ec.max_pod_grace_period == 0
     # the five Linux hard defaults plus allocatableMemory.available (pods enforced)
     assert {t.signal for t in ec.thresholds} == set(DEFAULT_EVICTION_HARD) | {
-        ALLOCATABLE_MEMORY_AVAILABLE}
+        ALLOCATABLE_MEMORY_AVAILABLE
+    }
     # "0s" cannot be told from unset in Go: it means the default
     zero = KubeletConfiguration(eviction_pressure_transition_period="0s")
     assert EvictionConfig.from_kubelet_config(zero).pressure_transition_period == 300
@@ -582,7 +749,9 @@ def test_eviction_config_names_every_bad_field() -> None:
     with pytest.raises(ValidationError) as info:
         EvictionConfig.from_kubelet_config(cfg)
     assert {e.path for e in info.value.errors} == {
-        "evictionHard[memory.available]", "evictionPressureTransitionPeriod"}
+        "evictionHard[memory.available]",
+        "evictionPressureTransitionPeriod",
+    }
     negative = KubeletConfiguration(eviction_pressure_transition_period="-1m")
     with pytest.raises(ValidationError, match="evictionPressureTransitionPeriod"):
         EvictionConfig.from_kubelet_config(negative)

@@ -38,8 +38,11 @@ EXPANSION_CASES = [
     ("missing open expression", "$VAR_A)", "$VAR_A)"),
     ("shell syntax ignored", "${VAR_A}", "${VAR_A}"),
     ("trailing incomplete expression not consumed", "$(VAR_B)_______$(A", "B_______$(A"),
-    ("trailing incomplete expression, no content, is not consumed", "$(VAR_C)_______$(",
-     "C_______$("),
+    (
+        "trailing incomplete expression, no content, is not consumed",
+        "$(VAR_C)_______$(",
+        "C_______$(",
+    ),
     ("operator at end of input string is preserved", "$(VAR_A)foobarzab$", "Afoobarzab$"),
     ("shell escaped incomplete expr", "foo-\\$(VAR_A", "foo-\\$(VAR_A"),
     ("lots of $( in middle", "--$($($($($--", "--$($($($($--"),
@@ -52,12 +55,14 @@ EXPANSION_CASES = [
 SINGLE = {"VAR_A": "A", "VAR_B": "B", "VAR_C": "C", "VAR_REF": "$(VAR_A)", "VAR_EMPTY": ""}
 
 
-@pytest.mark.parametrize(("text", "expected"), [c[1:] for c in EXPANSION_CASES],
-                         ids=[c[0] for c in EXPANSION_CASES])
+@pytest.mark.parametrize(
+    ("text", "expected"), [c[1:] for c in EXPANSION_CASES], ids=[c[0] for c in EXPANSION_CASES]
+)
 def test_expansion_upstream_table(text: str, expected: str) -> None:
     assert expand(text, SINGLE) == expected
-    dual = mapping_for({"VAR_A": "A", "VAR_EMPTY": ""},
-                       {"VAR_B": "B", "VAR_C": "C", "VAR_REF": "$(VAR_A)"})
+    dual = mapping_for(
+        {"VAR_A": "A", "VAR_EMPTY": ""}, {"VAR_B": "B", "VAR_C": "C", "VAR_REF": "$(VAR_A)"}
+    )
     assert expand(text, dual) == expected
 
 

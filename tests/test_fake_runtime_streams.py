@@ -76,7 +76,8 @@ async def start(rt: FakeRuntime, script: str | None = None, **config: object) ->
 
 def test_streaming_methods_are_the_protocols() -> None:
     assert {
-        name for name in vars(StreamingRuntime)
+        name
+        for name in vars(StreamingRuntime)
         if not name.startswith("_") and callable(vars(StreamingRuntime)[name])
     } == STREAMING_METHODS
 
@@ -99,13 +100,15 @@ async def test_exec_echoes_stdin_by_default_and_records_the_call(rt: FakeRuntime
 async def test_exec_without_stdin_runs_the_shell_as_exec_sync_does(rt: FakeRuntime) -> None:
     _, cid = await start(rt)
     out, err = Sink(), Sink()
-    code = await rt.exec_stream(cid, ["sh", "-c", "echo out; echo err >&2; exit 3"],
-                                StreamIO(stdout=out, stderr=err))
+    code = await rt.exec_stream(
+        cid, ["sh", "-c", "echo out; echo err >&2; exit 3"], StreamIO(stdout=out, stderr=err)
+    )
     assert (code, out.data, err.data) == (3, b"out\n", b"err\n")
     # On a terminal there is one stream.
     out = Sink()
-    await rt.exec_stream(cid, ["sh", "-c", "echo out; echo err >&2"],
-                         StreamIO(stdout=out, tty=True))
+    await rt.exec_stream(
+        cid, ["sh", "-c", "echo out; echo err >&2"], StreamIO(stdout=out, tty=True)
+    )
     assert out.data == b"out\nerr\n"
 
 
@@ -125,8 +128,10 @@ async def test_an_exec_handler_runs_the_session(rt: FakeRuntime) -> None:
     out = Sink()
     assert await rt.exec_stream(cid, ["anything"], StreamIO(stdout=out)) == 7
     assert out.data == b"scripted\n" and out.closed
-    assert await rt.exec_stream(cid, ["default"], StreamIO(stdin=Source(b"x", b""),
-                                                             stdout=Sink())) == 0
+    assert (
+        await rt.exec_stream(cid, ["default"], StreamIO(stdin=Source(b"x", b""), stdout=Sink()))
+        == 0
+    )
     assert seen == [(cid, ("anything",)), (cid, ("default",))]
 
 
@@ -146,8 +151,9 @@ async def test_terminal_sizes_are_recorded(rt: FakeRuntime) -> None:
         return 0
 
     rt.set_exec_stream_handler(handler)
-    await rt.exec_stream(cid, ["sh"], StreamIO(
-        tty=True, resize=sizes(TerminalSize(80, 24), TerminalSize(100, 40))))
+    await rt.exec_stream(
+        cid, ["sh"], StreamIO(tty=True, resize=sizes(TerminalSize(80, 24), TerminalSize(100, 40)))
+    )
     assert rt.terminal_sizes(cid) == [TerminalSize(80, 24), TerminalSize(100, 40)]
 
 
@@ -183,12 +189,14 @@ async def test_injected_faults_and_latency_apply_to_streams(
 async def test_attach_streams_new_output_and_echoes_stdin(
     rt: FakeRuntime, clock: FakeClock
 ) -> None:
-    _, cid = await start(rt, "echo before; sleep 1; echo after; echo oops >&2; sleep 1; exit 0",
-                         stdin=True)
+    _, cid = await start(
+        rt, "echo before; sleep 1; echo after; echo oops >&2; sleep 1; exit 0", stdin=True
+    )
     out, err = Sink(), Sink()
     src = Source(b"typed\n")
-    session = asyncio.ensure_future(rt.attach_stream(cid, StreamIO(stdin=src, stdout=out,
-                                                                   stderr=err)))
+    session = asyncio.ensure_future(
+        rt.attach_stream(cid, StreamIO(stdin=src, stdout=out, stderr=err))
+    )
     await clock.run_for(1.0)
     await clock.run_for(1.0)
     await asyncio.wait_for(session, 5)  # the container exited
@@ -198,8 +206,9 @@ async def test_attach_streams_new_output_and_echoes_stdin(
 
 async def test_attach_ends_with_stdin_unless_stdin_once(rt: FakeRuntime) -> None:
     _, plain = await start(rt, stdin=True)
-    await asyncio.wait_for(rt.attach_stream(plain, StreamIO(stdin=Source(b"a", b""),
-                                                            stdout=Sink())), 5)
+    await asyncio.wait_for(
+        rt.attach_stream(plain, StreamIO(stdin=Source(b"a", b""), stdout=Sink())), 5
+    )
     assert not rt.stdin_closed(plain)
     sc = sandbox_config(name="other", uid="uid-2")
     sid = await rt.run_pod_sandbox(sc)
@@ -207,7 +216,8 @@ async def test_attach_ends_with_stdin_unless_stdin_once(rt: FakeRuntime) -> None
     once = await rt.create_container(sid, cfg, sc)
     await rt.start_container(once)
     session = asyncio.ensure_future(
-        rt.attach_stream(once, StreamIO(stdin=Source(b"a", b""), stdout=Sink())))
+        rt.attach_stream(once, StreamIO(stdin=Source(b"a", b""), stdout=Sink()))
+    )
     for _ in range(20):
         await asyncio.sleep(0)
     assert rt.stdin_closed(once) and not session.done()

@@ -200,8 +200,9 @@ async def test_output_goes_to_the_cri_log_and_exit_code_is_recorded(
 async def test_reopening_the_log_starts_a_new_file_and_loses_nothing(
     runtime: HostProcessRuntime, sandbox: str, sandbox_config: PodSandboxConfig
 ) -> None:
-    cfg = container("talker", "sh", "-c",
-                    "i=0; while true; do i=$((i+1)); echo line-$i; sleep 0.02; done")
+    cfg = container(
+        "talker", "sh", "-c", "i=0; while true; do i=$((i+1)); echo line-$i; sleep 0.02; done"
+    )
     cid = await run(runtime, sandbox, sandbox_config, cfg)
     path = log_of(sandbox_config, cfg)
     await wait_log(path, b"line-3\n")

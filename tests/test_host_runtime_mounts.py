@@ -171,8 +171,13 @@ async def _propagation(setup: Setup, volume: Path) -> None:
     cfg = setup.config(
         "prop",
         f"while [ ! -e {target}/late/flag ]; do sleep 0.05; done; cat {target}/late/flag",
-        (Mount(container_path=str(target), host_path=str(volume),
-               propagation=MountPropagation.HOST_TO_CONTAINER),),
+        (
+            Mount(
+                container_path=str(target),
+                host_path=str(volume),
+                propagation=MountPropagation.HOST_TO_CONTAINER,
+            ),
+        ),
     )
     cid = await setup.start(cfg)
     late = volume / "late"
@@ -194,8 +199,9 @@ async def test_exec_sees_the_container_mounts(setup: Setup) -> None:
     volume.mkdir()
     (volume / "probe").write_text("ok")
     target = setup.tmp / "in"
-    cfg = setup.config("svc", "sleep 30", (Mount(container_path=str(target),
-                                                 host_path=str(volume)),))
+    cfg = setup.config(
+        "svc", "sleep 30", (Mount(container_path=str(target), host_path=str(volume)),)
+    )
     cid = await setup.start(cfg)
     result = await setup.runtime.exec_sync(cid, ["cat", f"{target}/probe"], timeout=5)
     assert (result.exit_code, result.stdout) == (0, b"ok")
@@ -206,29 +212,38 @@ async def test_exec_sees_the_container_mounts(setup: Setup) -> None:
 
 
 async def test_missing_source_is_a_start_error(setup: Setup) -> None:
-    cfg = setup.config("bad", "true", (Mount(container_path=str(setup.tmp / "x"),
-                                             host_path=str(setup.tmp / "nope")),))
+    cfg = setup.config(
+        "bad",
+        "true",
+        (Mount(container_path=str(setup.tmp / "x"), host_path=str(setup.tmp / "nope")),),
+    )
     cid = await setup.runtime.create_container(setup.sandbox, cfg, setup.sandbox_config)
     with pytest.raises(ContainerStartError, match="error mounting"):
         await setup.runtime.start_container(cid)
     status = await setup.runtime.container_status(cid)
     assert (status.state, status.exit_code, status.reason) == (
-        ContainerState.EXITED, 128, "StartError"
+        ContainerState.EXITED,
+        128,
+        "StartError",
     )
 
 
 async def test_without_privilege_mounts_are_only_recorded(tmp_path: Path) -> None:
     runtime = HostProcessRuntime(tmp_path / "state", apply_mounts=False)
-    sb = PodSandboxConfig(metadata=PodSandboxMetadata(name="n", namespace="d", uid="u"),
-                          log_directory=str(tmp_path / "logs"))
+    sb = PodSandboxConfig(
+        metadata=PodSandboxMetadata(name="n", namespace="d", uid="u"),
+        log_directory=str(tmp_path / "logs"),
+    )
     sid = await runtime.run_pod_sandbox(sb)
     volume = tmp_path / "v"
     volume.mkdir()
     (volume / "key").write_text("volume")
     target = tmp_path / "t"
     cfg = ContainerConfig(
-        metadata=ContainerMetadata(name="c"), image=ImageSpec("busybox"),
-        command=("/bin/sh", "-c", f"ls {target} 2>&1 || echo absent"), log_path="c/0.log",
+        metadata=ContainerMetadata(name="c"),
+        image=ImageSpec("busybox"),
+        command=("/bin/sh", "-c", f"ls {target} 2>&1 || echo absent"),
+        log_path="c/0.log",
         mounts=(Mount(container_path=str(target), host_path=str(volume)),),
     )
     cid = await runtime.create_container(sid, cfg, sb)

@@ -141,9 +141,16 @@ async def test_exec_splits_stdout_and_stderr_and_returns_the_exit_code(
 ) -> None:
     cid = await sleeper(runtime, sandbox, sandbox_config)
     out, err = Sink(), Sink()
-    code = await bounded(asyncio.ensure_future(runtime.exec_stream(
-        cid, ["sh", "-c", "echo out; echo err >&2; pwd; exit 3"],
-        StreamIO(stdout=out, stderr=err))), "exec")
+    code = await bounded(
+        asyncio.ensure_future(
+            runtime.exec_stream(
+                cid,
+                ["sh", "-c", "echo out; echo err >&2; pwd; exit 3"],
+                StreamIO(stdout=out, stderr=err),
+            )
+        ),
+        "exec",
+    )
     assert code == 3
     assert out.data == b"out\n/\n"
     assert err.data == b"err\n"
@@ -155,11 +162,16 @@ async def test_exec_runs_with_the_container_env(
 ) -> None:
     from kubelet_kit.container import KeyValue
 
-    cid = await run(runtime, sandbox, sandbox_config, container(
-        "app", "sleep", "60", envs=(KeyValue("GREETING", "hello"),), working_dir="/tmp"))
+    cid = await run(
+        runtime,
+        sandbox,
+        sandbox_config,
+        container("app", "sleep", "60", envs=(KeyValue("GREETING", "hello"),), working_dir="/tmp"),
+    )
     out = Sink()
-    code = await runtime.exec_stream(cid, ["sh", "-c", 'echo "$GREETING $(pwd)"'],
-                                     StreamIO(stdout=out))
+    code = await runtime.exec_stream(
+        cid, ["sh", "-c", 'echo "$GREETING $(pwd)"'], StreamIO(stdout=out)
+    )
     assert (code, out.data) == (0, b"hello /tmp\n")
 
 
@@ -169,7 +181,8 @@ async def test_exec_with_stdin_reads_it_to_its_end(
     cid = await sleeper(runtime, sandbox, sandbox_config)
     src, out = Source(b"one\n", b"two\n"), Sink()
     session = asyncio.ensure_future(
-        runtime.exec_stream(cid, ["sh", "-c", "cat; echo end"], StreamIO(stdin=src, stdout=out)))
+        runtime.exec_stream(cid, ["sh", "-c", "cat; echo end"], StreamIO(stdin=src, stdout=out))
+    )
     await out.wait_for(b"two\n")
     assert not session.done()  # cat is still reading
     src.end()
@@ -182,19 +195,29 @@ async def test_exec_on_a_tty_has_the_clients_size_from_the_start_and_after(
 ) -> None:
     cid = await sleeper(runtime, sandbox, sandbox_config)
     out = Sink()
-    code = await bounded(asyncio.ensure_future(runtime.exec_stream(
-        cid, ["stty", "size"],
-        StreamIO(stdout=out, tty=True, resize=Sizes(TerminalSize(width=100, height=40))))),
-        "exec")
+    code = await bounded(
+        asyncio.ensure_future(
+            runtime.exec_stream(
+                cid,
+                ["stty", "size"],
+                StreamIO(stdout=out, tty=True, resize=Sizes(TerminalSize(width=100, height=40))),
+            )
+        ),
+        "exec",
+    )
     assert code == 0
     assert out.data.strip() == b"40 100"
 
     # A size sent while the command runs is applied too; stdin and stdout are the
     # terminal (one stream, no stderr).
     src, out, sizes = Source(), Sink(), Sizes(TerminalSize(80, 24))
-    session = asyncio.ensure_future(runtime.exec_stream(
-        cid, ["sh", "-c", "stty size; read line; stty size; echo oops >&2; tty"],
-        StreamIO(stdin=src, stdout=out, stderr=Sink(), tty=True, resize=sizes)))
+    session = asyncio.ensure_future(
+        runtime.exec_stream(
+            cid,
+            ["sh", "-c", "stty size; read line; stty size; echo oops >&2; tty"],
+            StreamIO(stdin=src, stdout=out, stderr=Sink(), tty=True, resize=sizes),
+        )
+    )
     await out.wait_for(b"24 80")
     sizes.send(TerminalSize(132, 50))
     await asyncio.sleep(0.2)
@@ -222,7 +245,9 @@ os.register_at_fork(after_in_child=_note_fork)
 
 
 async def test_an_exec_on_a_tty_runs_no_python_in_a_fork_of_the_agent(
-    runtime: HostProcessRuntime, sandbox: str, sandbox_config: PodSandboxConfig,
+    runtime: HostProcessRuntime,
+    sandbox: str,
+    sandbox_config: PodSandboxConfig,
     tmp_path: Path,
 ) -> None:
     """Python run between fork and exec in the agent runs the fork handlers of
@@ -233,10 +258,16 @@ async def test_an_exec_on_a_tty_runs_no_python_in_a_fork_of_the_agent(
     _forks_noted_in.append(str(notes))
     try:
         out = Sink()
-        code = await bounded(asyncio.ensure_future(runtime.exec_stream(
-            cid, ["sh", "-c", "stty size; tty"],
-            StreamIO(stdout=out, tty=True, resize=Sizes(TerminalSize(width=90, height=30))))),
-            "exec")
+        code = await bounded(
+            asyncio.ensure_future(
+                runtime.exec_stream(
+                    cid,
+                    ["sh", "-c", "stty size; tty"],
+                    StreamIO(stdout=out, tty=True, resize=Sizes(TerminalSize(width=90, height=30))),
+                )
+            ),
+            "exec",
+        )
     finally:
         _forks_noted_in.clear()
     assert code == 0
@@ -250,9 +281,16 @@ async def test_the_end_of_stdin_on_a_tty_is_end_of_file(
 ) -> None:
     cid = await sleeper(runtime, sandbox, sandbox_config)
     out = Sink()
-    code = await bounded(asyncio.ensure_future(runtime.exec_stream(
-        cid, ["sh", "-c", "cat; echo done"],
-        StreamIO(stdin=Source(b"partial line", b""), stdout=out, tty=True))), "exec")
+    code = await bounded(
+        asyncio.ensure_future(
+            runtime.exec_stream(
+                cid,
+                ["sh", "-c", "cat; echo done"],
+                StreamIO(stdin=Source(b"partial line", b""), stdout=out, tty=True),
+            )
+        ),
+        "exec",
+    )
     assert code == 0
     assert b"partial line" in out.data and out.data.endswith(b"done\r\n")
 
@@ -282,15 +320,21 @@ async def test_exec_errors_name_the_container(
 
 
 async def test_cancelling_an_exec_kills_the_command(
-    runtime: HostProcessRuntime, sandbox: str, sandbox_config: PodSandboxConfig,
+    runtime: HostProcessRuntime,
+    sandbox: str,
+    sandbox_config: PodSandboxConfig,
     tmp_path: Path,
 ) -> None:
     cid = await sleeper(runtime, sandbox, sandbox_config)
     pidfile = tmp_path / "exec.pid"
     out = Sink()
-    session = asyncio.ensure_future(runtime.exec_stream(
-        cid, ["sh", "-c", f"echo $$ > {pidfile}; echo started; exec sleep 60"],
-        StreamIO(stdout=out)))
+    session = asyncio.ensure_future(
+        runtime.exec_stream(
+            cid,
+            ["sh", "-c", f"echo $$ > {pidfile}; echo started; exec sleep 60"],
+            StreamIO(stdout=out),
+        )
+    )
     await out.wait_for(b"started")
     pid = int(pidfile.read_text())
     session.cancel()
@@ -312,8 +356,11 @@ def _state(pid: int) -> bytes:
 
 
 async def test_exec_sees_the_files_of_a_container_with_its_own_mount_namespace(
-    runtime: HostProcessRuntime, sandbox: str, sandbox_config: PodSandboxConfig,
-    tmp_path: Path, require_real: RequireReal,
+    runtime: HostProcessRuntime,
+    sandbox: str,
+    sandbox_config: PodSandboxConfig,
+    tmp_path: Path,
+    require_real: RequireReal,
 ) -> None:
     require_real(_has_cap_sys_admin(), "root (CAP_SYS_ADMIN) to make mount namespaces")
     volume = tmp_path / "volume"
@@ -321,14 +368,21 @@ async def test_exec_sees_the_files_of_a_container_with_its_own_mount_namespace(
     (volume / "key").write_text("from the volume\n")
     target = tmp_path / "target"
     target.mkdir()
-    cid = await run(runtime, sandbox, sandbox_config, container(
-        "app", "sleep", "60", mounts=(Mount(container_path=str(target), host_path=str(volume)),)))
+    cid = await run(
+        runtime,
+        sandbox,
+        sandbox_config,
+        container(
+            "app", "sleep", "60", mounts=(Mount(container_path=str(target), host_path=str(volume)),)
+        ),
+    )
     out = Sink()
     code = await runtime.exec_stream(cid, ["cat", str(target / "key")], StreamIO(stdout=out))
     assert (code, out.data) == (0, b"from the volume\n")
     out = Sink()
-    code = await runtime.exec_stream(cid, ["sh", "-c", f"cat {target}/key; tty"],
-                                     StreamIO(stdout=out, tty=True))
+    code = await runtime.exec_stream(
+        cid, ["sh", "-c", f"cat {target}/key; tty"], StreamIO(stdout=out, tty=True)
+    )
     assert code == 0 and b"from the volume" in out.data and b"/dev/pts/" in out.data
     assert not (target / "key").exists()  # the host's own directory is untouched
 
@@ -337,9 +391,21 @@ async def test_exec_sees_the_files_of_a_container_with_its_own_mount_namespace(
 
 
 async def _http_server(rt: HostProcessRuntime, sid: str, sb: PodSandboxConfig, port: int) -> str:
-    cid = await run(rt, sid, sb, container(
-        "web", "python3", "-m", "http.server", str(port), "--bind", "127.0.0.1",
-        working_dir=str(Path(sb.log_directory).parent / "www")))
+    cid = await run(
+        rt,
+        sid,
+        sb,
+        container(
+            "web",
+            "python3",
+            "-m",
+            "http.server",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            working_dir=str(Path(sb.log_directory).parent / "www"),
+        ),
+    )
     return cid
 
 
@@ -356,7 +422,9 @@ async def _until_served(rt: HostProcessRuntime, sid: str, port: int) -> None:
 
 
 async def test_port_forward_carries_bytes_both_ways(
-    runtime: HostProcessRuntime, sandbox: str, sandbox_config: PodSandboxConfig,
+    runtime: HostProcessRuntime,
+    sandbox: str,
+    sandbox_config: PodSandboxConfig,
     tmp_path: Path,
 ) -> None:
     www = tmp_path / "www"
@@ -366,8 +434,9 @@ async def test_port_forward_carries_bytes_both_ways(
     await _http_server(runtime, sandbox, sandbox_config, port)
     await _until_served(runtime, sandbox, port)
     src, sink = Source(b"GET /hello.txt HTTP/1.0\r\n", b"Host: x\r\n\r\n", b""), Sink()
-    await bounded(asyncio.ensure_future(runtime.port_forward_stream(sandbox, port, src, sink)),
-                  "port-forward")
+    await bounded(
+        asyncio.ensure_future(runtime.port_forward_stream(sandbox, port, src, sink)), "port-forward"
+    )
     assert sink.data.startswith(b"HTTP/1.0 200")
     assert sink.data.endswith(b"hello through the tunnel\n")
     assert sink.closed
@@ -401,22 +470,25 @@ def loopback_network(tmp_path: Path, require_real: RequireReal) -> Iterator[CNIN
     require_real((CNI_BIN / "loopback").exists(), "containernetworking-plugins in /usr/lib/cni")
     conf = tmp_path / "cni"
     conf.mkdir()
-    (conf / "10-lo.conflist").write_text(json.dumps(
-        {"cniVersion": "1.0.0", "name": "kk-lo", "plugins": [{"type": "loopback"}]}))
+    (conf / "10-lo.conflist").write_text(
+        json.dumps({"cniVersion": "1.0.0", "name": "kk-lo", "plugins": [{"type": "loopback"}]})
+    )
     netns_dir = tmp_path / "netns"
     yield CNINetwork(conf, [CNI_BIN], cache_dir=tmp_path / "cni-cache", netns_dir=netns_dir)
     # Whatever a failed test left behind.
     if netns_dir.is_dir():
         for name in os.listdir(netns_dir):
-            subprocess.run(["umount", "-l", str(netns_dir / name)], check=False,
-                           capture_output=True)
+            subprocess.run(
+                ["umount", "-l", str(netns_dir / name)], check=False, capture_output=True
+            )
             with contextlib.suppress(OSError):
                 (netns_dir / name).unlink()
         subprocess.run(["umount", "-l", str(netns_dir)], check=False, capture_output=True)
 
 
 async def test_port_forward_reaches_into_the_sandboxs_own_network(
-    make_runtime: Callable[..., HostProcessRuntime], loopback_network: CNINetwork,
+    make_runtime: Callable[..., HostProcessRuntime],
+    loopback_network: CNINetwork,
     tmp_path: Path,
 ) -> None:
     rt = make_runtime(network=loopback_network, name="cni")
@@ -436,8 +508,14 @@ async def test_port_forward_reaches_into_the_sandboxs_own_network(
         with socket.socket() as s, pytest.raises(ConnectionRefusedError):
             s.connect(("127.0.0.1", port))
         sink = Sink()
-        await bounded(asyncio.ensure_future(rt.port_forward_stream(
-            sid, port, Source(b"GET /index.html HTTP/1.0\r\n\r\n", b""), sink)), "port-forward")
+        await bounded(
+            asyncio.ensure_future(
+                rt.port_forward_stream(
+                    sid, port, Source(b"GET /index.html HTTP/1.0\r\n\r\n", b""), sink
+                )
+            ),
+            "port-forward",
+        )
         assert sink.data.startswith(b"HTTP/1.0 200") and sink.data.endswith(b"inside the pod\n")
     finally:
         await rt.remove_pod_sandbox(sid)
@@ -455,7 +533,8 @@ async def test_a_stdin_container_waits_for_input_instead_of_exiting(
     assert (await runtime.container_status(cid)).state is ContainerState.RUNNING
     out = Sink()
     session = asyncio.ensure_future(
-        runtime.attach_stream(cid, StreamIO(stdin=Source(b"hello\n"), stdout=out)))
+        runtime.attach_stream(cid, StreamIO(stdin=Source(b"hello\n"), stdout=out))
+    )
     await out.wait_for(b"got hello\n")
     await bounded(session, "attach")  # ends with the container
     await wait_exited(runtime, cid)
@@ -470,8 +549,11 @@ async def test_attach_to_a_shell_on_a_terminal(
     cfg = container("shell", "sh", stdin=True, tty=True)
     cid = await run(runtime, sandbox, sandbox_config, cfg)
     src, out, sizes = Source(), Sink(), Sizes()
-    session = asyncio.ensure_future(runtime.attach_stream(
-        cid, StreamIO(stdin=src, stdout=out, stderr=Sink(), tty=True, resize=sizes)))
+    session = asyncio.ensure_future(
+        runtime.attach_stream(
+            cid, StreamIO(stdin=src, stdout=out, stderr=Sink(), tty=True, resize=sizes)
+        )
+    )
     src.send(b"echo hi\n")
     await out.wait_for(b"hi\r\n")
     sizes.send(TerminalSize(width=120, height=33))
@@ -491,12 +573,14 @@ async def test_attach_to_a_shell_on_a_terminal(
 async def test_stdin_once_closes_stdin_after_the_first_attach(
     runtime: HostProcessRuntime, sandbox: str, sandbox_config: PodSandboxConfig
 ) -> None:
-    cfg = container("once", "sh", "-c", "cat; echo stdin closed; sleep 60",
-                    stdin=True, stdin_once=True)
+    cfg = container(
+        "once", "sh", "-c", "cat; echo stdin closed; sleep 60", stdin=True, stdin_once=True
+    )
     cid = await run(runtime, sandbox, sandbox_config, cfg)
     out = Sink()
     session = asyncio.ensure_future(
-        runtime.attach_stream(cid, StreamIO(stdin=Source(b"first\n", b""), stdout=out)))
+        runtime.attach_stream(cid, StreamIO(stdin=Source(b"first\n", b""), stdout=out))
+    )
     await out.wait_for(b"first\nstdin closed\n")
     # With stdinOnce the attach outlives its stdin: it lasts as the container does.
     await asyncio.sleep(0.2)
@@ -513,15 +597,20 @@ async def test_without_stdin_once_stdin_stays_open_for_the_next_attach(
     cfg = container("many", "cat", stdin=True)
     cid = await run(runtime, sandbox, sandbox_config, cfg)
     out = Sink()
-    await bounded(asyncio.ensure_future(runtime.attach_stream(
-        cid, StreamIO(stdin=Source(b"first\n", b""), stdout=out))), "attach")
+    await bounded(
+        asyncio.ensure_future(
+            runtime.attach_stream(cid, StreamIO(stdin=Source(b"first\n", b""), stdout=out))
+        ),
+        "attach",
+    )
     # The attach ended with its stdin, after the answer to it; the container
     # still waits for more.
     assert out.data == b"first\n"
     assert (await runtime.container_status(cid)).state is ContainerState.RUNNING
     out = Sink()
     session = asyncio.ensure_future(
-        runtime.attach_stream(cid, StreamIO(stdin=Source(b"second\n"), stdout=out)))
+        runtime.attach_stream(cid, StreamIO(stdin=Source(b"second\n"), stdout=out))
+    )
     await out.wait_for(b"second\n")
     session.cancel()
     with contextlib.suppress(asyncio.CancelledError):
@@ -532,12 +621,14 @@ async def test_without_stdin_once_stdin_stays_open_for_the_next_attach(
 async def test_attach_to_a_container_without_stdin_streams_its_output(
     runtime: HostProcessRuntime, sandbox: str, sandbox_config: PodSandboxConfig
 ) -> None:
-    cfg = container("ticker", "sh", "-c",
-                    "while true; do echo tick; echo tock >&2; sleep 0.1; done")
+    cfg = container(
+        "ticker", "sh", "-c", "while true; do echo tick; echo tock >&2; sleep 0.1; done"
+    )
     cid = await run(runtime, sandbox, sandbox_config, cfg)
     out, err = Sink(), Sink()
-    session = asyncio.ensure_future(runtime.attach_stream(
-        cid, StreamIO(stdin=Source(b"ignored\n"), stdout=out, stderr=err)))
+    session = asyncio.ensure_future(
+        runtime.attach_stream(cid, StreamIO(stdin=Source(b"ignored\n"), stdout=out, stderr=err))
+    )
     await out.wait_for(b"tick\n")
     await err.wait_for(b"tock\n")
     assert b"tock" not in out.data and b"ignored" not in out.data
@@ -566,7 +657,8 @@ async def test_a_new_runtime_attaches_to_a_container_started_by_the_old_one(
     second = make_runtime()  # the agent restarted; the shim stayed
     out = Sink()
     session = asyncio.ensure_future(
-        second.attach_stream(cid, StreamIO(stdin=Source(b"still here\n"), stdout=out)))
+        second.attach_stream(cid, StreamIO(stdin=Source(b"still here\n"), stdout=out))
+    )
     await out.wait_for(b"still here\n")
     session.cancel()
     with contextlib.suppress(asyncio.CancelledError):

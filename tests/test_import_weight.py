@@ -22,20 +22,42 @@ HEAVY = ("grpc", "google.protobuf", "aiohttp", "prometheus_client", "yaml")
 
 #: Subsystems and agent-core packages that ``kubelet_kit.pleg`` must not reach
 #: (rule 1 of DESIGN.md); ``api``, ``container`` and ``clock`` are its allowed base.
-NOT_FROM_PLEG = ("kubelet_kit.cri", "kubelet_kit.server", "kubelet_kit.cluster",
-                 "kubelet_kit.node", "kubelet_kit.agent", "kubelet_kit.cm",
-                 "kubelet_kit.volume", "kubelet_kit.prober", "kubelet_kit.eviction",
-                 "kubelet_kit.status", "kubelet_kit.runtimes", "kubelet_kit.network",
-                 "kubelet_kit.cni", "kubelet_kit.deviceplugin", "kubelet_kit.config",
-                 "kubelet_kit.streams", "kubelet_kit.testing", "kubelet_kit.metrics",
-                 "kubelet_kit.kubelet", "kubelet_kit.cli", "kubelet_kit.runner")
+NOT_FROM_PLEG = (
+    "kubelet_kit.cri",
+    "kubelet_kit.server",
+    "kubelet_kit.cluster",
+    "kubelet_kit.node",
+    "kubelet_kit.agent",
+    "kubelet_kit.cm",
+    "kubelet_kit.volume",
+    "kubelet_kit.prober",
+    "kubelet_kit.eviction",
+    "kubelet_kit.status",
+    "kubelet_kit.runtimes",
+    "kubelet_kit.network",
+    "kubelet_kit.cni",
+    "kubelet_kit.deviceplugin",
+    "kubelet_kit.config",
+    "kubelet_kit.streams",
+    "kubelet_kit.testing",
+    "kubelet_kit.metrics",
+    "kubelet_kit.kubelet",
+    "kubelet_kit.cli",
+    "kubelet_kit.runner",
+)
 
 
 def loaded_after(code: str) -> set[str]:
     """The names in ``sys.modules`` of a fresh interpreter once it has run ``code``."""
     script = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True, check=False, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     # The last line is ours: anything the code printed (e.g. --version) comes before it.
     return set(json.loads(proc.stdout.strip().splitlines()[-1]))
@@ -51,7 +73,8 @@ def test_package_import_loads_nothing_heavy() -> None:
     assert loaded_of(modules, HEAVY) == []
     # The package's names are lazy re-exports: no subsystem is imported either.
     assert sorted(m for m in modules if m.startswith("kubelet_kit.")) == [
-        "kubelet_kit._lazy", "kubelet_kit._version",
+        "kubelet_kit._lazy",
+        "kubelet_kit._version",
     ]
 
 
@@ -72,18 +95,19 @@ def test_api_import_is_lazy() -> None:
 def test_cli_version_loads_nothing_heavy() -> None:
     # Only the subcommand named is registered: --version builds no subcommand at
     # all, so neither the CRI client (grpc) nor the agent is imported.
-    modules = loaded_after(
-        "from kubelet_kit.cli import main\nassert main(['--version']) == 0")
+    modules = loaded_after("from kubelet_kit.cli import main\nassert main(['--version']) == 0")
     assert loaded_of(modules, HEAVY) == []
     assert sorted(m for m in modules if m.startswith("kubelet_kit.")) == [
-        "kubelet_kit._lazy", "kubelet_kit._version", "kubelet_kit.cli",
+        "kubelet_kit._lazy",
+        "kubelet_kit._version",
+        "kubelet_kit.cli",
     ]
 
 
 def test_cli_validate_loads_no_grpc_aiohttp_or_agent() -> None:
     modules = loaded_after(
-        "from kubelet_kit.cli import main\n"
-        "assert main(['validate', 'examples/pods']) == 0")
+        "from kubelet_kit.cli import main\nassert main(['validate', 'examples/pods']) == 0"
+    )
     assert loaded_of(modules, ("grpc", "google.protobuf", "aiohttp", "prometheus_client")) == []
     assert loaded_of(modules, ("kubelet_kit.runner", "kubelet_kit.cri", "kubelet_kit.agent")) == []
 
@@ -94,10 +118,21 @@ def test_composer_import_loads_no_grpc_aiohttp_or_prometheus() -> None:
     # an HTTP probe, hook or manifest URL, grpc with a gRPC probe or a CRI runtime.
     for code in ("import kubelet_kit.kubelet", "import kubelet_kit.agent"):
         modules = loaded_after(code)
-        assert loaded_of(modules, ("grpc", "google.protobuf", "aiohttp",
-                                   "prometheus_client")) == [], code
-        assert loaded_of(modules, ("kubelet_kit.cri", "kubelet_kit.server",
-                                   "kubelet_kit.cluster", "kubelet_kit.runner")) == [], code
+        assert (
+            loaded_of(modules, ("grpc", "google.protobuf", "aiohttp", "prometheus_client")) == []
+        ), code
+        assert (
+            loaded_of(
+                modules,
+                (
+                    "kubelet_kit.cri",
+                    "kubelet_kit.server",
+                    "kubelet_kit.cluster",
+                    "kubelet_kit.runner",
+                ),
+            )
+            == []
+        ), code
 
 
 def test_prober_loads_each_handlers_dependency_with_the_handler() -> None:
@@ -117,7 +152,8 @@ def test_an_agent_made_from_the_composer_has_its_metrics() -> None:
         "from kubelet_kit.kubelet import Kubelet\n"
         "from kubelet_kit.testing import FakeRuntime\n"
         "k = Kubelet(runtime=FakeRuntime(), root_dir='/nonexistent-root')\n"
-        "assert k.registry.get_sample_value('kubelet_node_name', {'node': k.node_name}) == 1")
+        "assert k.registry.get_sample_value('kubelet_node_name', {'node': k.node_name}) == 1"
+    )
     assert "prometheus_client" in modules
 
 

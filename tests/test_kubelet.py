@@ -29,8 +29,9 @@ from kubelet_kit.testing.env import KubeletEnv
 from kubelet_kit.testing.fake_runtime import FakeRuntime
 
 
-def manifest(name: str, *, command: str = "sleep infinity", restart: str = "Always",
-             **spec: Any) -> dict[str, Any]:
+def manifest(
+    name: str, *, command: str = "sleep infinity", restart: str = "Always", **spec: Any
+) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -38,8 +39,7 @@ def manifest(name: str, *, command: str = "sleep infinity", restart: str = "Alwa
         "spec": {
             "restartPolicy": restart,
             "terminationGracePeriodSeconds": 5,
-            "containers": [{"name": "main", "image": "busybox",
-                            "command": ["sh", "-c", command]}],
+            "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", command]}],
             **spec,
         },
     }
@@ -52,8 +52,11 @@ async def no_containers(env: KubeletEnv, uid: str) -> bool:
 def leftover_sandbox_config(name: str) -> PodSandboxConfig:
     """The sandbox config of pod ``name`` (uid ``uid-NAME``) as an earlier agent made it."""
     meta = PodSandboxMetadata(name=name, namespace="default", uid=f"uid-{name}")
-    pod_labels = {labels.POD_NAME: name, labels.POD_NAMESPACE: "default",
-                  labels.POD_UID: f"uid-{name}"}
+    pod_labels = {
+        labels.POD_NAME: name,
+        labels.POD_NAMESPACE: "default",
+        labels.POD_UID: f"uid-{name}",
+    }
     return PodSandboxConfig(metadata=meta, labels=pod_labels)
 
 
@@ -64,9 +67,12 @@ async def start_leftover(runtime: FakeRuntime, name: str, *command: str) -> tupl
     sandbox = await runtime.run_pod_sandbox(sandbox_config)
     cid = await runtime.create_container(
         sandbox,
-        ContainerConfig(metadata=ContainerMetadata("c"), image=ImageSpec("busybox"),
-                        command=command,
-                        labels={**sandbox_config.labels, labels.CONTAINER_NAME: "c"}),
+        ContainerConfig(
+            metadata=ContainerMetadata("c"),
+            image=ImageSpec("busybox"),
+            command=command,
+            labels={**sandbox_config.labels, labels.CONTAINER_NAME: "c"},
+        ),
         sandbox_config,
     )
     await runtime.start_container(cid)
@@ -125,8 +131,10 @@ async def test_a_pod_removed_from_its_source_is_stopped_and_forgotten() -> None:
         await env.wait_for(lambda: env.phase("web") == "Running")
         env.remove_pod("web")
         await env.wait_for(lambda: no_containers(env, "uid-web"), what="stopped")
-        await env.wait_for(lambda: env.kubelet.workers.phase("uid-web") is None,
-                           what="worker forgotten by housekeeping")
+        await env.wait_for(
+            lambda: env.kubelet.workers.phase("uid-web") is None,
+            what="worker forgotten by housekeeping",
+        )
 
 
 async def test_orphaned_runtime_pods_are_stopped_by_housekeeping() -> None:
@@ -174,11 +182,17 @@ def test_kubelet_builds_from_a_configuration(tmp_path: Any) -> None:
     from kubelet_kit.api.kubeletconfig import load_kubelet_config
     from kubelet_kit.config import FileSource, HTTPSource
 
-    config = load_kubelet_config({
-        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-        "staticPodPath": str(tmp_path), "staticPodURL": "http://127.0.0.1:1/pods",
-        "fileCheckFrequency": "5s", "syncFrequency": "30s", "maxPods": 7,
-    })
+    config = load_kubelet_config(
+        {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "staticPodPath": str(tmp_path),
+            "staticPodURL": "http://127.0.0.1:1/pods",
+            "fileCheckFrequency": "5s",
+            "syncFrequency": "30s",
+            "maxPods": 7,
+        }
+    )
     kubelet = Kubelet.from_config(config, node_name="n1", root_dir=tmp_path / "state")
     kinds = {type(s): s for s in kubelet.sources}
     assert kinds[FileSource].check_frequency == 5.0
@@ -195,8 +209,7 @@ async def test_crash_loop_restarts_follow_the_kubelets_back_off_timeline() -> No
         env.add_pod(manifest("crasher", command="exit 1"))
         await env.sleep(200)
         containers = await env.runtime.list_containers()
-        starts = sorted([(await env.runtime.container_status(c.id)).started_at
-                         for c in containers])
+        starts = sorted([(await env.runtime.container_status(c.id)).started_at for c in containers])
         gaps = [round(b - a) for a, b in itertools.pairwise(starts)]
         assert gaps[:5] == [1, 10, 20, 40, 80], starts
 
@@ -215,26 +228,32 @@ async def test_a_user_written_pleg_plugs_into_the_agent() -> None:
     clock = FakeClock()
     runtime = FakeRuntime(clock)
     bus: asyncio.Queue[str] = asyncio.Queue()
-    async with KubeletEnv(clock=clock, runtime=runtime,
-                          pleg=module.BusPLEG(runtime, bus, clock)) as env:
+    async with KubeletEnv(
+        clock=clock, runtime=runtime, pleg=module.BusPLEG(runtime, bus, clock)
+    ) as env:
         env.add_pod(manifest("job", command="sleep 5; exit 3", restart="Never"))
         await env.wait_for(lambda: env.phase("job") == "Running")
         await env.sleep(10)
         # The container exited at 5 s, but nobody announced it: no relisting here.
         assert env.phase("job") == "Running"
         await bus.put("uid-job")
-        await env.wait_for(lambda: env.phase("job") == "Failed", timeout=5,
-                           what="the announced change seen at once")
+        await env.wait_for(
+            lambda: env.phase("job") == "Failed",
+            timeout=5,
+            what="the announced change seen at once",
+        )
 
 
 def probed(name: str) -> dict[str, Any]:
     pod = manifest(name, command="touch /tmp/healthy; touch /tmp/ready; sleep infinity")
     pod["spec"]["containers"][0]["livenessProbe"] = {
-        "exec": {"command": ["cat", "/tmp/healthy"]}, "periodSeconds": 10,
+        "exec": {"command": ["cat", "/tmp/healthy"]},
+        "periodSeconds": 10,
         "failureThreshold": 3,
     }
     pod["spec"]["containers"][0]["readinessProbe"] = {
-        "exec": {"command": ["cat", "/tmp/ready"]}, "periodSeconds": 5,
+        "exec": {"command": ["cat", "/tmp/ready"]},
+        "periodSeconds": 5,
     }
     return pod
 
@@ -272,7 +291,8 @@ async def test_a_failing_liveness_probe_restarts_the_container() -> None:
         env.runtime.remove_file(first, "/tmp/healthy")
         took = await env.wait_for(
             lambda: env.status("web").container_statuses[0].restart_count == 1,
-            timeout=120, what="restart after three failures",
+            timeout=120,
+            what="restart after three failures",
         )
         assert took <= 45  # three failures 10 s apart, then the kill and restart
         assert await running_id(env, "uid-web") != first
@@ -298,8 +318,9 @@ async def test_a_completed_job_is_not_run_again_after_an_agent_restart() -> None
         assert env2.status("job").container_statuses[0].restart_count == 0
         # Once no source wants it, housekeeping removes what was kept.
         env2.remove_pod("job")
-        await env2.wait_for(lambda: runtime.calls_to("remove_pod_sandbox") != [],
-                            timeout=30, what="sandbox removed")
+        await env2.wait_for(
+            lambda: runtime.calls_to("remove_pod_sandbox") != [], timeout=30, what="sandbox removed"
+        )
         assert await runtime.list_containers() == []
 
 
@@ -312,16 +333,18 @@ def test_from_config_runs_pods_without_cgroups_when_it_cannot_make_them(
 
     monkeypatch.setattr(cm_manager, "cgroups_unavailable", lambda: "making cgroups needs root")
     with caplog.at_level("WARNING", logger="kubelet_kit"):
-        kubelet = Kubelet.from_config(KubeletConfiguration(), node_name="n1",
-                                      root_dir=tmp_path / "state")
+        kubelet = Kubelet.from_config(
+            KubeletConfiguration(), node_name="n1", root_dir=tmp_path / "state"
+        )
     cm = kubelet.container_manager
     assert isinstance(cm, CgroupContainerManager) and not cm.config.cgroups_per_qos
     assert "cgroupsPerQOS: making cgroups needs root: pods run without pod cgroups" in caplog.text
 
     caplog.clear()
     with caplog.at_level("WARNING", logger="kubelet_kit"):
-        off = Kubelet.from_config(KubeletConfiguration(cgroups_per_qos=False),
-                                  node_name="n1", root_dir=tmp_path / "state")
+        off = Kubelet.from_config(
+            KubeletConfiguration(cgroups_per_qos=False), node_name="n1", root_dir=tmp_path / "state"
+        )
     assert not off.container_manager.config.cgroups_per_qos  # type: ignore[attr-defined]
     assert "cgroupsPerQOS" not in caplog.text
 
@@ -335,14 +358,27 @@ async def test_from_config_measures_pods_for_eviction_by_their_disk_volumes(
     from kubelet_kit.testing import FakeRuntime
 
     root = tmp_path / "state"
-    kubelet = Kubelet.from_config(KubeletConfiguration(cgroups_per_qos=False), node_name="n1",
-                                  root_dir=root, runtime=FakeRuntime())
-    pod = load_pod({"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": "p", "uid": "u1"},
-                    "spec": {"containers": [{"name": "c", "image": "busybox"}],
-                             "volumes": [{"name": "scratch", "emptyDir": {}},
-                                         {"name": "ram", "emptyDir": {"medium": "Memory"}},
-                                         {"name": "host", "hostPath": {"path": "/"}}]}})
+    kubelet = Kubelet.from_config(
+        KubeletConfiguration(cgroups_per_qos=False),
+        node_name="n1",
+        root_dir=root,
+        runtime=FakeRuntime(),
+    )
+    pod = load_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "uid": "u1"},
+            "spec": {
+                "containers": [{"name": "c", "image": "busybox"}],
+                "volumes": [
+                    {"name": "scratch", "emptyDir": {}},
+                    {"name": "ram", "emptyDir": {"medium": "Memory"}},
+                    {"name": "host", "hostPath": {"path": "/"}},
+                ],
+            },
+        }
+    )
     scratch = root / "pods/u1/volumes/kubernetes.io~empty-dir/scratch"
     scratch.mkdir(parents=True)
     (scratch / "blob").write_bytes(b"x" * (256 << 10))
@@ -365,8 +401,12 @@ def test_from_config_measures_pods_by_their_cgroups_when_it_makes_them(
 
     monkeypatch.setattr(cm_manager, "cgroups_unavailable", lambda: None)
     monkeypatch.setattr(cm_manager, "memory_hierarchy", lambda: "/mem")
-    kubelet = Kubelet.from_config(KubeletConfiguration(cgroup_root="/edge"), node_name="n1",
-                                  root_dir=tmp_path / "state", runtime=FakeRuntime())
+    kubelet = Kubelet.from_config(
+        KubeletConfiguration(cgroup_root="/edge"),
+        node_name="n1",
+        root_dir=tmp_path / "state",
+        runtime=FakeRuntime(),
+    )
     eviction = kubelet.eviction_manager
     assert isinstance(eviction, ThresholdEvictionManager)
     stats = eviction.stats
@@ -393,8 +433,10 @@ async def test_a_pod_removed_while_being_made_is_only_stopped(step: str) -> None
         env.add_pod(manifest("web", restart="Always"))
         await env.wait_for(lambda: bool(runtime.calls_to(step)), what=f"{step} sent")
         env.remove_pod("web")
-        await env.wait_for(lambda: env.kubelet.workers.phase("uid-web") is None,
-                           what="pod terminated and forgotten")
+        await env.wait_for(
+            lambda: env.kubelet.workers.phase("uid-web") is None,
+            what="pod terminated and forgotten",
+        )
         assert len(runtime.calls_to("run_pod_sandbox")) == 1
         made = runtime.calls_to("create_container")
         assert len(made) <= 1  # the one in flight at most: never a second container

@@ -44,8 +44,13 @@ def test_a_real_kubelet_file_loads_and_keeps_unknown_fields(tmp_path: Path) -> N
 def test_every_bad_field_is_named() -> None:
     with pytest.raises(ValidationError) as info:
         load_kubelet_config(
-            {**HEAD, "syncFrequency": "1 minute", "maxPods": "many", "cgroupDriver": "cgroupv3",
-             "port": 70000}
+            {
+                **HEAD,
+                "syncFrequency": "1 minute",
+                "maxPods": "many",
+                "cgroupDriver": "cgroupv3",
+                "port": 70000,
+            }
         )
     paths = sorted(e.path for e in info.value.errors)
     assert paths == ["cgroupDriver", "maxPods", "port", "syncFrequency"]
@@ -63,22 +68,36 @@ def test_wrong_kind_and_unreadable_file(tmp_path: Path) -> None:
 def test_fields_with_acronyms_use_the_kubelets_spelling() -> None:
     # The kubelet's Go JSON tags keep acronyms upper case (QOS, GC, URL, CFS);
     # a file written for a kubelet must set these, not land in ``extra``.
-    config = load_kubelet_config({
-        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-        "cgroupsPerQOS": False,
-        "imageGCHighThresholdPercent": 90, "imageGCLowThresholdPercent": 70,
-        "imageMinimumGCAge": "5m",
-        "staticPodURL": "http://127.0.0.1/pods", "staticPodURLHeader": {"A": ["b"]},
-        "cpuCFSQuota": False,
-    })
+    config = load_kubelet_config(
+        {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "cgroupsPerQOS": False,
+            "imageGCHighThresholdPercent": 90,
+            "imageGCLowThresholdPercent": 70,
+            "imageMinimumGCAge": "5m",
+            "staticPodURL": "http://127.0.0.1/pods",
+            "staticPodURLHeader": {"A": ["b"]},
+            "cpuCFSQuota": False,
+        }
+    )
     assert dict(config.extra) == {}
-    assert (config.cgroups_per_qos, config.image_gc_high_threshold_percent,
-            config.image_gc_low_threshold_percent, config.seconds("image_minimum_gc_age"),
-            config.static_pod_url, config.cpu_cfs_quota) == (
-        False, 90, 70, 300.0, "http://127.0.0.1/pods", False)
+    assert (
+        config.cgroups_per_qos,
+        config.image_gc_high_threshold_percent,
+        config.image_gc_low_threshold_percent,
+        config.seconds("image_minimum_gc_age"),
+        config.static_pod_url,
+        config.cpu_cfs_quota,
+    ) == (False, 90, 70, 300.0, "http://127.0.0.1/pods", False)
     with pytest.raises(ValidationError, match='imageMinimumGCAge: Invalid value: "soon"'):
-        load_kubelet_config({"apiVersion": "kubelet.config.k8s.io/v1beta1",
-                             "kind": "KubeletConfiguration", "imageMinimumGCAge": "soon"})
+        load_kubelet_config(
+            {
+                "apiVersion": "kubelet.config.k8s.io/v1beta1",
+                "kind": "KubeletConfiguration",
+                "imageMinimumGCAge": "soon",
+            }
+        )
 
 
 def test_the_api_client_budget_loads_from_a_kubelet_file(tmp_path: Path) -> None:
@@ -87,10 +106,12 @@ def test_the_api_client_budget_loads_from_a_kubelet_file(tmp_path: Path) -> None
     defaults = load_kubelet_config(HEAD)
     assert (defaults.kube_api_qps, defaults.kube_api_burst) == (50, 100)
     f = tmp_path / "kubelet.yaml"
-    f.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\n"
-                 "kind: KubeletConfiguration\n"
-                 "kubeAPIQPS: 20\n"
-                 "kubeAPIBurst: 40\n")
+    f.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+        "kind: KubeletConfiguration\n"
+        "kubeAPIQPS: 20\n"
+        "kubeAPIBurst: 40\n"
+    )
     c = load_kubelet_config(f)
     assert (c.kube_api_qps, c.kube_api_burst) == (20, 40) and dict(c.extra) == {}
     # Zero passes validation, as in the kubelet (client-go reads it as 5 and 10).

@@ -21,13 +21,34 @@ ROOT = Path(__file__).resolve().parent.parent / "kubelet_kit"
 PACKAGE = "kubelet_kit"
 
 #: The subsystem packages: each imports only its own modules and the shared base.
-SUBSYSTEMS = ("api", "container", "cri", "cm", "pleg", "prober", "eviction", "volume",
-              "runtimes", "status")
+SUBSYSTEMS = (
+    "api",
+    "container",
+    "cri",
+    "cm",
+    "pleg",
+    "prober",
+    "eviction",
+    "volume",
+    "runtimes",
+    "status",
+)
 #: The agent core, and the names that re-export it under their first names.
-AGENT_CORE = ("agent", "node", "server", "cluster", "cli", "runner", "kubelet", "metrics",
-              "nodestatus", "podworkers")
-#: Modules of the agent core that must stay small (one job each).
-MAX_AGENT_CORE_LINES = 400
+AGENT_CORE = (
+    "agent",
+    "node",
+    "server",
+    "cluster",
+    "cli",
+    "runner",
+    "kubelet",
+    "metrics",
+    "nodestatus",
+    "podworkers",
+)
+#: Modules of the agent core that must stay small (one job each). Lines are counted
+#: as ``ruff format`` writes them (one argument per line once a call wraps).
+MAX_AGENT_CORE_LINES = 450
 
 
 @attrs.frozen
@@ -56,7 +77,8 @@ def all_modules() -> dict[str, Path]:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
@@ -79,8 +101,7 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> Iterator[Im
             if isinstance(child, ast.Import):
                 for alias in child.names:
                     if alias.name.split(".")[0] == PACKAGE:
-                        yield Import(module, alias.name, child.lineno, module_level,
-                                     type_checking)
+                        yield Import(module, alias.name, child.lineno, module_level, type_checking)
             elif isinstance(child, ast.ImportFrom):
                 target = _resolve(module, is_package, child)
                 if target.split(".")[0] != PACKAGE:
@@ -94,11 +115,11 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> Iterator[Im
                 yield from visit(child, False, type_checking)
             elif isinstance(child, ast.If) and _is_type_checking(child.test):
                 for stmt in child.body:
-                    yield from visit(ast.Module(body=[stmt], type_ignores=[]),
-                                     module_level, True)
+                    yield from visit(ast.Module(body=[stmt], type_ignores=[]), module_level, True)
                 for stmt in child.orelse:
-                    yield from visit(ast.Module(body=[stmt], type_ignores=[]),
-                                     module_level, type_checking)
+                    yield from visit(
+                        ast.Module(body=[stmt], type_ignores=[]), module_level, type_checking
+                    )
             else:
                 yield from visit(child, module_level, type_checking)
 
@@ -178,24 +199,32 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 @pytest.mark.parametrize("subsystem", SUBSYSTEMS)
 def test_a_subsystem_never_imports_the_agent_core(subsystem: str) -> None:
-    wrong = [f"{i.source}:{i.line} imports {i.target}" for i in all_imports()
-             if top(i.source) == subsystem
-             and (top(i.target) in AGENT_CORE or i.target == PACKAGE)]
+    wrong = [
+        f"{i.source}:{i.line} imports {i.target}"
+        for i in all_imports()
+        if top(i.source) == subsystem and (top(i.target) in AGENT_CORE or i.target == PACKAGE)
+    ]
     assert not wrong, "\n".join(wrong)
 
 
 def test_runtimes_never_import_the_container_manager() -> None:
-    wrong = [f"{i.source}:{i.line} imports {i.target}" for i in all_imports()
-             if top(i.source) == "runtimes" and top(i.target) == "cm"]
+    wrong = [
+        f"{i.source}:{i.line} imports {i.target}"
+        for i in all_imports()
+        if top(i.source) == "runtimes" and top(i.target) == "cm"
+    ]
     assert not wrong, "\n".join(wrong)
 
 
 def test_the_agent_core_never_imports_the_wiring_root_or_the_faces_above_it() -> None:
     # node/ is built by the wiring root and served by server/ and cluster/: it
     # knows none of them, nor the command line.
-    wrong = [f"{i.source}:{i.line} imports {i.target}" for i in all_imports()
-             if top(i.source) == "node"
-             and top(i.target) in ("agent", "server", "cluster", "cli", "runner", "kubelet")]
+    wrong = [
+        f"{i.source}:{i.line} imports {i.target}"
+        for i in all_imports()
+        if top(i.source) == "node"
+        and top(i.target) in ("agent", "server", "cluster", "cli", "runner", "kubelet")
+    ]
     assert not wrong, "\n".join(wrong)
 
 
@@ -203,8 +232,11 @@ def test_the_streaming_protocols_stand_alone() -> None:
     # Shared by the node API and the CRI server, so they import neither, nor any
     # subsystem: the runtime side of a session is the container package's protocols.
     allowed = ("streams", "container", "errors", "clock")
-    wrong = [f"{i.source}:{i.line} imports {i.target}" for i in all_imports()
-             if top(i.source) == "streams" and top(i.target) not in allowed]
+    wrong = [
+        f"{i.source}:{i.line} imports {i.target}"
+        for i in all_imports()
+        if top(i.source) == "streams" and top(i.target) not in allowed
+    ]
     assert not wrong, "\n".join(wrong)
 
 
@@ -220,8 +252,12 @@ def test_the_cycle_check_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"a"}}) == [["a", "b"]]
     assert cycles({"p": {"p.x"}, "p.x": {"q"}, "q": {"p"}}) == [["p", "p.x", "q"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
-    imports = [Import("k.p", "k.p.x", 1, True, False), Import("k.p.x", "k.p.y", 1, True, False),
-               Import("k.q", "k.p.x", 1, True, False), Import("k.p.x", "k.q", 1, False, False)]
+    imports = [
+        Import("k.p", "k.p.x", 1, True, False),
+        Import("k.p.x", "k.p.y", 1, True, False),
+        Import("k.q", "k.p.x", 1, True, False),
+        Import("k.p.x", "k.q", 1, False, False),
+    ]
     modules = {m: Path() for m in ("k", "k.p", "k.p.x", "k.p.y", "k.q")}
     edges = executed_edges(imports, modules)
     assert edges["k.p.x"] == {"k.p.y"}  # its own package is already running
@@ -237,12 +273,18 @@ def test_the_reader_sees_lazy_and_type_checking_imports(tmp_path: Path) -> None:
         "if TYPE_CHECKING:\n"
         "    from kubelet_kit.node import kubelet\n"
         "def f():\n"
-        "    from kubelet_kit.agent import Kubelet\n")
-    found = {(i.target, i.module_level, i.type_checking)
-             for i in imports_of("kubelet_kit.m", path, {"kubelet_kit.node.kubelet": path})}
-    assert found == {("kubelet_kit.clock", True, False), ("kubelet_kit.node", True, True),
-                     ("kubelet_kit.node.kubelet", True, True),
-                     ("kubelet_kit.agent", False, False)}
+        "    from kubelet_kit.agent import Kubelet\n"
+    )
+    found = {
+        (i.target, i.module_level, i.type_checking)
+        for i in imports_of("kubelet_kit.m", path, {"kubelet_kit.node.kubelet": path})
+    }
+    assert found == {
+        ("kubelet_kit.clock", True, False),
+        ("kubelet_kit.node", True, True),
+        ("kubelet_kit.node.kubelet", True, True),
+        ("kubelet_kit.agent", False, False),
+    }
 
 
 def test_agent_core_modules_stay_small() -> None:

@@ -24,8 +24,7 @@ HEAD = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
 
 
 def pod_yaml(container_extra: str = "", tail: str = "") -> str:
-    return (f"{HEAD}spec:\n  containers:\n  - name: c\n    image: busybox\n"
-            f"{container_extra}{tail}")
+    return f"{HEAD}spec:\n  containers:\n  - name: c\n    image: busybox\n{container_extra}{tail}"
 
 
 def rejected(text: str | bytes) -> ValidationError:
@@ -61,12 +60,21 @@ def test_a_float_tag_on_a_non_number_is_a_validation_error() -> None:
     rejected(pod_yaml(tail="  terminationGracePeriodSeconds: !!float nope\n"))
 
 
-@pytest.mark.parametrize("value", [
-    "!!timestamp 2020-13-45", "2020-02-30", "!!timestamp 2020-01-01T25:00:00Z",
-    "2001-12-14t21:59:43.10-99:99", "!!timestamp 0000-01-01"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "!!timestamp 2020-13-45",
+        "2020-02-30",
+        "!!timestamp 2020-01-01T25:00:00Z",
+        "2001-12-14t21:59:43.10-99:99",
+        "!!timestamp 0000-01-01",
+    ],
+)
 def test_an_impossible_timestamp_is_a_validation_error(value: str) -> None:
-    rejected("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n"
-             f"  creationTimestamp: {value}\nspec: {{containers: [{{name: c, image: b}}]}}\n")
+    rejected(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n"
+        f"  creationTimestamp: {value}\nspec: {{containers: [{{name: c, image: b}}]}}\n"
+    )
 
 
 def test_an_integer_of_thousands_of_digits_in_yaml_is_a_validation_error() -> None:
@@ -75,9 +83,12 @@ def test_an_integer_of_thousands_of_digits_in_yaml_is_a_validation_error() -> No
 
 
 def test_an_integer_of_thousands_of_digits_in_json_is_a_validation_error() -> None:
-    text = ('{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": '
-            '{"containers": [{"name": "c", "image": "b", "ports": [{"containerPort": '
-            + "9" * 5000 + "}]}]}}")
+    text = (
+        '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": '
+        '{"containers": [{"name": "c", "image": "b", "ports": [{"containerPort": '
+        + "9" * 5000
+        + "}]}]}}"
+    )
     err = rejected(text)
     assert "invalid JSON" in str(err)
 
@@ -102,7 +113,7 @@ def test_quantity_parse_of_thousands_of_digits_is_a_quantity_error() -> None:
 
 
 def test_a_quantity_of_thousands_of_digits_is_reported_with_its_path() -> None:
-    err = rejected(pod_yaml(f"    resources: {{limits: {{cpu: \"{'9' * 5000}\"}}}}\n"))
+    err = rejected(pod_yaml(f'    resources: {{limits: {{cpu: "{"9" * 5000}"}}}}\n'))
     assert [e.path for e in err.errors] == ["spec.containers[0].resources.limits.cpu"]
 
 

@@ -55,8 +55,7 @@ def check(data: bytes, *, whole: bool = True) -> list[str]:
     for index, obj in docs:
         if (bad := outcome(lambda o=obj: load_pod(o, source="case.yaml"))) is not None:
             found.append(f"load_pod(document {index}): {bad}")
-        if isinstance(obj, Mapping) and (
-                bad := outcome(lambda o=obj: load_api_pod(o))) is not None:
+        if isinstance(obj, Mapping) and (bad := outcome(lambda o=obj: load_api_pod(o))) is not None:
             found.append(f"load_api_pod(document {index}): {bad}")
     return found
 
@@ -73,13 +72,17 @@ def yaml_loader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_every_hostile_manifest_loads_or_is_a_validation_error(yaml_loader: str) -> None:
-    crashes = {name: found for i, (name, data) in enumerate(corpus(SEED, CASES))
-               if (found := check(data, whole=i % 4 == 0))}
+    crashes = {
+        name: found
+        for i, (name, data) in enumerate(corpus(SEED, CASES))
+        if (found := check(data, whole=i % 4 == 0))
+    }
     assert not crashes, f"{len(crashes)} of {CASES} cases crashed: {crashes}"
 
 
 def test_the_sources_report_each_hostile_file_and_never_raise(
-        tmp_path: Path, yaml_loader: str) -> None:
+    tmp_path: Path, yaml_loader: str
+) -> None:
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     http = HTTPSource("http://manifests.example/pods")

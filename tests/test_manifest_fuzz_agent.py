@@ -74,8 +74,10 @@ _HEAD = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
 
 
 def _pod(container_extra: str = "", tail: str = "") -> str:
-    return (f"{_HEAD}spec:\n  containers:\n  - name: c\n    image: busybox\n"
-            f"    command: [sleep, '3600']\n{container_extra}{tail}")
+    return (
+        f"{_HEAD}spec:\n  containers:\n  - name: c\n    image: busybox\n"
+        f"    command: [sleep, '3600']\n{container_extra}{tail}"
+    )
 
 
 #: One manifest per crash the loader's fuzzer found (tests/test_manifest_crashes.py):
@@ -88,23 +90,35 @@ CRASH_REGRESSIONS: dict[str, str | bytes] = {
     "empty-int-tag.yaml": _pod(tail="  terminationGracePeriodSeconds: !!int ''\n"),
     "bool-tag.yaml": _pod(tail="  hostNetwork: !!bool maybe\n"),
     "float-tag.yaml": _pod(tail="  terminationGracePeriodSeconds: !!float nope\n"),
-    **{f"timestamp-{i}.yaml": (
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n"
-        f"  creationTimestamp: {value}\nspec: {{containers: [{{name: c, image: b}}]}}\n")
-       for i, value in enumerate([
-           "!!timestamp 2020-13-45", "2020-02-30", "!!timestamp 2020-01-01T25:00:00Z",
-           "2001-12-14t21:59:43.10-99:99", "!!timestamp 0000-01-01"])},
+    **{
+        f"timestamp-{i}.yaml": (
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n"
+            f"  creationTimestamp: {value}\nspec: {{containers: [{{name: c, image: b}}]}}\n"
+        )
+        for i, value in enumerate(
+            [
+                "!!timestamp 2020-13-45",
+                "2020-02-30",
+                "!!timestamp 2020-01-01T25:00:00Z",
+                "2001-12-14t21:59:43.10-99:99",
+                "!!timestamp 0000-01-01",
+            ]
+        )
+    },
     "long-int.yaml": _pod(tail=f"  terminationGracePeriodSeconds: {'9' * 5000}\n"),
-    "long-int.json": ('{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, '
-                      '"spec": {"containers": [{"name": "c", "image": "b", "ports": '
-                      '[{"containerPort": ' + "9" * 5000 + "}]}]}}"),
+    "long-int.json": (
+        '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, '
+        '"spec": {"containers": [{"name": "c", "image": "b", "ports": '
+        '[{"containerPort": ' + "9" * 5000 + "}]}]}}"
+    ),
     "huge-hex.yaml": _pod(tail=f"  terminationGracePeriodSeconds: 0x{'f' * 5000}\n"),
-    "long-quantity.yaml": _pod(f"    resources: {{limits: {{cpu: \"{'9' * 5000}\"}}}}\n"),
+    "long-quantity.yaml": _pod(f'    resources: {{limits: {{cpu: "{"9" * 5000}"}}}}\n'),
     "huge-hex-unknown-field.yaml": _pod(tail=f"x: 0x{'f' * 5000}\n"),
     "oversized.yaml": _pod().encode() + b"#" * (10 * 1024 * 1024),
     # valid: a key JSON spells as a string (it used to break the uid's hash)
     "float-key.yaml": _pod(tail="x: {1.5: a, b: c, null: d, true: e}\n").replace(
-        "name: p}", "name: float-key}"),
+        "name: p}", "name: float-key}"
+    ),
 }
 #: The regressions that load: they run, the others are reported.
 VALID_REGRESSIONS = {"float-key.yaml"}
@@ -165,16 +179,29 @@ class FuzzedAgent:
         clock = RealClock()
         self.runtime = FakeRuntime(clock)
         self.runtime.add_image("busybox")
-        config = KubeletConfiguration(cgroups_per_qos=False, port=0, healthz_port=0,
-                                      static_pod_path=str(self.manifests),
-                                      file_check_frequency="0.05s")
+        config = KubeletConfiguration(
+            cgroups_per_qos=False,
+            port=0,
+            healthz_port=0,
+            static_pod_path=str(self.manifests),
+            file_check_frequency="0.05s",
+        )
         root = tmp / "state"
-        self.kubelet = Kubelet(config, **stub_parts(
-            runtime=self.runtime, clock=clock, node_name=NODE, root_dir=root,
-            pod_logs_dir=tmp / "logs", on_pod_problem=self.problems.append,
-            # the real volume code, without mounts (a tmpfs would outlive the test)
-            volume_manager=ReconcilingVolumeManager(
-                root, clock=clock, may_mount=False, allow_secrets_on_disk=True)))
+        self.kubelet = Kubelet(
+            config,
+            **stub_parts(
+                runtime=self.runtime,
+                clock=clock,
+                node_name=NODE,
+                root_dir=root,
+                pod_logs_dir=tmp / "logs",
+                on_pod_problem=self.problems.append,
+                # the real volume code, without mounts (a tmpfs would outlive the test)
+                volume_manager=ReconcilingVolumeManager(
+                    root, clock=clock, may_mount=False, allow_secrets_on_disk=True
+                ),
+            ),
+        )
         (self.source,) = (s for s in self.kubelet.sources if isinstance(s, FileSource))
         self.task: asyncio.Task[None] | None = None
 
@@ -187,7 +214,7 @@ class FuzzedAgent:
             await asyncio.wait_for(self.task, 60)
 
     def alive(self) -> str:
-        """"" while the agent runs, else how it ended."""
+        """ "" while the agent runs, else how it ended."""
         assert self.task is not None
         if not self.task.done():
             return ""
@@ -205,9 +232,12 @@ class FuzzedAgent:
         return running, named_files(self.file_problems())
 
     async def containers(self, pod_name: str | None = None) -> list[Any]:
-        return [c for c in await self.runtime.list_containers()
-                if c.state is ContainerState.RUNNING
-                and (pod_name is None or c.labels.get(labels.POD_NAME) == pod_name)]
+        return [
+            c
+            for c in await self.runtime.list_containers()
+            if c.state is ContainerState.RUNNING
+            and (pod_name is None or c.labels.get(labels.POD_NAME) == pod_name)
+        ]
 
     def check(self, what: str) -> None:
         """Fail at once if the agent ended, its file source failed or a bug was
@@ -226,24 +256,27 @@ class FuzzedAgent:
 
     async def wait_synced(self, files: set[str], what: str) -> None:
         """Until every file of the directory is running or reported, and no other."""
+
         def synced() -> bool:
             running, reported = self.accounted()
             return running | reported == files
+
         await self.wait(synced, what)
 
     async def wait_stopped_but_sentinel(self, what: str) -> None:
         deadline = time.monotonic() + SYNC_TIMEOUT
-        while others := [c for c in await self.containers()
-                         if c.labels.get(labels.POD_NAME) != SENTINEL_NAME]:
+        while others := [
+            c for c in await self.containers() if c.labels.get(labels.POD_NAME) != SENTINEL_NAME
+        ]:
             self.check(f"waiting for {what}")
             assert time.monotonic() < deadline, (
                 f"timed out waiting for {what}: still running "
-                f"{sorted({c.labels.get(labels.POD_NAME) for c in others})}")
+                f"{sorted({c.labels.get(labels.POD_NAME) for c in others})}"
+            )
             await asyncio.sleep(0.05)
 
 
-async def run_cases(agent: FuzzedAgent,
-                    cases: Iterable[tuple[str, str | bytes]]) -> dict[str, Any]:
+async def run_cases(agent: FuzzedAgent, cases: Iterable[tuple[str, str | bytes]]) -> dict[str, Any]:
     """Feed ``cases`` (file name, content) to the running agent in batches; returns
     figures. Asserts the agent's invariants after each batch."""
     write_atomically(agent.manifests, "sentinel.yaml", SENTINEL)
@@ -265,8 +298,11 @@ async def run_cases(agent: FuzzedAgent,
         # Synced: every file runs or is reported. A file runs only if the loader
         # takes all of it, so each file the loader rejects is reported by name.
         running, reported = agent.accounted()
-        wrongly = [n for n in running - {"sentinel.yaml"}
-                   if await asyncio.to_thread(rejected_by_loader, agent.manifests / n)]
+        wrongly = [
+            n
+            for n in running - {"sentinel.yaml"}
+            if await asyncio.to_thread(rejected_by_loader, agent.manifests / n)
+        ]
         assert not wrongly, f"{label}: files the loader rejects run: {wrongly}"
         agent.check(label)
         figures["reported"] += len(reported)
@@ -278,7 +314,8 @@ async def run_cases(agent: FuzzedAgent,
         agent.check(label)
         now = [c.id for c in await agent.containers(SENTINEL_NAME)]
         assert now == [sentinel_container.id], (
-            f"{label}: the sentinel pod was restarted or stopped: {now}")
+            f"{label}: the sentinel pod was restarted or stopped: {now}"
+        )
         figures["cases"] += len(batch)
         figures["batches"] += 1
     return figures
@@ -291,8 +328,8 @@ async def test_a_running_agent_survives_the_fuzz_corpus_in_its_pod_directory(
     started = time.monotonic()
     try:
         figures = await run_cases(
-            agent, ((f"case-{i:05d}.yaml", data)
-                    for i, (_, data) in enumerate(corpus(SEED, CASES))))
+            agent, ((f"case-{i:05d}.yaml", data) for i, (_, data) in enumerate(corpus(SEED, CASES)))
+        )
     finally:
         await agent.stop()
     figures["seconds"] = round(time.monotonic() - started, 1)
@@ -368,34 +405,47 @@ def test_kubelet_kit_run_survives_hostile_files_in_its_pod_directory(tmp_path: P
     log: list[str] = []
     try:
         proc, log = start_agent(
-            tmp_path, NODE, "--address", "127.0.0.1", "--port", "0",
-            "--read-only-port", str(read_only), "--healthz-port", str(healthz),
+            tmp_path,
+            NODE,
+            "--address",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--read-only-port",
+            str(read_only),
+            "--healthz-port",
+            str(healthz),
             "--cgroups-per-qos=false",  # the host's cgroups stay as they are
-            until=f"pod default/{SENTINEL_NAME}: Running")
+            until=f"pod default/{SENTINEL_NAME}: Running",
+        )
         stderr = proc.stderr
         assert stderr is not None
         # The agent logs a line per bad file: read them, or its pipe fills and it blocks.
-        reader = threading.Thread(target=lambda: log.extend(iter(stderr.readline, "")),
-                                  daemon=True)
+        reader = threading.Thread(target=lambda: log.extend(iter(stderr.readline, "")), daemon=True)
         reader.start()
         assert get(f"http://127.0.0.1:{healthz}/healthz") == (200, "ok")
         deadline = time.monotonic() + 30
         while not (before := sentinel_container_id(read_only)):
             assert time.monotonic() < deadline, "the sentinel never showed as running"
             time.sleep(0.1)
-        cases: dict[str, str | bytes] = {**CRASH_REGRESSIONS,
-                                         **dict(rejected_fuzz_cases(PROCESS_CASES))}
+        cases: dict[str, str | bytes] = {
+            **CRASH_REGRESSIONS,
+            **dict(rejected_fuzz_cases(PROCESS_CASES)),
+        }
         for name, data in cases.items():
             write_atomically(manifests, name, data)
         expected_reports = set(cases) - VALID_REGRESSIONS
         deadline = time.monotonic() + SYNC_TIMEOUT
         while missing := expected_reports - named_files(
-                line.split("pod source file: ", 1)[1] for line in list(log)
-                if "pod source file: " in line):
+            line.split("pod source file: ", 1)[1]
+            for line in list(log)
+            if "pod source file: " in line
+        ):
             assert proc.poll() is None, "the agent exited:\n" + "".join(log)
             assert "Traceback" not in "".join(log), "".join(log)
             assert time.monotonic() < deadline, (
-                f"not reported: {sorted(missing)[:10]} ...\n" + "".join(log[-50:]))
+                f"not reported: {sorted(missing)[:10]} ...\n" + "".join(log[-50:])
+            )
             time.sleep(0.1)
         time.sleep(1.5)  # a few more checks of the directory and syncs
         assert proc.poll() is None, "the agent exited:\n" + "".join(log)

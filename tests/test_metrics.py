@@ -23,12 +23,19 @@ from kubelet_kit.testing import FakeClock, FakeRuntime
 from kubelet_kit.testing.env import KubeletEnv
 
 POD = {
-    "apiVersion": "v1", "kind": "Pod",
+    "apiVersion": "v1",
+    "kind": "Pod",
     "metadata": {"name": "web", "namespace": "default", "uid": "uid-web"},
-    "spec": {"containers": [{
-        "name": "app", "image": "busybox", "command": ["sh", "-c", "sleep 3600"],
-        "readinessProbe": {"exec": {"command": ["echo", "ok"]}, "periodSeconds": 5},
-    }]},
+    "spec": {
+        "containers": [
+            {
+                "name": "app",
+                "image": "busybox",
+                "command": ["sh", "-c", "sleep 3600"],
+                "readinessProbe": {"exec": {"command": ["echo", "ok"]}, "periodSeconds": 5},
+            }
+        ]
+    },
 }
 
 
@@ -54,22 +61,39 @@ async def test_instrumented_runtime_counts_calls_errors_and_clock_durations() ->
     await pull
     assert sample(r, "kubelet_runtime_operations_total", operation_type="list_containers") == 2
     assert sample(r, "kubelet_runtime_operations_total", operation_type="version") == 1
-    assert sample(r, "kubelet_runtime_operations_duration_seconds_sum",
-                  operation_type="pull_image") == pytest.approx(2.0)
+    assert sample(
+        r, "kubelet_runtime_operations_duration_seconds_sum", operation_type="pull_image"
+    ) == pytest.approx(2.0)
     # The kubelet's buckets are 0.005 * 2.5**i: 2 s falls between 1.22 s and 3.05 s.
-    assert sample(r, "kubelet_runtime_operations_duration_seconds_bucket",
-                  operation_type="pull_image", le="1.220703125") == 0
-    assert sample(r, "kubelet_runtime_operations_duration_seconds_bucket",
-                  operation_type="pull_image", le="3.0517578125") == 1
+    assert (
+        sample(
+            r,
+            "kubelet_runtime_operations_duration_seconds_bucket",
+            operation_type="pull_image",
+            le="1.220703125",
+        )
+        == 0
+    )
+    assert (
+        sample(
+            r,
+            "kubelet_runtime_operations_duration_seconds_bucket",
+            operation_type="pull_image",
+            le="3.0517578125",
+        )
+        == 1
+    )
 
     fake.inject_error("list_pod_sandboxes", RuntimeUnavailableError("down"))
     with pytest.raises(RuntimeUnavailableError):
         await runtime.list_pod_sandboxes()
-    assert sample(r, "kubelet_runtime_operations_errors_total",
-                  operation_type="list_podsandbox") == 1
+    assert (
+        sample(r, "kubelet_runtime_operations_errors_total", operation_type="list_podsandbox") == 1
+    )
     assert sample(r, "kubelet_runtime_operations_total", operation_type="list_podsandbox") == 1
-    assert sample(r, "kubelet_runtime_operations_errors_total",
-                  operation_type="list_containers") == 0
+    assert (
+        sample(r, "kubelet_runtime_operations_errors_total", operation_type="list_containers") == 0
+    )
 
 
 def test_one_metrics_object_per_registry() -> None:
@@ -83,8 +107,7 @@ def test_one_metrics_object_per_registry() -> None:
 
 async def _agent_with_server(clock: FakeClock) -> tuple[KubeletEnv, KubeletServer]:
     fake = FakeRuntime(clock)
-    env = KubeletEnv(clock=clock, runtime=fake,
-                     probe_manager=ReferenceProbeManager(fake, clock))
+    env = KubeletEnv(clock=clock, runtime=fake, probe_manager=ReferenceProbeManager(fake, clock))
     kubelet = env.kubelet
     # The wiring root wraps every runtime in the metrics wrapper.
     assert isinstance(kubelet.runtime, InstrumentedRuntime)
@@ -94,8 +117,10 @@ async def _agent_with_server(clock: FakeClock) -> tuple[KubeletEnv, KubeletServe
 
 
 async def _scrape(server: KubeletServer, path: str) -> str:
-    async with aiohttp.ClientSession() as session, session.get(
-            f"http://127.0.0.1:{server.read_only_port}{path}") as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{server.read_only_port}{path}") as resp,
+    ):
         assert resp.status == 200
         return await resp.text()
 
@@ -120,8 +145,10 @@ async def test_running_agent_metrics() -> None:
     # The kubelet's name and help, without the _total prometheus_client would add.
     assert "# HELP kubelet_pleg_discard_events The number of discard events in PLEG." in text
     assert "\nkubelet_pleg_discard_events 0.0\n" in text
-    assert ('prober_probe_total{container="app",namespace="default",pod="web",'
-            'pod_uid="uid-web",probe_type="Readiness",result="successful"}') in probes
+    assert (
+        'prober_probe_total{container="app",namespace="default",pod="web",'
+        'pod_uid="uid-web",probe_type="Readiness",result="successful"}'
+    ) in probes
 
 
 def _promtool() -> str | None:
@@ -138,12 +165,23 @@ async def test_metrics_pass_promtool(require_real: Callable[[bool, str], None]) 
         env.add_pod(POD)
         await env.wait_for(lambda: env.phase("web") == "Running")
         await env.sleep(20)
-        pages = {path: await _scrape(server, path)
-                 for path in ("/metrics", "/metrics/probes", "/metrics/resource")}
+        pages = {
+            path: await _scrape(server, path)
+            for path in ("/metrics", "/metrics/probes", "/metrics/resource")
+        }
     for path, text in pages.items():
         assert text.strip(), path
-        proc = subprocess.run([promtool, "check", "metrics"], input=text, text=True,
-                              capture_output=True, timeout=60, check=False)
+        proc = subprocess.run(
+            [promtool, "check", "metrics"],
+            input=text,
+            text=True,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
         assert proc.returncode == 0, f"{path}: {proc.stdout}{proc.stderr}"
-        assert proc.stdout.strip() == "" and proc.stderr.strip() == "", (path, proc.stdout,
-                                                                          proc.stderr)
+        assert proc.stdout.strip() == "" and proc.stderr.strip() == "", (
+            path,
+            proc.stdout,
+            proc.stderr,
+        )

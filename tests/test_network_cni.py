@@ -40,7 +40,7 @@ from kubelet_kit.network import (
 )
 from kubelet_kit.testing.clock import FakeClock
 
-FAKE_PLUGIN = r'''
+FAKE_PLUGIN = r"""
 import json, os, sys, time
 conf = json.loads(sys.stdin.read() or "{}")
 cmd = os.environ.get("CNI_COMMAND")
@@ -72,7 +72,7 @@ elif cmd == "ADD":
         res.setdefault("ips", []).append(
             {"address": conf["ip"], "interface": len(res["interfaces"]) - 1})
     print(json.dumps(res))
-'''
+"""
 
 
 class Plugins:
@@ -135,8 +135,10 @@ async def test_add_chains_each_result_into_the_next_and_caches_the_last(
     first, second, third = plugins.calls()
     assert [c["plugin"] for c in (first, second, third)] == ["first", "second", "third"]
     # The list's name and version are put into each plugin's configuration.
-    assert all(c["conf"]["name"] == "testnet" and c["conf"]["cniVersion"] == "1.0.0"
-               for c in (first, second, third))
+    assert all(
+        c["conf"]["name"] == "testnet" and c["conf"]["cniVersion"] == "1.0.0"
+        for c in (first, second, third)
+    )
     assert "prevResult" not in first["conf"]
     assert second["conf"]["prevResult"]["ips"] == [{"address": "10.1.0.5/24", "interface": 0}]
     assert third["conf"]["prevResult"] == second["conf"]["prevResult"]
@@ -169,7 +171,8 @@ async def test_del_runs_in_reverse_with_the_cached_result_then_forgets_it(
     await invoker.delete(net, RT)
     calls = plugins.calls()
     assert [(c["plugin"], c["env"]["CNI_COMMAND"]) for c in calls] == [
-        ("second", "DEL"), ("first", "DEL")
+        ("second", "DEL"),
+        ("first", "DEL"),
     ]
     assert all(c["conf"]["prevResult"] == added.to_json() for c in calls)
     assert invoker.cached_result(net, RT) is None
@@ -215,14 +218,13 @@ async def test_check_passes_the_cached_result_in_order(plugins: Plugins) -> None
     await invoker.check(net, RT)
     calls = plugins.calls()
     assert [(c["plugin"], c["env"]["CNI_COMMAND"]) for c in calls] == [
-        ("first", "CHECK"), ("second", "CHECK")
+        ("first", "CHECK"),
+        ("second", "CHECK"),
     ]
     assert all(c["conf"]["prevResult"] == added.to_json() for c in calls)
 
 
-@pytest.mark.parametrize(
-    ("version", "extra"), [("0.3.1", {}), ("1.0.0", {"disableCheck": True})]
-)
+@pytest.mark.parametrize(("version", "extra"), [("0.3.1", {}), ("1.0.0", {"disableCheck": True})])
 async def test_check_is_skipped_where_the_spec_says(
     plugins: Plugins, version: str, extra: dict[str, Any]
 ) -> None:
@@ -235,12 +237,16 @@ async def test_a_plugin_error_is_raised_with_its_code_and_later_plugins_are_not_
     plugins: Plugins,
 ) -> None:
     error = {"code": 7, "msg": "bad subnet", "details": "10.0.0.0/33 is not a network"}
-    net = netlist({"type": "first"}, {"type": "second", "act": {"ADD": {"error": error}}},
-                  {"type": "third"})
+    net = netlist(
+        {"type": "first"}, {"type": "second", "act": {"ADD": {"error": error}}}, {"type": "third"}
+    )
     with pytest.raises(CNIError) as err:
         await plugins.invoker().add(net, RT)
     assert (err.value.code, err.value.msg, err.value.details, err.value.plugin) == (
-        ERR_INVALID_NETWORK_CONFIG, "bad subnet", "10.0.0.0/33 is not a network", "second"
+        ERR_INVALID_NETWORK_CONFIG,
+        "bad subnet",
+        "10.0.0.0/33 is not a network",
+        "second",
     )
     assert str(err.value) == (
         "plugin type='second' failed: bad subnet; 10.0.0.0/33 is not a network"
@@ -313,8 +319,7 @@ async def test_version_and_status(plugins: Plugins) -> None:
     plugins.log.unlink()
     # A 1.1 list asks every plugin for STATUS; the first refusal is raised.
     busy = {"error": {"code": 50, "msg": "plugin not available"}}
-    net = netlist({"type": "first"}, {"type": "second", "act": {"STATUS": busy}},
-                  version="1.1.0")
+    net = netlist({"type": "first"}, {"type": "second", "act": {"STATUS": busy}}, version="1.1.0")
     with pytest.raises(CNIError) as err:
         await invoker.status(net)
     assert (err.value.code, err.value.plugin) == (50, "second")
@@ -331,18 +336,36 @@ async def test_version_and_status(plugins: Plugins) -> None:
 
 INVALID_LISTS = [
     ([], ERR_DECODING_FAILURE, "network config is not a JSON object"),
-    ({"cniVersion": "1.0.0", "plugins": [{"type": "a"}]}, ERR_INVALID_NETWORK_CONFIG,
-     "name: missing network name"),
-    ({"name": "bad name!", "cniVersion": "1.0.0", "plugins": [{"type": "a"}]},
-     ERR_INVALID_NETWORK_CONFIG, "name: invalid characters found in network name"),
-    ({"name": "n", "cniVersion": "one", "plugins": [{"type": "a"}]}, ERR_DECODING_FAILURE,
-     "cniVersion: invalid version 'one': expected X.Y.Z"),
-    ({"name": "n", "cniVersion": "1.0.0", "plugins": []}, ERR_INVALID_NETWORK_CONFIG,
-     "plugins: no plugins in the list"),
-    ({"name": "n", "cniVersion": "1.0.0", "plugins": [{"type": "a"}, {"mtu": 1}]},
-     ERR_INVALID_NETWORK_CONFIG, "plugins[1].type: missing"),
-    ({"name": "n", "cniVersion": "1.0.0", "plugins": [{"type": "../bin/sh"}]},
-     ERR_INVALID_NETWORK_CONFIG, "plugins[0].type: '../bin/sh' is not a plugin name"),
+    (
+        {"cniVersion": "1.0.0", "plugins": [{"type": "a"}]},
+        ERR_INVALID_NETWORK_CONFIG,
+        "name: missing network name",
+    ),
+    (
+        {"name": "bad name!", "cniVersion": "1.0.0", "plugins": [{"type": "a"}]},
+        ERR_INVALID_NETWORK_CONFIG,
+        "name: invalid characters found in network name",
+    ),
+    (
+        {"name": "n", "cniVersion": "one", "plugins": [{"type": "a"}]},
+        ERR_DECODING_FAILURE,
+        "cniVersion: invalid version 'one': expected X.Y.Z",
+    ),
+    (
+        {"name": "n", "cniVersion": "1.0.0", "plugins": []},
+        ERR_INVALID_NETWORK_CONFIG,
+        "plugins: no plugins in the list",
+    ),
+    (
+        {"name": "n", "cniVersion": "1.0.0", "plugins": [{"type": "a"}, {"mtu": 1}]},
+        ERR_INVALID_NETWORK_CONFIG,
+        "plugins[1].type: missing",
+    ),
+    (
+        {"name": "n", "cniVersion": "1.0.0", "plugins": [{"type": "../bin/sh"}]},
+        ERR_INVALID_NETWORK_CONFIG,
+        "plugins[0].type: '../bin/sh' is not a plugin name",
+    ),
 ]
 
 

@@ -112,24 +112,28 @@ def net(tmp_path: Path, require_real: Callable[[bool, str], None]) -> Iterator[N
         cache_dir=tmp_path / "cache",
     )
     n.conf_dir.mkdir()
-    (n.conf_dir / "10-test.conflist").write_text(json.dumps({
-        "cniVersion": "1.0.0",
-        "name": NET_NAME,
-        "plugins": [
+    (n.conf_dir / "10-test.conflist").write_text(
+        json.dumps(
             {
-                "type": "bridge",
-                "bridge": n.bridge,
-                "isGateway": True,
-                "ipMasq": False,
-                "ipam": {
-                    "type": "host-local",
-                    "ranges": [[{"subnet": str(subnet)}]],
-                    "dataDir": str(n.ipam_dir),
-                },
-            },
-            {"type": "loopback"},
-        ],
-    }))
+                "cniVersion": "1.0.0",
+                "name": NET_NAME,
+                "plugins": [
+                    {
+                        "type": "bridge",
+                        "bridge": n.bridge,
+                        "isGateway": True,
+                        "ipMasq": False,
+                        "ipam": {
+                            "type": "host-local",
+                            "ranges": [[{"subnet": str(subnet)}]],
+                            "dataDir": str(n.ipam_dir),
+                        },
+                    },
+                    {"type": "loopback"},
+                ],
+            }
+        )
+    )
     try:
         yield n
     finally:
@@ -156,8 +160,6 @@ def sandbox_config(tmp: Path, name: str, *, host_network: bool = False) -> PodSa
 
 def ns_inode(path: str) -> str:
     return f"net:[{os.stat(path).st_ino}]"
-
-
 
 
 async def test_a_sandbox_gets_its_own_namespace_and_address_and_gives_them_back(
@@ -277,14 +279,16 @@ async def test_a_pod_is_probed_ready_on_its_own_address_and_deleted_cleanly(net:
     manifests.mkdir()
     (manifests / "web.yaml").write_text(WEB_POD % {"python": json.dumps(sys.executable)})
     problems: list[str] = []
-    kubelet = Kubelet(**stub_parts(
-        runtime=HostProcessRuntime(net.tmp / "runtime", network=net.network()),
-        sources=[FileSource(manifests, node_name=NODE, check_frequency=0.3)],
-        node_name=NODE,
-        root_dir=net.tmp / "agent",
-        pod_logs_dir=net.tmp / "logs",
-        on_pod_problem=problems.append,
-    ))
+    kubelet = Kubelet(
+        **stub_parts(
+            runtime=HostProcessRuntime(net.tmp / "runtime", network=net.network()),
+            sources=[FileSource(manifests, node_name=NODE, check_frequency=0.3)],
+            node_name=NODE,
+            root_dir=net.tmp / "agent",
+            pod_logs_dir=net.tmp / "logs",
+            on_pod_problem=problems.append,
+        )
+    )
     task = asyncio.create_task(kubelet.run())
 
     def status():  # type: ignore[no-untyped-def]
@@ -356,7 +360,7 @@ async def test_an_agent_that_is_not_root_keeps_the_host_network(
     await runtime.remove_pod_sandbox(sid)
 
 
-RECORDER = r'''
+RECORDER = r"""
 import json, os, sys
 conf = json.loads(sys.stdin.read())
 with open(LOG, "a") as f:
@@ -364,7 +368,7 @@ with open(LOG, "a") as f:
                         "runtimeConfig": conf.get("runtimeConfig")}) + "\n")
 if os.environ["CNI_COMMAND"] == "ADD":
     print(json.dumps(conf["prevResult"]))
-'''
+"""
 
 
 async def test_published_ports_and_pod_identity_reach_the_plugins(net: Net) -> None:
@@ -391,10 +395,12 @@ async def test_published_ports_and_pod_identity_reach_the_plugins(net: Net) -> N
     sid = await runtime.run_pod_sandbox(cfg)
     await runtime.remove_pod_sandbox(sid)
     add, delete = (json.loads(line) for line in log.read_text().splitlines())
-    expected = {"portMappings": [
-        {"hostPort": 18080, "containerPort": 80, "protocol": "tcp"},
-        {"hostPort": 10053, "containerPort": 53, "protocol": "udp", "hostIP": "127.0.0.1"},
-    ]}
+    expected = {
+        "portMappings": [
+            {"hostPort": 18080, "containerPort": 80, "protocol": "tcp"},
+            {"hostPort": 10053, "containerPort": 53, "protocol": "udp", "hostIP": "127.0.0.1"},
+        ]
+    }
     assert (add["cmd"], add["runtimeConfig"]) == ("ADD", expected)
     assert (delete["cmd"], delete["runtimeConfig"]) == ("DEL", expected)
     md = cfg.metadata

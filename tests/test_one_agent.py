@@ -51,8 +51,9 @@ CONFIG = KubeletConfiguration(cgroups_per_qos=False, port=0, healthz_port=0)
 def test_the_embedded_composer_wires_what_it_is_not_given(tmp_path: Path) -> None:
     runtime = FakeRuntime(FakeClock())
     pleg = RecordingPLEG(runtime, runtime.clock)
-    kubelet = Kubelet(CONFIG, runtime=runtime, pleg=pleg, clock=runtime.clock,
-                      root_dir=tmp_path, node_name="n1")
+    kubelet = Kubelet(
+        CONFIG, runtime=runtime, pleg=pleg, clock=runtime.clock, root_dir=tmp_path, node_name="n1"
+    )
     assert kubelet.pleg is pleg
     assert kubelet.base_runtime is runtime
     assert isinstance(kubelet.runtime, InstrumentedRuntime) and kubelet.runtime.inner is runtime
@@ -68,8 +69,9 @@ def test_the_embedded_composer_wires_what_it_is_not_given(tmp_path: Path) -> Non
 def test_without_a_config_the_embedded_runtime_runs_the_pods(tmp_path: Path) -> None:
     from kubelet_kit.runtimes.host import HostProcessRuntime
 
-    kubelet = Kubelet(root_dir=tmp_path, node_name="n1",
-                      config=KubeletConfiguration(cgroups_per_qos=False))
+    kubelet = Kubelet(
+        root_dir=tmp_path, node_name="n1", config=KubeletConfiguration(cgroups_per_qos=False)
+    )
     assert isinstance(kubelet.base_runtime, HostProcessRuntime)
     assert isinstance(kubelet.pleg, GenericPLEG)
     # The kubelet's runtimeRequestTimeout bounds a start, not a shorter guess.
@@ -88,9 +90,11 @@ def test_the_embedded_runtime_takes_the_configured_request_timeout(tmp_path: Pat
 def test_a_configured_cri_endpoint_is_the_runtime(tmp_path: Path) -> None:
     from kubelet_kit.cri import CRIRuntime
 
-    config = KubeletConfiguration(cgroups_per_qos=False,
-                                  container_runtime_endpoint="unix:///nonexistent/cri.sock",
-                                  runtime_request_timeout="7s")
+    config = KubeletConfiguration(
+        cgroups_per_qos=False,
+        container_runtime_endpoint="unix:///nonexistent/cri.sock",
+        runtime_request_timeout="7s",
+    )
     kubelet = Kubelet(config, root_dir=tmp_path, node_name="n1")
     assert isinstance(kubelet.base_runtime, CRIRuntime)
     assert "unix:///nonexistent/cri.sock" in repr(kubelet.base_runtime)
@@ -100,17 +104,23 @@ def test_a_configured_cri_endpoint_is_the_runtime(tmp_path: Path) -> None:
 async def test_build_agent_passes_the_part_on_and_serves_the_node_api(tmp_path: Path) -> None:
     runtime = FakeRuntime(FakeClock())
     pleg = RecordingPLEG(runtime, runtime.clock)
-    config = KubeletConfiguration(cgroups_per_qos=False, port=0, read_only_port=0,
-                                  healthz_port=0)
-    agent = await build_agent(config, runtime=runtime, pleg=pleg, clock=runtime.clock,
-                              root_dir=tmp_path, node_name="n1")
+    config = KubeletConfiguration(cgroups_per_qos=False, port=0, read_only_port=0, healthz_port=0)
+    agent = await build_agent(
+        config, runtime=runtime, pleg=pleg, clock=runtime.clock, root_dir=tmp_path, node_name="n1"
+    )
     assert agent.kubelet.pleg is pleg
     assert agent.server is None  # every port off: nothing to serve
     assert agent.cluster is None
     served = await build_agent(
-        KubeletConfiguration(cgroups_per_qos=False, port=0, healthz_port=0,
-                             read_only_port=10255, address="127.0.0.1"),
-        runtime=runtime, pleg=pleg, clock=runtime.clock, root_dir=tmp_path, node_name="n1")
+        KubeletConfiguration(
+            cgroups_per_qos=False, port=0, healthz_port=0, read_only_port=10255, address="127.0.0.1"
+        ),
+        runtime=runtime,
+        pleg=pleg,
+        clock=runtime.clock,
+        root_dir=tmp_path,
+        node_name="n1",
+    )
     assert served.server is not None and served.server.kubelet is served.kubelet
     assert served.server.read_only_port == 10255
 
@@ -127,7 +137,8 @@ def test_kubelet_kit_run_takes_the_part_too(tmp_path: Path) -> None:
         async def run(self) -> None:
             async def stop_when_running() -> None:
                 while not await runtime.list_containers(
-                        ContainerFilter(state=ContainerState.RUNNING)):
+                    ContainerFilter(state=ContainerState.RUNNING)
+                ):
                     await asyncio.sleep(0.02)
                 seen["running"] = True
                 os.kill(os.getpid(), signal.SIGTERM)  # as an operator's kill would
@@ -140,11 +151,28 @@ def test_kubelet_kit_run_takes_the_part_too(tmp_path: Path) -> None:
 
     pleg = StopOncePodRuns(runtime, runtime.clock)
     before = RecordingPLEG.started
-    status = cli.main(["run", "--pod-manifest-path", str(manifests), "--root-dir",
-                       str(tmp_path / "root"), "--pod-logs-dir", str(tmp_path / "logs"),
-                       "--cgroups-per-qos=false", "--port", "0", "--healthz-port", "0",
-                       "--hostname-override", "n1", "--file-check-frequency", "0.2"],
-                      runtime=runtime, pleg=pleg)
+    status = cli.main(
+        [
+            "run",
+            "--pod-manifest-path",
+            str(manifests),
+            "--root-dir",
+            str(tmp_path / "root"),
+            "--pod-logs-dir",
+            str(tmp_path / "logs"),
+            "--cgroups-per-qos=false",
+            "--port",
+            "0",
+            "--healthz-port",
+            "0",
+            "--hostname-override",
+            "n1",
+            "--file-check-frequency",
+            "0.2",
+        ],
+        runtime=runtime,
+        pleg=pleg,
+    )
     assert status == 0
     assert RecordingPLEG.started == before + 1  # the CLI ran the PLEG it was given
     assert seen.get("running"), "the pod never ran on the given runtime"

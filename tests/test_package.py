@@ -13,7 +13,10 @@ import kubelet_kit
 
 SUBSYSTEMS = ["cri", "pleg", "cm", "volume", "prober", "eviction", "status"]
 PUBLIC_PACKAGES = [
-    "kubelet_kit.api", "kubelet_kit.container", "kubelet_kit.testing", "kubelet_kit.config",
+    "kubelet_kit.api",
+    "kubelet_kit.container",
+    "kubelet_kit.testing",
+    "kubelet_kit.config",
     *(f"kubelet_kit.{s}" for s in SUBSYSTEMS),
 ]
 
@@ -79,9 +82,17 @@ def test_a_fresh_virtualenv_installs_the_checkout_and_imports_it(tmp_path: objec
     venv = Path(str(tmp_path)) / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-         "--disable-pip-version-check", str(root)],
-        capture_output=True, text=True,
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert pip.returncode == 0, pip.stderr[-3000:]
     code = (
@@ -89,10 +100,12 @@ def test_a_fresh_virtualenv_installs_the_checkout_and_imports_it(tmp_path: objec
         "from kubelet_kit import Kubelet\n"
         "print(kubelet_kit.__version__)\n"
     )
-    out = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True,
-                         text=True, cwd=str(venv))
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, cwd=str(venv)
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == kubelet_kit.__version__
-    cli = subprocess.run([str(venv / "bin" / "kubelet-kit"), "--version"], capture_output=True,
-                         text=True)
+    cli = subprocess.run(
+        [str(venv / "bin" / "kubelet-kit"), "--version"], capture_output=True, text=True
+    )
     assert cli.stdout.strip() == f"kubelet-kit {kubelet_kit.__version__}"

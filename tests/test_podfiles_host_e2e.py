@@ -39,11 +39,19 @@ RequireReal = Callable[[bool, str], None]
 
 def _pod(name: str, containers: list[dict[str, Any]], **spec: Any) -> Pod:
     return load_pod(
-        {"apiVersion": "v1", "kind": "Pod",
-         "metadata": {"name": name, "namespace": "default"},
-         "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                  "containers": containers, **spec}},
-        source="test", node_name=NODE,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 1,
+                "containers": containers,
+                **spec,
+            },
+        },
+        source="test",
+        node_name=NODE,
     )
 
 
@@ -57,14 +65,16 @@ class Agent:
         self.root = tmp / "state"
         self.logs = tmp / "logs"
         self.source = ProgrammaticSource()
-        self.kubelet = Kubelet(**stub_parts(
-            runtime=HostProcessRuntime(self.root / "runtime"),
-            sources=[self.source],
-            volume_manager=ReconcilingVolumeManager(self.root),
-            node_name=NODE,
-            root_dir=self.root,
-            pod_logs_dir=self.logs,
-        ))
+        self.kubelet = Kubelet(
+            **stub_parts(
+                runtime=HostProcessRuntime(self.root / "runtime"),
+                sources=[self.source],
+                volume_manager=ReconcilingVolumeManager(self.root),
+                node_name=NODE,
+                root_dir=self.root,
+                pod_logs_dir=self.logs,
+            )
+        )
         self.task: asyncio.Task[None] | None = None
 
     def log(self, pod: Pod, container: str) -> str:
@@ -101,16 +111,27 @@ async def agent(tmp_path: Path, require_real: RequireReal) -> AsyncIterator[Agen
 async def test_managed_etc_hosts_and_termination_messages(agent: Agent) -> None:
     own_hosts = agent.tmp / "own-hosts"
     own_hosts.write_text("# my own hosts file\n")
-    pod = _pod("files", [
-        _sh("hosts", "cat /etc/hosts"),
-        _sh("own", "cat /etc/hosts",
-            volumeMounts=[{"name": "hosts", "mountPath": "/etc/hosts"}]),
-        _sh("writer", "printf 'written by uid %s' $(id -u) > /dev/termination-log",
-            securityContext={"runAsUser": 1000}),
-        _sh("failer", "echo first; echo second; exit 2",
-            terminationMessagePolicy="FallbackToLogsOnError"),
-    ], hostAliases=[{"ip": "10.9.8.7", "hostnames": ["alias-a", "alias-b"]}],
-        volumes=[{"name": "hosts", "hostPath": {"path": str(own_hosts), "type": "File"}}])
+    pod = _pod(
+        "files",
+        [
+            _sh("hosts", "cat /etc/hosts"),
+            _sh(
+                "own", "cat /etc/hosts", volumeMounts=[{"name": "hosts", "mountPath": "/etc/hosts"}]
+            ),
+            _sh(
+                "writer",
+                "printf 'written by uid %s' $(id -u) > /dev/termination-log",
+                securityContext={"runAsUser": 1000},
+            ),
+            _sh(
+                "failer",
+                "echo first; echo second; exit 2",
+                terminationMessagePolicy="FallbackToLogsOnError",
+            ),
+        ],
+        hostAliases=[{"ip": "10.9.8.7", "hostnames": ["alias-a", "alias-b"]}],
+        volumes=[{"name": "hosts", "hostPath": {"path": str(own_hosts), "type": "File"}}],
+    )
     agent.source.add(pod)
     await wait_until(lambda: agent.terminated(pod, 4), "every container to exit")
     status = agent.status(pod)
@@ -134,7 +155,11 @@ async def test_managed_etc_hosts_and_termination_messages(agent: Agent) -> None:
     pod_dir = agent.root / "pods" / pod.uid
     assert (pod_dir / "etc-hosts").is_file()
     assert sorted(p.name for p in (pod_dir / "containers").iterdir()) == [
-        "failer", "hosts", "own", "writer"]
+        "failer",
+        "hosts",
+        "own",
+        "writer",
+    ]
     agent.source.remove(pod.uid)
     await wait_until(lambda: not pod_dir.exists(), "the pod's directory to go")
 
@@ -144,6 +169,7 @@ async def test_host_network_pod_sees_the_nodes_hosts_file(agent: Agent) -> None:
     agent.source.add(pod)
     await wait_until(lambda: agent.terminated(pod, 1), "the container to exit")
     hosts = agent.log(pod, "hosts")
-    assert hosts == ("# Kubernetes-managed hosts file (host network).\n"
-                     + Path("/etc/hosts").read_text())
+    assert hosts == (
+        "# Kubernetes-managed hosts file (host network).\n" + Path("/etc/hosts").read_text()
+    )
     assert "# Kubernetes-managed hosts file." not in hosts

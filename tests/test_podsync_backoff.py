@@ -20,14 +20,44 @@ from kubelet_kit.testing import FakeClock
 # Upstream client-go flowcontrol TestIsInBackOffSinceUpdate: step 1 s, max 10 s,
 # (tick, in back-off, window) where Next is called whenever not in back-off.
 SINCE_UPDATE_TABLE = [
-    (0, False, 0), (1, False, 1), (2, True, 2), (3, False, 2), (4, True, 4),
-    (5, True, 4), (6, True, 4), (7, False, 4), (8, True, 8), (9, True, 8),
-    (10, True, 8), (11, True, 8), (12, True, 8), (13, True, 8), (14, True, 8),
-    (15, False, 8), (16, True, 10), (17, True, 10), (18, True, 10), (19, True, 10),
-    (20, True, 10), (21, True, 10), (22, True, 10), (23, True, 10), (24, True, 10),
-    (25, False, 10), (26, True, 10), (27, True, 10), (28, True, 10), (29, True, 10),
-    (30, True, 10), (31, True, 10), (32, True, 10), (33, True, 10), (34, True, 10),
-    (35, False, 10), (56, False, 0), (57, False, 1),
+    (0, False, 0),
+    (1, False, 1),
+    (2, True, 2),
+    (3, False, 2),
+    (4, True, 4),
+    (5, True, 4),
+    (6, True, 4),
+    (7, False, 4),
+    (8, True, 8),
+    (9, True, 8),
+    (10, True, 8),
+    (11, True, 8),
+    (12, True, 8),
+    (13, True, 8),
+    (14, True, 8),
+    (15, False, 8),
+    (16, True, 10),
+    (17, True, 10),
+    (18, True, 10),
+    (19, True, 10),
+    (20, True, 10),
+    (21, True, 10),
+    (22, True, 10),
+    (23, True, 10),
+    (24, True, 10),
+    (25, False, 10),
+    (26, True, 10),
+    (27, True, 10),
+    (28, True, 10),
+    (29, True, 10),
+    (30, True, 10),
+    (31, True, 10),
+    (32, True, 10),
+    (33, True, 10),
+    (34, True, 10),
+    (35, False, 10),
+    (56, False, 0),
+    (57, False, 1),
 ]
 
 
@@ -138,8 +168,6 @@ def test_stable_key_and_pod_format_are_the_kubelets() -> None:
     container = Container(name="app", image="nginx:1.27")
     assert stable_key(pod, container, "1a2b") == "web_prod_u-1_app_1a2b"
     assert format_pod(pod) == "web_prod(u-1)"
-
-
 
 
 @pytest.mark.parametrize(

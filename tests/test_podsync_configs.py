@@ -53,8 +53,13 @@ def _pod(**spec: object) -> Pod:
     base: dict[str, object] = {"containers": (Container(name="app", image="nginx:1"),)}
     base.update(spec)
     return Pod(
-        metadata=ObjectMeta(name="web", namespace="prod", uid="uid-1",
-                            labels={"app": "web"}, annotations={"note": "x"}),
+        metadata=ObjectMeta(
+            name="web",
+            namespace="prod",
+            uid="uid-1",
+            labels={"app": "web"},
+            annotations={"note": "x"},
+        ),
         spec=PodSpec(**base),  # type: ignore[arg-type]
     )
 
@@ -69,28 +74,46 @@ def test_sandbox_config_identity_logs_labels_namespaces() -> None:
             sysctls=({"name": "net.core.somaxconn", "value": "1024"},)
         ),
         containers=(
-            Container(name="app", ports=(
-                ContainerPort(name="http", container_port=80, host_port=8080),
-                ContainerPort(container_port=9090),
-                ContainerPort(
-                    container_port=53, host_port=5353, protocol="UDP", host_ip="127.0.0.1"
+            Container(
+                name="app",
+                ports=(
+                    ContainerPort(name="http", container_port=80, host_port=8080),
+                    ContainerPort(container_port=9090),
+                    ContainerPort(
+                        container_port=53, host_port=5353, protocol="UDP", host_ip="127.0.0.1"
+                    ),
                 ),
-            )),
+            ),
         ),
-        init_containers=(Container(name="init", ports=(
-            ContainerPort(container_port=1, host_port=1),)),),
+        init_containers=(
+            Container(name="init", ports=(ContainerPort(container_port=1, host_port=1),)),
+        ),
     )
-    config = sandbox_config(pod, attempt=2, pod_logs_dir="/var/log/pods",
-                            cgroup_parent="/kubepods/poduid-1", resolv_conf=HOST_RESOLV)
-    assert (config.metadata.name, config.metadata.namespace, config.metadata.uid,
-            config.metadata.attempt) == ("web", "prod", "uid-1", 2)
+    config = sandbox_config(
+        pod,
+        attempt=2,
+        pod_logs_dir="/var/log/pods",
+        cgroup_parent="/kubepods/poduid-1",
+        resolv_conf=HOST_RESOLV,
+    )
+    assert (
+        config.metadata.name,
+        config.metadata.namespace,
+        config.metadata.uid,
+        config.metadata.attempt,
+    ) == ("web", "prod", "uid-1", 2)
     assert config.hostname == "web"
     assert config.log_directory == "/var/log/pods/prod_web_uid-1"
     assert dict(config.labels) == {
-        "app": "web", kl.POD_NAME: "web", kl.POD_NAMESPACE: "prod", kl.POD_UID: "uid-1"}
+        "app": "web",
+        kl.POD_NAME: "web",
+        kl.POD_NAMESPACE: "prod",
+        kl.POD_UID: "uid-1",
+    }
     assert dict(config.annotations) == {"note": "x"}
-    mappings = [(p.container_port, p.host_port, p.protocol, p.host_ip)
-                for p in config.port_mappings]
+    mappings = [
+        (p.container_port, p.host_port, p.protocol, p.host_ip) for p in config.port_mappings
+    ]
     assert mappings == [(80, 8080, "TCP", ""), (53, 5353, "UDP", "127.0.0.1")]
     assert config.namespace_options.host_pid and not config.namespace_options.host_network
     assert dict(config.sysctls) == {"net.core.somaxconn": "1024"}
@@ -107,16 +130,33 @@ def test_sandbox_is_privileged_when_any_container_is() -> None:
     assert not plain.privileged
     assert (plain.run_as_user, plain.run_as_group, plain.supplemental_groups) == (None, None, ())
     for where in ("containers", "init_containers"):
-        pod = _pod(**{where: (Container(name="c", image="busybox",
-                                        security_context=SecurityContext(privileged=True)),)})
-        assert sandbox_config(pod, attempt=0, pod_logs_dir="/l",
-                              resolv_conf=HOST_RESOLV).privileged, where
-    unprivileged = _pod(containers=(Container(
-        name="c", image="busybox", security_context=SecurityContext(privileged=False)),))
-    assert not sandbox_config(unprivileged, attempt=0, pod_logs_dir="/l",
-                              resolv_conf=HOST_RESOLV).privileged
-    grouped = _pod(security_context=PodSecurityContext(
-        run_as_user=1000, run_as_group=3000, fs_group=2000, supplemental_groups=(5, 6)))
+        pod = _pod(
+            **{
+                where: (
+                    Container(
+                        name="c", image="busybox", security_context=SecurityContext(privileged=True)
+                    ),
+                )
+            }
+        )
+        assert sandbox_config(
+            pod, attempt=0, pod_logs_dir="/l", resolv_conf=HOST_RESOLV
+        ).privileged, where
+    unprivileged = _pod(
+        containers=(
+            Container(
+                name="c", image="busybox", security_context=SecurityContext(privileged=False)
+            ),
+        )
+    )
+    assert not sandbox_config(
+        unprivileged, attempt=0, pod_logs_dir="/l", resolv_conf=HOST_RESOLV
+    ).privileged
+    grouped = _pod(
+        security_context=PodSecurityContext(
+            run_as_user=1000, run_as_group=3000, fs_group=2000, supplemental_groups=(5, 6)
+        )
+    )
     config = sandbox_config(grouped, attempt=0, pod_logs_dir="/l", resolv_conf=HOST_RESOLV)
     assert (config.run_as_user, config.run_as_group) == (1000, 3000)
     assert config.supplemental_groups == (2000, 5, 6)
@@ -124,6 +164,7 @@ def test_sandbox_is_privileged_when_any_container_is() -> None:
 
 def test_hostname_from_spec_truncated_and_absent_for_host_network() -> None:
     pod = _pod(hostname="db-0")
+
     def hostname(pod: Pod) -> str:
         return sandbox_config(pod, attempt=0, pod_logs_dir="/l", resolv_conf=HOST_RESOLV).hostname
 
@@ -137,7 +178,11 @@ def test_hostname_from_spec_truncated_and_absent_for_host_network() -> None:
 def test_dns_policies() -> None:
     def dns(pod: Pod, **kw: object) -> DNSConfig:
         config = sandbox_config(
-            pod, attempt=0, pod_logs_dir="/l", resolv_conf=HOST_RESOLV, **kw  # type: ignore[arg-type]
+            pod,
+            attempt=0,
+            pod_logs_dir="/l",
+            resolv_conf=HOST_RESOLV,
+            **kw,  # type: ignore[arg-type]
         )
         assert config.dns_config is not None
         return config.dns_config
@@ -152,21 +197,31 @@ def test_dns_policies() -> None:
     )
     # Host-network pods need ClusterFirstWithHostNet for cluster DNS.
     assert dns(_pod(host_network=True), cluster_dns=["10.96.0.10"]) == HOST_RESOLV
-    none = _pod(dns_policy="None", dns_config={
-        "nameservers": ["1.1.1.1"], "searches": ["a.example"],
-        "options": [{"name": "ndots", "value": "2"}, {"name": "rotate"}]})
+    none = _pod(
+        dns_policy="None",
+        dns_config={
+            "nameservers": ["1.1.1.1"],
+            "searches": ["a.example"],
+            "options": [{"name": "ndots", "value": "2"}, {"name": "rotate"}],
+        },
+    )
     assert dns(none) == DNSConfig(("1.1.1.1",), ("a.example",), ("ndots:2", "rotate"))
-    merged = _pod(dns_policy="Default", dns_config={
-        "nameservers": ["192.0.2.53", "1.1.1.1"], "options": [{"name": "edns0"}]})
+    merged = _pod(
+        dns_policy="Default",
+        dns_config={"nameservers": ["192.0.2.53", "1.1.1.1"], "options": [{"name": "edns0"}]},
+    )
     assert dns(merged) == DNSConfig(("192.0.2.53", "1.1.1.1"), ("corp.example",), ("edns0",))
 
 
 def test_resolv_conf_is_read_only_when_needed(tmp_path: Path) -> None:
     resolv = tmp_path / "resolv.conf"
-    resolv.write_text("# comment\nnameserver 10.0.0.2\nnameserver 10.0.0.3 ; x\n"
-                      "search old.example\nsearch a.example b.example\noptions ndots:1 rotate\n")
+    resolv.write_text(
+        "# comment\nnameserver 10.0.0.2\nnameserver 10.0.0.3 ; x\n"
+        "search old.example\nsearch a.example b.example\noptions ndots:1 rotate\n"
+    )
     assert read_resolv_conf(str(resolv)) == DNSConfig(
-        ("10.0.0.2", "10.0.0.3"), ("a.example", "b.example"), ("ndots:1", "rotate"))
+        ("10.0.0.2", "10.0.0.3"), ("a.example", "b.example"), ("ndots:1", "rotate")
+    )
     assert read_resolv_conf(str(tmp_path / "missing")) == DNSConfig()
     calls: list[int] = []
 
@@ -174,8 +229,9 @@ def test_resolv_conf_is_read_only_when_needed(tmp_path: Path) -> None:
         calls.append(1)
         return read_resolv_conf(str(resolv))
 
-    config = sandbox_config(_pod(dns_policy="Default"), attempt=0, pod_logs_dir="/l",
-                            read_resolv=reader)
+    config = sandbox_config(
+        _pod(dns_policy="Default"), attempt=0, pod_logs_dir="/l", read_resolv=reader
+    )
     assert config.dns_config is not None and config.dns_config.servers == ("10.0.0.2", "10.0.0.3")
     sandbox_config(_pod(dns_policy="None"), attempt=0, pod_logs_dir="/l", read_resolv=reader)
     assert calls == [1]
@@ -193,8 +249,12 @@ def test_fnv1a_32_reference_vectors() -> None:
 def test_container_hash_is_the_kubelets() -> None:
     # HashContainer's own test case upstream (pkg/kubelet/container/helpers_test.go,
     # Kubernetes 1.31 and later): args and ports do not enter the hash.
-    c = Container(name="test_container", image="foo/image:v1",
-                  args=("/bin/sh", "-c", "echo abc"), ports=(ContainerPort(container_port=8001),))
+    c = Container(
+        name="test_container",
+        image="foo/image:v1",
+        args=("/bin/sh", "-c", "echo abc"),
+        ports=(ContainerPort(container_port=8001),),
+    )
     assert container_hash(c) == "8e45cbd0"
 
 
@@ -208,47 +268,68 @@ def test_container_hash_tracks_name_and_image_only() -> None:
     assert container_hash(attrs.evolve(c, args=("-g",), working_dir="/srv")) == h
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("registry.local/app:1", '"registry.local/app:1"'),
-    ("a<b>&c", '"a\\u003cb\\u003e\\u0026c"'),
-    ('q"b\\s', '"q\\"b\\\\s"'),
-    ("\b\f\n\r\t\x01\x1f", '"\\b\\f\\n\\r\\t\\u0001\\u001f"'),
-    ("\u2028\u2029", '"\\u2028\\u2029"'),
-    ("caf\u00e9", '"caf\u00e9"'),
-    ("\ud800", '"\\ufffd"'),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("registry.local/app:1", '"registry.local/app:1"'),
+        ("a<b>&c", '"a\\u003cb\\u003e\\u0026c"'),
+        ('q"b\\s', '"q\\"b\\\\s"'),
+        ("\b\f\n\r\t\x01\x1f", '"\\b\\f\\n\\r\\t\\u0001\\u001f"'),
+        ("\u2028\u2029", '"\\u2028\\u2029"'),
+        ("caf\u00e9", '"caf\u00e9"'),
+        ("\ud800", '"\\ufffd"'),
+    ],
+)
 def test_hashed_strings_are_encoded_as_go_encodes_them(value: str, expected: str) -> None:
     assert _go_json_string(value) == expected
 
 
 def _rich_container() -> Container:
     return Container(
-        name="app", image="nginx:1",
+        name="app",
+        image="nginx:1",
         command=("/bin/sh", "-c", "echo $(GREETING) $$(NOT) $(MISSING)"),
         args=("--name=$(POD_NAME)",),
         working_dir="/srv",
-        ports=(ContainerPort(name="http", container_port=8080, host_port=80),
-               ContainerPort(container_port=9090, protocol="UDP")),
-        lifecycle=Lifecycle(pre_stop=LifecycleHandler(
-            http_get=HTTPGetAction(path="/quit", port="http"))),
+        ports=(
+            ContainerPort(name="http", container_port=8080, host_port=80),
+            ContainerPort(container_port=9090, protocol="UDP"),
+        ),
+        lifecycle=Lifecycle(
+            pre_stop=LifecycleHandler(http_get=HTTPGetAction(path="/quit", port="http"))
+        ),
         termination_message_policy="FallbackToLogsOnError",
         security_context=SecurityContext(
-            run_as_user=1000, allow_privilege_escalation=False, read_only_root_filesystem=True,
-            capabilities=Capabilities(add=("NET_ADMIN",), drop=("ALL",))),
-        stdin=True, tty=True,
+            run_as_user=1000,
+            allow_privilege_escalation=False,
+            read_only_root_filesystem=True,
+            capabilities=Capabilities(add=("NET_ADMIN",), drop=("ALL",)),
+        ),
+        stdin=True,
+        tty=True,
     )
 
 
 def test_container_config_fields() -> None:
     container = _rich_container()
-    pod = attrs.evolve(_pod(containers=(container,)), metadata=attrs.evolve(
-        _pod().metadata, deletion_grace_period_seconds=10))
-    pod = attrs.evolve(pod, spec=attrs.evolve(pod.spec, security_context=PodSecurityContext(
-        run_as_user=1, run_as_group=2, supplemental_groups=(5,), fs_group=7)))
+    pod = attrs.evolve(
+        _pod(containers=(container,)),
+        metadata=attrs.evolve(_pod().metadata, deletion_grace_period_seconds=10),
+    )
+    pod = attrs.evolve(
+        pod,
+        spec=attrs.evolve(
+            pod.spec,
+            security_context=PodSecurityContext(
+                run_as_user=1, run_as_group=2, supplemental_groups=(5,), fs_group=7
+            ),
+        ),
+    )
     env = [KeyValue("GREETING", "hi"), KeyValue("POD_NAME", "web")]
     mounts = [Mount("/data", "/var/lib/data")]
-    config = container_config(pod, container, restart_count=3, env=env, mounts=mounts,
-                              image="sha256:abc")
+    config = container_config(
+        pod, container, restart_count=3, env=env, mounts=mounts, image="sha256:abc"
+    )
     assert (config.metadata.name, config.metadata.attempt) == ("app", 3)
     assert config.image.image == "sha256:abc"
     assert config.command == ("/bin/sh", "-c", "echo hi $(NOT) $(MISSING)")
@@ -257,8 +338,12 @@ def test_container_config_fields() -> None:
     assert config.mounts == tuple(mounts)
     assert config.log_path == "app/3.log"
     assert config.stdin and config.tty and not config.stdin_once
-    assert dict(config.labels) == {kl.POD_NAME: "web", kl.POD_NAMESPACE: "prod",
-                                   kl.POD_UID: "uid-1", kl.CONTAINER_NAME: "app"}
+    assert dict(config.labels) == {
+        kl.POD_NAME: "web",
+        kl.POD_NAMESPACE: "prod",
+        kl.POD_UID: "uid-1",
+        kl.CONTAINER_NAME: "app",
+    }
     a = config.annotations
     assert a[kl.CONTAINER_HASH] == container_hash(container)
     assert a[kl.CONTAINER_RESTART_COUNT] == "3"
@@ -267,10 +352,12 @@ def test_container_config_fields() -> None:
     assert a[kl.POD_TERMINATION_GRACE_PERIOD] == "30"
     assert a[kl.POD_DELETION_GRACE_PERIOD] == "10"
     assert a[kl.CONTAINER_PRESTOP_HANDLER] == (
-        '{"httpGet":{"path":"/quit","port":"http","scheme":"HTTP"}}')
+        '{"httpGet":{"path":"/quit","port":"http","scheme":"HTTP"}}'
+    )
     assert a[kl.CONTAINER_PORTS] == (
         '[{"name":"http","hostPort":80,"containerPort":8080,"protocol":"TCP"},'
-        '{"containerPort":9090,"protocol":"UDP"}]')
+        '{"containerPort":9090,"protocol":"UDP"}]'
+    )
     assert a[kl.CONTAINER_TYPE] == "container"
     sc = config.security_context
     assert sc is not None
@@ -287,7 +374,11 @@ def test_labels_round_trip() -> None:
     config = container_config(pod, container, restart_count=4, env=[])
     info = container_info_from_labels(config.labels, config.annotations)
     assert (info.name, info.pod_name, info.pod_namespace, info.pod_uid) == (
-        "app", "web", "prod", "uid-1")
+        "app",
+        "web",
+        "prod",
+        "uid-1",
+    )
     assert info.hash == container_hash(container)
     assert info.restart_count == 4
     assert info.termination_grace_period == 30 and info.deletion_grace_period is None
@@ -298,18 +389,30 @@ def test_labels_round_trip() -> None:
     init = container_config(pod, pod.spec.init_containers[0], restart_count=0, env=[])
     assert container_info_from_labels(init.labels, init.annotations).container_type == "init"
     # Old or foreign containers: defaults instead of errors.
-    info = container_info_from_labels({kl.CONTAINER_NAME: "x"}, {
-        kl.CONTAINER_RESTART_COUNT: "many", kl.CONTAINER_PORTS: "{", kl.CONTAINER_HASH: "ABC"})
+    info = container_info_from_labels(
+        {kl.CONTAINER_NAME: "x"},
+        {kl.CONTAINER_RESTART_COUNT: "many", kl.CONTAINER_PORTS: "{", kl.CONTAINER_HASH: "ABC"},
+    )
     assert (info.name, info.restart_count, info.ports, info.hash, info.pre_stop) == (
-        "x", 0, (), "abc", None)
+        "x",
+        0,
+        (),
+        "abc",
+        None,
+    )
 
 
 def test_exec_prestop_handler_json() -> None:
-    c = Container(name="c", lifecycle=Lifecycle(pre_stop=LifecycleHandler(
-        exec=ExecAction(command=("sh", "-c", "sleep 1")))))
+    c = Container(
+        name="c",
+        lifecycle=Lifecycle(
+            pre_stop=LifecycleHandler(exec=ExecAction(command=("sh", "-c", "sleep 1")))
+        ),
+    )
     config = container_config(_pod(containers=(c,)), c, restart_count=0, env=[])
     assert config.annotations[kl.CONTAINER_PRESTOP_HANDLER] == (
-        '{"exec":{"command":["sh","-c","sleep 1"]}}')
+        '{"exec":{"command":["sh","-c","sleep 1"]}}'
+    )
 
 
 # ----------------------------------------------------------------------- env
@@ -322,8 +425,13 @@ def _field(path: str) -> EnvVarSource:
 def _env_pod(*env: EnvVar, **container: object) -> tuple[Pod, Container]:
     c = Container(name="app", env=env, **container)  # type: ignore[arg-type]
     pod = Pod(
-        metadata=ObjectMeta(name="dapi-test-pod-name", namespace="downward-api", uid="u-1",
-                            labels={"tier": "web"}, annotations={"owner": "ops"}),
+        metadata=ObjectMeta(
+            name="dapi-test-pod-name",
+            namespace="downward-api",
+            uid="u-1",
+            labels={"tier": "web"},
+            annotations={"owner": "ops"},
+        ),
         spec=PodSpec(containers=(c,), service_account_name="special", node_name="node-name"),
     )
     return pod, c
@@ -346,11 +454,17 @@ def test_downward_api_fields() -> None:
     )
     env = resolve_env(pod, c, pod_ips=["1.2.3.4", "fd00::6"], host_ips=["5.5.5.5", "fd01::1"])
     assert env == [
-        KeyValue("POD_NAME", "dapi-test-pod-name"), KeyValue("POD_NAMESPACE", "downward-api"),
-        KeyValue("POD_NODE_NAME", "node-name"), KeyValue("POD_SERVICE_ACCOUNT_NAME", "special"),
-        KeyValue("POD_IP", "1.2.3.4"), KeyValue("POD_IPS", "1.2.3.4,fd00::6"),
-        KeyValue("HOST_IP", "5.5.5.5"), KeyValue("HOST_IPS", "5.5.5.5,fd01::1"),
-        KeyValue("UID", "u-1"), KeyValue("TIER", "web"), KeyValue("OWNER", "ops"),
+        KeyValue("POD_NAME", "dapi-test-pod-name"),
+        KeyValue("POD_NAMESPACE", "downward-api"),
+        KeyValue("POD_NODE_NAME", "node-name"),
+        KeyValue("POD_SERVICE_ACCOUNT_NAME", "special"),
+        KeyValue("POD_IP", "1.2.3.4"),
+        KeyValue("POD_IPS", "1.2.3.4,fd00::6"),
+        KeyValue("HOST_IP", "5.5.5.5"),
+        KeyValue("HOST_IPS", "5.5.5.5,fd01::1"),
+        KeyValue("UID", "u-1"),
+        KeyValue("TIER", "web"),
+        KeyValue("OWNER", "ops"),
     ]
     bad_pod, bad = _env_pod(EnvVar(name="X", value_from=_field("spec.nope")))
     with pytest.raises(PodSyncError) as err:
@@ -389,9 +503,16 @@ def test_literal_values_expand_against_earlier_vars() -> None:
 
 
 def _res(resource: str, divisor: str | None = None, container: str = "") -> EnvVar:
-    return EnvVar(name="V", value_from=EnvVarSource(resource_field_ref=ResourceFieldSelector(
-        container_name=container, resource=resource,
-        divisor=Quantity.parse(divisor) if divisor else None)))
+    return EnvVar(
+        name="V",
+        value_from=EnvVarSource(
+            resource_field_ref=ResourceFieldSelector(
+                container_name=container,
+                resource=resource,
+                divisor=Quantity.parse(divisor) if divisor else None,
+            )
+        ),
+    )
 
 
 Q = Quantity.parse
@@ -455,51 +576,93 @@ class _source:
 
 
 def test_config_map_and_secret_sources() -> None:
-    store = {("ConfigMap", "cfg"): {"a": "1", "b": "2", "bad=key": "x"},
-             ("Secret", "sec"): {"password": "hunter2"}}
+    store = {
+        ("ConfigMap", "cfg"): {"a": "1", "b": "2", "bad=key": "x"},
+        ("Secret", "sec"): {"password": "hunter2"},
+    }
     pod, c = _env_pod(
         EnvVar(name="b", value="literal-wins"),
-        EnvVar(name="PW", value_from=EnvVarSource(
-            secret_key_ref=SecretKeySelector(name="sec", key="password"))),
-        EnvVar(name="A", value_from=EnvVarSource(
-            config_map_key_ref=ConfigMapKeySelector(name="cfg", key="a"))),
-        EnvVar(name="OPT", value_from=EnvVarSource(
-            config_map_key_ref=ConfigMapKeySelector(name="nope", key="a", optional=True))),
-        env_from=(EnvFromSource(prefix="", config_map_ref=ConfigMapEnvSource(name="cfg")),
-                  EnvFromSource(prefix="X_", config_map_ref=ConfigMapEnvSource(name="cfg")),
-                  EnvFromSource(config_map_ref=ConfigMapEnvSource(name="gone", optional=True))),
+        EnvVar(
+            name="PW",
+            value_from=EnvVarSource(secret_key_ref=SecretKeySelector(name="sec", key="password")),
+        ),
+        EnvVar(
+            name="A",
+            value_from=EnvVarSource(config_map_key_ref=ConfigMapKeySelector(name="cfg", key="a")),
+        ),
+        EnvVar(
+            name="OPT",
+            value_from=EnvVarSource(
+                config_map_key_ref=ConfigMapKeySelector(name="nope", key="a", optional=True)
+            ),
+        ),
+        env_from=(
+            EnvFromSource(prefix="", config_map_ref=ConfigMapEnvSource(name="cfg")),
+            EnvFromSource(prefix="X_", config_map_ref=ConfigMapEnvSource(name="cfg")),
+            EnvFromSource(config_map_ref=ConfigMapEnvSource(name="gone", optional=True)),
+        ),
     )
     env = resolve_env(pod, c, config_source=_source(store))
-    assert env == [KeyValue("a", "1"), KeyValue("b", "literal-wins"), KeyValue("X_a", "1"),
-                   KeyValue("X_b", "2"), KeyValue("PW", "hunter2"), KeyValue("A", "1")]
+    assert env == [
+        KeyValue("a", "1"),
+        KeyValue("b", "literal-wins"),
+        KeyValue("X_a", "1"),
+        KeyValue("X_b", "2"),
+        KeyValue("PW", "hunter2"),
+        KeyValue("A", "1"),
+    ]
 
 
-@pytest.mark.parametrize(("var", "message"), [
-    (EnvVar(name="A", value_from=EnvVarSource(
-        config_map_key_ref=ConfigMapKeySelector(name="cfg", key="zzz"))),
-     "couldn't find key zzz in ConfigMap downward-api/cfg"),
-    (EnvVar(name="A", value_from=EnvVarSource(
-        secret_key_ref=SecretKeySelector(name="sec", key="zzz"))),
-     "couldn't find key zzz in Secret downward-api/sec"),
-    (EnvVar(name="A", value_from=EnvVarSource(
-        config_map_key_ref=ConfigMapKeySelector(name="missing", key="a"))),
-     'configmap "missing" not found'),
-    (EnvVar(name="A", value_from=EnvVarSource(
-        secret_key_ref=SecretKeySelector(name="missing", key="a"))),
-     'secret "missing" not found'),
-])
+@pytest.mark.parametrize(
+    ("var", "message"),
+    [
+        (
+            EnvVar(
+                name="A",
+                value_from=EnvVarSource(
+                    config_map_key_ref=ConfigMapKeySelector(name="cfg", key="zzz")
+                ),
+            ),
+            "couldn't find key zzz in ConfigMap downward-api/cfg",
+        ),
+        (
+            EnvVar(
+                name="A",
+                value_from=EnvVarSource(secret_key_ref=SecretKeySelector(name="sec", key="zzz")),
+            ),
+            "couldn't find key zzz in Secret downward-api/sec",
+        ),
+        (
+            EnvVar(
+                name="A",
+                value_from=EnvVarSource(
+                    config_map_key_ref=ConfigMapKeySelector(name="missing", key="a")
+                ),
+            ),
+            'configmap "missing" not found',
+        ),
+        (
+            EnvVar(
+                name="A",
+                value_from=EnvVarSource(secret_key_ref=SecretKeySelector(name="missing", key="a")),
+            ),
+            'secret "missing" not found',
+        ),
+    ],
+)
 def test_missing_sources_are_create_container_config_errors(var: EnvVar, message: str) -> None:
     store = {("ConfigMap", "cfg"): {"a": "1"}, ("Secret", "sec"): {"p": "x"}}
     pod, c = _env_pod(var)
     with pytest.raises(PodSyncError) as err:
         resolve_env(pod, c, config_source=_source(store))
     assert (err.value.reason, err.value.message, err.value.container) == (
-        "CreateContainerConfigError", message, "app")
+        "CreateContainerConfigError",
+        message,
+        "app",
+    )
 
 
 def test_missing_env_from_without_source_is_an_error() -> None:
     pod, c = _env_pod(env_from=(EnvFromSource(config_map_ref=ConfigMapEnvSource(name="cfg")),))
     with pytest.raises(PodSyncError, match='configmap "cfg" not found'):
         resolve_env(pod, c)
-
-

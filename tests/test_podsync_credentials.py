@@ -36,16 +36,20 @@ def test_dockerconfigjson_reads_the_auths_map() -> None:
     """MakeDockerKeyring: a .dockerconfigjson secret contributes its "auths"."""
     doc = {"auths": {"r.example": {"username": "u", "password": "p", "email": "e@x"}}}
     parsed = parse_docker_config({".dockerconfigjson": json.dumps(doc).encode()})
-    assert parsed == {"r.example": AuthConfig(username="u", password="p",
-                                              server_address="r.example")}
+    assert parsed == {
+        "r.example": AuthConfig(username="u", password="p", server_address="r.example")
+    }
 
 
 def test_dockercfg_is_the_map_without_auths() -> None:
     """MakeDockerKeyring: a legacy .dockercfg secret is the key -> entry map itself."""
     doc = {"https://r.example": {"auth": b64("u:p")}}
     parsed = parse_docker_config({".dockercfg": json.dumps(doc).encode()})
-    assert parsed == {"https://r.example": AuthConfig(
-        username="u", password="p", server_address="https://r.example")}
+    assert parsed == {
+        "https://r.example": AuthConfig(
+            username="u", password="p", server_address="https://r.example"
+        )
+    }
 
 
 def test_dockerconfigjson_is_preferred_and_empty_data_holds_nothing() -> None:
@@ -56,8 +60,9 @@ def test_dockerconfigjson_is_preferred_and_empty_data_holds_nothing() -> None:
         ".dockercfg": json.dumps({"b.example": {"username": "b"}}).encode(),
     }
     assert list(parse_docker_config(both)) == ["a.example"]
-    assert list(parse_docker_config({".dockerconfigjson": b"", ".dockercfg": both[".dockercfg"]})
-                ) == ["b.example"]
+    assert list(
+        parse_docker_config({".dockerconfigjson": b"", ".dockercfg": both[".dockercfg"]})
+    ) == ["b.example"]
     assert parse_docker_config({"token": b"x"}) == {}
     assert parse_docker_config({".dockerconfigjson": b"{}"}) == {}
 
@@ -141,7 +146,9 @@ def test_more_specific_keys_come_first() -> None:
     tried before quay.io; every match is returned, for the puller to try in turn."""
     ring = keyring("quay.io", "quay.io/coreos", "quay.io/coreos/etcd", "other.io")
     assert users(ring.lookup("quay.io/coreos/etcd")) == [
-        "quay.io/coreos/etcd", "quay.io/coreos", "quay.io",
+        "quay.io/coreos/etcd",
+        "quay.io/coreos",
+        "quay.io",
     ]
 
 

@@ -28,8 +28,12 @@ def _sandbox(tmp: Path, attempt: int) -> PodSandboxConfig:
 
 def _container(name: str, attempt: int, *, labelled: bool = True) -> ContainerConfig:
     labels = {kl.POD_UID: "u1", kl.CONTAINER_NAME: name} if labelled else {}
-    return ContainerConfig(metadata=ContainerMetadata(name, attempt), image=ImageSpec("busybox"),
-                           labels=labels, log_path=f"{name}/{attempt}.log")
+    return ContainerConfig(
+        metadata=ContainerMetadata(name, attempt),
+        image=ImageSpec("busybox"),
+        labels=labels,
+        log_path=f"{name}/{attempt}.log",
+    )
 
 
 async def test_gc_keeps_the_newest_dead_per_name_and_removes_the_rest_with_logs(
@@ -43,11 +47,13 @@ async def test_gc_keeps_the_newest_dead_per_name_and_removes_the_rest_with_logs(
     config = _sandbox(tmp_path, 1)
     sandbox = await rt.run_pod_sandbox(config)
 
-    async def run(name: str, attempt: int, *, exit_code: int | None = 1,
-                  labelled: bool = True) -> str:
+    async def run(
+        name: str, attempt: int, *, exit_code: int | None = 1, labelled: bool = True
+    ) -> str:
         clock.advance(1)
-        cid = await rt.create_container(sandbox, _container(name, attempt, labelled=labelled),
-                                        config)
+        cid = await rt.create_container(
+            sandbox, _container(name, attempt, labelled=labelled), config
+        )
         await rt.start_container(cid)
         if exit_code is not None:
             rt.exit_container(cid, exit_code)
@@ -79,16 +85,27 @@ async def test_gc_keeps_the_newest_dead_per_name_and_removes_the_rest_with_logs(
 
 async def test_a_crash_loop_keeps_one_dead_container_and_counts_every_restart() -> None:
     async with KubeletEnv() as env:
-        env.add_pod({"apiVersion": "v1", "kind": "Pod",
-                     "metadata": {"name": "crasher", "uid": "uid-crasher"},
-                     "spec": {"containers": [{"name": "c", "image": "busybox",
-                                              "command": ["sh", "-c", "exit 1"]}]}})
+        env.add_pod(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "crasher", "uid": "uid-crasher"},
+                "spec": {
+                    "containers": [
+                        {"name": "c", "image": "busybox", "command": ["sh", "-c", "exit 1"]}
+                    ]
+                },
+            }
+        )
         await env.sleep(900)  # restarts at 1, 11, 31, 71, 151, 311, 611 s
         restarts = env.status("crasher").container_statuses[0].restart_count
         assert restarts >= 6
         await env.sleep(60)  # one more collection
-        mine = [c for c in await env.runtime.list_containers()
-                if c.labels.get(kl.POD_UID) == "uid-crasher"]
+        mine = [
+            c
+            for c in await env.runtime.list_containers()
+            if c.labels.get(kl.POD_UID) == "uid-crasher"
+        ]
         dead = [c for c in mine if c.state is not ContainerState.RUNNING]
         assert len(dead) == 1, [(c.metadata.attempt, c.state) for c in mine]
         assert env.status("crasher").container_statuses[0].restart_count >= restarts

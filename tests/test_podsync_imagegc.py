@@ -41,8 +41,10 @@ async def _setup() -> tuple[FakeClock, FakeRuntime, dict[str, str]]:
     config = PodSandboxConfig(metadata=PodSandboxMetadata("p", "default", "u1"))
     sandbox = await rt.run_pod_sandbox(config)
     cid = await rt.create_container(
-        sandbox, ContainerConfig(metadata=ContainerMetadata("c"),
-                                 image=ImageSpec("example.com/used:1")), config)
+        sandbox,
+        ContainerConfig(metadata=ContainerMetadata("c"), image=ImageSpec("example.com/used:1")),
+        config,
+    )
     await rt.start_container(cid)
     rt.exit_container(cid, 0)  # an exited container still holds its image
     return clock, rt, ids
@@ -81,8 +83,10 @@ async def test_least_recently_used_goes_first_and_only_as_much_as_needed() -> No
     config = PodSandboxConfig(metadata=PodSandboxMetadata("q", "default", "u2"))
     sandbox = await rt.run_pod_sandbox(config)
     cid = await rt.create_container(
-        sandbox, ContainerConfig(metadata=ContainerMetadata("c"),
-                                 image=ImageSpec("example.com/newer:1")), config)
+        sandbox,
+        ContainerConfig(metadata=ContainerMetadata("c"), image=ImageSpec("example.com/newer:1")),
+        config,
+    )
     await gc.detect_images()
     await rt.remove_container(cid)
     clock.advance(60)
@@ -94,9 +98,12 @@ async def test_images_younger_than_the_minimum_age_stay_and_the_shortfall_is_an_
     clock, rt, _ = await _setup()
     gc = ImageGCManager(rt, Disk(100 * MB, 1 * MB), clock=clock, minimum_age=120)
     clock.advance(60)
-    with pytest.raises(ImageGCError, match=r"Failed to garbage collect required amount of "
-                                           r"images\. Attempted to free \d+ bytes, but only "
-                                           r"found 0 bytes eligible to free\."):
+    with pytest.raises(
+        ImageGCError,
+        match=r"Failed to garbage collect required amount of "
+        r"images\. Attempted to free \d+ bytes, but only "
+        r"found 0 bytes eligible to free\.",
+    ):
         await gc.garbage_collect()
     assert len(await rt.list_images()) == 3
 
@@ -117,11 +124,14 @@ async def test_a_filesystem_without_capacity_is_an_error() -> None:
         await ImageGCManager(rt, Disk(0, 0)).garbage_collect()
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"high_threshold_percent": 101}, "imageGCHighThresholdPercent"),
-    ({"low_threshold_percent": -1}, "imageGCLowThresholdPercent"),
-    ({"high_threshold_percent": 70, "low_threshold_percent": 80}, "imageGCLowThresholdPercent"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"high_threshold_percent": 101}, "imageGCHighThresholdPercent"),
+        ({"low_threshold_percent": -1}, "imageGCLowThresholdPercent"),
+        ({"high_threshold_percent": 70, "low_threshold_percent": 80}, "imageGCLowThresholdPercent"),
+    ],
+)
 def test_bad_thresholds_are_refused_naming_the_field(kwargs: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigurationError, match=field):
         ImageGCManager(FakeRuntime(), Disk(1, 1), **kwargs)
@@ -131,15 +141,16 @@ def test_from_config_makes_image_gc_from_the_imagegc_fields(tmp_path: Path) -> N
     from kubelet_kit.api.kubeletconfig import KubeletConfiguration
     from kubelet_kit.kubelet import Kubelet
 
-    config = KubeletConfiguration(image_gc_high_threshold_percent=90,
-                                  image_gc_low_threshold_percent=70,
-                                  image_minimum_gc_age="5m", cgroups_per_qos=False)
-    kubelet = Kubelet.from_config(config, node_name="n1", root_dir=tmp_path,
-                                  runtime=FakeRuntime())
+    config = KubeletConfiguration(
+        image_gc_high_threshold_percent=90,
+        image_gc_low_threshold_percent=70,
+        image_minimum_gc_age="5m",
+        cgroups_per_qos=False,
+    )
+    kubelet = Kubelet.from_config(config, node_name="n1", root_dir=tmp_path, runtime=FakeRuntime())
     gc = kubelet.housekeeper.image_gc
     assert gc is not None
-    assert (gc.high_threshold_percent, gc.low_threshold_percent, gc.minimum_age) == (
-        90, 70, 300.0)
+    assert (gc.high_threshold_percent, gc.low_threshold_percent, gc.minimum_age) == (90, 70, 300.0)
 
 
 async def test_the_agent_collects_images_every_period() -> None:
@@ -150,9 +161,16 @@ async def test_the_agent_collects_images_every_period() -> None:
     unused = rt.add_image("example.com/unused:1", present=True, size=30 * MB)
     gc = ImageGCManager(rt, Disk(100 * MB, 5 * MB), clock=clock)
     async with KubeletEnv(clock=clock, runtime=rt, image_gc=gc) as env:
-        env.add_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
-                     "spec": {"containers": [{"name": "c", "image": "busybox",
-                                              "command": ["sleep", "3600"]}]}})
+        env.add_pod(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "web"},
+                "spec": {
+                    "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]
+                },
+            }
+        )
         await env.sleep(200)
         assert unused.id in {i.id for i in await rt.list_images()}  # not yet: first period
         await env.sleep(200)

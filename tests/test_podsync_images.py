@@ -53,16 +53,28 @@ async def outcome(puller: ImagePuller, pod: Pod, container: Container) -> str:
 PULLER_CASES = [
     ("image missing, pull", False, True, "IfNotPresent", None, [(PULL, "ok")]),
     (
-        "image present, don't pull", True, True, "IfNotPresent", None,
+        "image present, don't pull",
+        True,
+        True,
+        "IfNotPresent",
+        None,
         [(INSPECT, "ok")] * 3,
     ),
     ("image present, pull", True, True, "Always", None, [(PULL, "ok")] * 3),
     (
-        "image missing, never pull", False, True, "Never", None,
+        "image missing, never pull",
+        False,
+        True,
+        "Never",
+        None,
         [(INSPECT, "ErrImageNeverPull")] * 3,
     ),
     (
-        "image missing, unable to fetch", False, True, "IfNotPresent", ImagePullError("404"),
+        "image missing, unable to fetch",
+        False,
+        True,
+        "IfNotPresent",
+        ImagePullError("404"),
         [
             (PULL, "ErrImagePull"),
             (PULL, "ErrImagePull"),
@@ -238,8 +250,7 @@ def secret_pod(image: str, *names: str) -> tuple[Pod, Container]:
     container = Container(name="app", image=image, image_pull_policy="IfNotPresent")
     pod = Pod(
         metadata=ObjectMeta(name="web", namespace="ns", uid="u1"),
-        spec=PodSpec(containers=(container,),
-                     image_pull_secrets=tuple({"name": n} for n in names)),
+        spec=PodSpec(containers=(container,), image_pull_secrets=tuple({"name": n} for n in names)),
     )
     return pod, container
 

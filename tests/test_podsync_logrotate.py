@@ -22,12 +22,17 @@ from kubelet_kit.testing import FakeClock, FakeRuntime
 async def _running(tmp: Path) -> tuple[FakeClock, FakeRuntime, str, Path]:
     clock = FakeClock()
     rt = FakeRuntime(clock, images=["busybox"])
-    config = PodSandboxConfig(metadata=PodSandboxMetadata("p", "default", "u1"),
-                              log_directory=str(tmp / "pod"))
+    config = PodSandboxConfig(
+        metadata=PodSandboxMetadata("p", "default", "u1"), log_directory=str(tmp / "pod")
+    )
     sandbox = await rt.run_pod_sandbox(config)
     cid = await rt.create_container(
-        sandbox, ContainerConfig(metadata=ContainerMetadata("app"), image=ImageSpec("busybox"),
-                                 log_path="app/0.log"), config)
+        sandbox,
+        ContainerConfig(
+            metadata=ContainerMetadata("app"), image=ImageSpec("busybox"), log_path="app/0.log"
+        ),
+        config,
+    )
     await rt.start_container(cid)
     path = tmp / "pod" / "app" / "0.log"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -127,9 +132,13 @@ async def test_a_runtime_that_cannot_reopen_logs_is_left_alone(
     assert sorted(p.name for p in path.parent.iterdir()) == ["0.log"]
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"max_size": 0}, "containerLogMaxSize"), ({"max_files": 1}, "containerLogMaxFiles"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"max_size": 0}, "containerLogMaxSize"),
+        ({"max_files": 1}, "containerLogMaxFiles"),
+    ],
+)
 def test_bad_limits_are_refused_naming_the_field(kwargs: dict[str, int], field: str) -> None:
     with pytest.raises(ConfigurationError, match=field):
         ContainerLogManager(FakeRuntime(), **kwargs)
@@ -139,16 +148,19 @@ def test_from_config_rotates_logs_by_the_configuration(tmp_path: Path) -> None:
     from kubelet_kit.api.kubeletconfig import KubeletConfiguration
     from kubelet_kit.kubelet import Kubelet
 
-    config = KubeletConfiguration(container_log_max_size="5Mi", container_log_max_files=3,
-                                  cgroups_per_qos=False)
-    kubelet = Kubelet.from_config(config, node_name="n1", root_dir=tmp_path,
-                                  runtime=FakeRuntime())
+    config = KubeletConfiguration(
+        container_log_max_size="5Mi", container_log_max_files=3, cgroups_per_qos=False
+    )
+    kubelet = Kubelet.from_config(config, node_name="n1", root_dir=tmp_path, runtime=FakeRuntime())
     manager = kubelet.housekeeper.container_log_manager
     assert manager is not None and (manager.max_size, manager.max_files) == (5 << 20, 3)
     with pytest.raises(ConfigurationError, match="containerLogMaxSize: 'lots'"):
-        Kubelet.from_config(KubeletConfiguration(container_log_max_size="lots",
-                                                 cgroups_per_qos=False),
-                            node_name="n1", root_dir=tmp_path, runtime=FakeRuntime())
+        Kubelet.from_config(
+            KubeletConfiguration(container_log_max_size="lots", cgroups_per_qos=False),
+            node_name="n1",
+            root_dir=tmp_path,
+            runtime=FakeRuntime(),
+        )
 
 
 async def test_the_agent_rotates_logs_as_it_keeps_house() -> None:
@@ -158,9 +170,16 @@ async def test_the_agent_rotates_logs_as_it_keeps_house() -> None:
     rt = FakeRuntime(clock)
     manager = ContainerLogManager(rt, max_size=1000, clock=clock)
     async with KubeletEnv(clock=clock, runtime=rt, container_log_manager=manager) as env:
-        env.add_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "talker"},
-                     "spec": {"containers": [{"name": "c", "image": "busybox",
-                                              "command": ["sleep", "3600"]}]}})
+        env.add_pod(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "talker"},
+                "spec": {
+                    "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]
+                },
+            }
+        )
         await env.wait_for(lambda: env.phase("talker") == "Running")
         (container,) = await rt.list_containers()
         path = Path((await rt.container_status(container.id)).log_path)
@@ -168,8 +187,9 @@ async def test_the_agent_rotates_logs_as_it_keeps_house() -> None:
         _grow(path, 5000)
         # Within the next round (10 s); the file work runs in a thread, so wait
         # for its outcome rather than for a fixed time.
-        took = await env.wait_for(lambda: bool(rt.calls_to("reopen_container_log")),
-                                  timeout=60, what="log rotated")
+        took = await env.wait_for(
+            lambda: bool(rt.calls_to("reopen_container_log")), timeout=60, what="log rotated"
+        )
         assert took < 20  # the next round, give or take the thread's real time
         assert [c.args[0] for c in rt.calls_to("reopen_container_log")] == [container.id]
         assert len(list(path.parent.iterdir())) == 2

@@ -48,8 +48,7 @@ def test_managed_content_without_domain_lists_each_pod_ip() -> None:
     """managedHostsFileContent: header, localhost entries, ``IP\\thostname`` per pod IP."""
     content = podfiles.managed_hosts_content(["10.0.0.5", "fd00::5"], "web", "")
     assert content.decode() == (
-        "# Kubernetes-managed hosts file.\n" + LOCAL
-        + "10.0.0.5\tweb\n" + "fd00::5\tweb\n"
+        "# Kubernetes-managed hosts file.\n" + LOCAL + "10.0.0.5\tweb\n" + "fd00::5\tweb\n"
     )
 
 
@@ -60,10 +59,12 @@ def test_managed_content_with_domain_and_aliases() -> None:
         ["10.0.0.5"], "web", "sub.prod.svc.cluster.local", ALIASES
     )
     assert content.decode() == (
-        "# Kubernetes-managed hosts file.\n" + LOCAL
+        "# Kubernetes-managed hosts file.\n"
+        + LOCAL
         + "10.0.0.5\tweb.sub.prod.svc.cluster.local\tweb\n"
         + "\n# Entries added by HostAliases.\n"
-        + "10.1.2.3\tfoo\tbar\n" + "10.1.2.4\tbaz\n"
+        + "10.1.2.3\tfoo\tbar\n"
+        + "10.1.2.4\tbaz\n"
     )
 
 
@@ -73,7 +74,8 @@ def test_node_content_is_the_node_file_under_its_own_header() -> None:
     node = b"127.0.0.1 localhost\n192.168.1.9 node-a\n"
     content = podfiles.node_hosts_content(node, ALIASES[:1])
     assert content == (
-        b"# Kubernetes-managed hosts file (host network).\n" + node
+        b"# Kubernetes-managed hosts file (host network).\n"
+        + node
         + b"\n# Entries added by HostAliases.\n10.1.2.3\tfoo\tbar\n"
     )
     assert b"# Kubernetes-managed hosts file." not in content
@@ -103,10 +105,12 @@ def test_hosts_mount_needs_a_pod_ip_and_no_own_etc_hosts() -> None:
     """makeMounts: only once the pod has an IP, and not for a container that
     mounts something at exactly /etc/hosts."""
     plain = Container(name="a", image="busybox")
-    own = Container(name="b", image="busybox",
-                    volume_mounts=(VolumeMount(name="h", mount_path="/etc/hosts"),))
-    near = Container(name="c", image="busybox",
-                     volume_mounts=(VolumeMount(name="h", mount_path="/etc/hosts.d"),))
+    own = Container(
+        name="b", image="busybox", volume_mounts=(VolumeMount(name="h", mount_path="/etc/hosts"),)
+    )
+    near = Container(
+        name="c", image="busybox", volume_mounts=(VolumeMount(name="h", mount_path="/etc/hosts.d"),)
+    )
     assert podfiles.wants_hosts_mount(plain, ["10.0.0.5"])
     assert not podfiles.wants_hosts_mount(plain, [])
     assert not podfiles.wants_hosts_mount(own, ["10.0.0.5"])
@@ -119,13 +123,13 @@ def test_hosts_mount_writes_etc_hosts_0644_and_mounts_it_read_write(tmp_path: Pa
     pod = _pod()
     old_umask = os.umask(0o077)
     try:
-        mount = podfiles.hosts_mount(tmp_path, pod, pod.spec.containers[0], ["10.0.0.5"],
-                                     "web", "")
+        mount = podfiles.hosts_mount(tmp_path, pod, pod.spec.containers[0], ["10.0.0.5"], "web", "")
     finally:
         os.umask(old_umask)
     path = tmp_path / "pods" / "uid-1" / "etc-hosts"
-    assert mount == Mount(container_path="/etc/hosts", host_path=str(path), readonly=False,
-                          selinux_relabel=True)
+    assert mount == Mount(
+        container_path="/etc/hosts", host_path=str(path), readonly=False, selinux_relabel=True
+    )
     assert path.read_bytes() == podfiles.managed_hosts_content(["10.0.0.5"], "web", "")
     # The umask narrows the create mode as it does for the kubelet's WriteFile.
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -140,8 +144,9 @@ def test_host_network_pod_gets_the_node_file(tmp_path: Path) -> None:
     node = tmp_path / "node-hosts"
     node.write_text("192.168.1.9 node-a\n")
     pod = _pod(host_network=True, host_aliases=ALIASES[1:])
-    mount = podfiles.hosts_mount(tmp_path, pod, pod.spec.containers[0], ["192.168.1.9"],
-                                 "web", "", node_hosts_path=str(node))
+    mount = podfiles.hosts_mount(
+        tmp_path, pod, pod.spec.containers[0], ["192.168.1.9"], "web", "", node_hosts_path=str(node)
+    )
     assert mount is not None
     assert Path(mount.host_path).read_text() == (
         "# Kubernetes-managed hosts file (host network).\n192.168.1.9 node-a\n"
@@ -154,8 +159,15 @@ def test_unreadable_node_file_is_an_error_with_go_text(tmp_path: Path) -> None:
     pod = _pod(host_network=True)
     missing = tmp_path / "nope"
     with pytest.raises(OSError) as info:
-        podfiles.hosts_mount(tmp_path, pod, pod.spec.containers[0], ["1.2.3.4"], "web", "",
-                             node_hosts_path=str(missing))
+        podfiles.hosts_mount(
+            tmp_path,
+            pod,
+            pod.spec.containers[0],
+            ["1.2.3.4"],
+            "web",
+            "",
+            node_hosts_path=str(missing),
+        )
     assert info.value.strerror == f"open {missing}: no such file or directory"
 
 
@@ -163,8 +175,9 @@ def test_termination_file_is_new_empty_and_world_writable(tmp_path: Path) -> Non
     """kuberuntime makeMounts: a new empty file ``<podDir>/containers/<name>/<8 hex>``,
     chmod 0666 whatever the umask, mounted at terminationMessagePath; each
     container instance its own."""
-    container = Container(name="app", image="busybox",
-                          termination_message_path="/dev/termination-log")
+    container = Container(
+        name="app", image="busybox", termination_message_path="/dev/termination-log"
+    )
     pod = _pod(containers=(container,))
     old_umask = os.umask(0o077)
     try:
@@ -192,9 +205,14 @@ def test_no_termination_path_no_file(tmp_path: Path) -> None:
 def test_files_go_with_the_pod_but_volumes_are_left(tmp_path: Path) -> None:
     """The pod directory goes once the pod's files are removed and no volume is
     left (cleanupOrphanedPodDirs); a volume still there keeps it."""
-    pod = load_pod({"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": "web", "namespace": "prod", "uid": "uid-1"},
-                    "spec": {"containers": [{"name": "app", "image": "busybox"}]}})
+    pod = load_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "prod", "uid": "uid-1"},
+            "spec": {"containers": [{"name": "app", "image": "busybox"}]},
+        }
+    )
     container = pod.spec.containers[0]
     podfiles.hosts_mount(tmp_path, pod, container, ["10.0.0.5"], "web", "")
     podfiles.termination_message_mount(tmp_path, pod, container)

@@ -75,8 +75,11 @@ async def test_log_directories_are_made_and_their_failure_reported(
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the log root should be")
     syncer = RuntimePodSyncer(
-        env.runtime, env.clock, status_manager=StatusManager(env.clock),
-        pod_logs_dir=str(blocked), resolv_conf=DNSConfig(),
+        env.runtime,
+        env.clock,
+        status_manager=StatusManager(env.clock),
+        pod_logs_dir=str(blocked),
+        resolv_conf=DNSConfig(),
     )
     other = attrs.evolve(mkpod(), metadata=ObjectMeta(name="w2", namespace="ns", uid="u2"))
     with pytest.raises(PodSyncError) as info:
@@ -98,8 +101,12 @@ def test_restart_count_from_log_dir(tmp_path: Path) -> None:
 async def test_fresh_status_is_written_to_the_pod_cache(env: Env, tmp_path: Path) -> None:
     cache = PodCache()
     syncer = RuntimePodSyncer(
-        env.runtime, env.clock, status_manager=env.status, pod_cache=cache,
-        pod_logs_dir=str(tmp_path), resolv_conf=DNSConfig(),
+        env.runtime,
+        env.clock,
+        status_manager=env.status,
+        pod_cache=cache,
+        pod_logs_dir=str(tmp_path),
+        resolv_conf=DNSConfig(),
     )
     await syncer.sync_pod(UpdateType.CREATE, mkpod())
     entry = cache.get("u1")
@@ -218,9 +225,7 @@ async def test_new_sandbox_runs_init_containers_again(env: Env) -> None:
     await env.run_until(30)
     # The old init containers are removed when the new sandbox is made, so the
     # old exits do not count: both run again, in order, before the app.
-    assert (env.starts("i1"), env.starts("i2"), env.starts("app")) == (
-        [0, 11], [3, 14], [6, 17]
-    )
+    assert (env.starts("i1"), env.starts("i2"), env.starts("app")) == ([0, 11], [3, 14], [6, 17])
     assert len(await env.containers("i1")) == len(await env.containers("i2")) == 1
     await shutdown(env)
 
@@ -330,13 +335,17 @@ async def test_syncer_runs_a_pod_on_the_host_process_runtime(tmp_path: Path) -> 
     runtime = HostProcessRuntime(tmp_path / "root", clock=clock, host_ip="127.0.0.1")
     status = StatusManager(clock)
     syncer = RuntimePodSyncer(
-        runtime, clock, status_manager=status, pod_logs_dir=str(tmp_path / "logs"),
+        runtime,
+        clock,
+        status_manager=status,
+        pod_logs_dir=str(tmp_path / "logs"),
         resolv_conf=DNSConfig(),
     )
     pod = mkpod(
         mkcontainer(command=("sh", "-c", "echo started; exec sleep 30")),
-        inits=(mkcontainer("side", command=("sh", "-c", "exec sleep 30"),
-                           restart_policy="Always"),),
+        inits=(
+            mkcontainer("side", command=("sh", "-c", "exec sleep 30"), restart_policy="Always"),
+        ),
     )
     try:
         await syncer.sync_pod(UpdateType.CREATE, pod)
@@ -349,11 +358,8 @@ async def test_syncer_runs_a_pod_on_the_host_process_runtime(tmp_path: Path) -> 
         assert status.get_pod_status("u1") is not None
         assert status.get_pod_status("u1").phase == "Running"  # type: ignore[union-attr]
         await syncer.sync_terminating_pod(pod, 5)
-        assert all(
-            c.state is ContainerState.EXITED for c in await runtime.list_containers()
-        )
+        assert all(c.state is ContainerState.EXITED for c in await runtime.list_containers())
     finally:
         await syncer.sync_terminated_pod(pod)
     assert await runtime.list_containers() == []
     assert await runtime.list_pod_sandboxes() == []
-

@@ -62,7 +62,10 @@ async def test_crash_loop_and_hook_events(env: Env) -> None:
     env.clock.advance(1)
     await env.syncer.sync_pod(UpdateType.SYNC, pod)
     assert env.events()[-1] == (
-        "app", "Warning", "BackOff", "Back-off restarting failed container app in pod web_ns(u1)"
+        "app",
+        "Warning",
+        "BackOff",
+        "Back-off restarting failed container app in pod web_ns(u1)",
     )
     hooked = mkcontainer("hooked", lifecycle=Lifecycle(post_start=exec_hook("false")))
     other = attrs.evolve(mkpod(hooked), metadata=ObjectMeta(name="w2", namespace="ns", uid="u2"))
@@ -73,4 +76,3 @@ async def test_crash_loop_and_hook_events(env: Env) -> None:
         ("FailedPostStartHook", "PostStartHook failed"),
         ("Killing", "FailedPostStartHook"),
     ]
-

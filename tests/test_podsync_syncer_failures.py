@@ -42,18 +42,21 @@ async def test_crash_loop_backoff_timeline(env: Env) -> None:
     env.start_workers(mkpod())
     await env.run_until(5)
     assert env.waiting() == (
-        "CrashLoopBackOff", "back-off 10s restarting failed container=app pod=web_ns(u1)"
+        "CrashLoopBackOff",
+        "back-off 10s restarting failed container=app pod=web_ns(u1)",
     )
     await env.run_until(100)
     assert env.waiting() == (
-        "CrashLoopBackOff", "back-off 1m20s restarting failed container=app pod=web_ns(u1)"
+        "CrashLoopBackOff",
+        "back-off 1m20s restarting failed container=app pod=web_ns(u1)",
     )
     await env.run_until(920)
     starts = env.starts("app")
     # Restarted at once after the first exit, then after 10, 20, 40, ... capped at 300 s.
     assert starts == [0, 1, 11, 31, 71, 151, 311, 611, 911]
     assert env.waiting() == (
-        "CrashLoopBackOff", "back-off 5m0s restarting failed container=app pod=web_ns(u1)"
+        "CrashLoopBackOff",
+        "back-off 5m0s restarting failed container=app pod=web_ns(u1)",
     )
     cs = env.pod_status().container_statuses[0]
     assert cs.restart_count == 8
@@ -202,14 +205,20 @@ async def test_volume_timeout_is_failed_mount(env: Env, tmp_path: Path) -> None:
         def remove_pod(self, pod: Pod) -> None: ...
         async def wait_for_mounts(self, pod: Pod, timeout: float) -> None:
             raise TimeoutError("unmounted volumes=[data]")
+
         async def wait_for_unmount(self, pod: Pod, timeout: float) -> None: ...
-        def container_mounts(self, pod: Pod, container: Container,
-                             env: Mapping[str, str] | None = None) -> list[Any]:
+        def container_mounts(
+            self, pod: Pod, container: Container, env: Mapping[str, str] | None = None
+        ) -> list[Any]:
             return []
 
     syncer = RuntimePodSyncer(
-        env.runtime, env.clock, status_manager=env.status, volume_manager=SlowVolumes(),
-        pod_logs_dir=str(tmp_path), resolv_conf=DNSConfig(),
+        env.runtime,
+        env.clock,
+        status_manager=env.status,
+        volume_manager=SlowVolumes(),
+        pod_logs_dir=str(tmp_path),
+        resolv_conf=DNSConfig(),
     )
     with pytest.raises(PodSyncError) as info:
         await syncer.sync_pod(UpdateType.CREATE, mkpod())
@@ -233,12 +242,20 @@ async def test_pod_with_image_pull_secrets_pulls_with_their_credentials(tmp_path
     runtime.require_auth("registry.example/private:1", "user", "s3cret")
     runtime.add_image(IMAGE)
     source = StaticConfigSource()
-    source.set_secret("ns", "regcred", {
-        ".dockerconfigjson": '{"auths": {"registry.example": {"auth": "dXNlcjpzM2NyZXQ="}}}',
-    })
+    source.set_secret(
+        "ns",
+        "regcred",
+        {
+            ".dockerconfigjson": '{"auths": {"registry.example": {"auth": "dXNlcjpzM2NyZXQ="}}}',
+        },
+    )
     syncer = RuntimePodSyncer(
-        runtime, clock, status_manager=StatusManager(clock), pod_logs_dir=str(tmp_path),
-        resolv_conf=DNSConfig(), config_source=source,
+        runtime,
+        clock,
+        status_manager=StatusManager(clock),
+        pod_logs_dir=str(tmp_path),
+        resolv_conf=DNSConfig(),
+        config_source=source,
     )
     private = mkpod(
         mkcontainer(image="registry.example/private:1"),

@@ -35,8 +35,6 @@ def env(tmp_path: Path) -> Iterator[Env]:
 # ------------------------------------------------------------------------- hooks
 
 
-
-
 async def test_post_start_failure_kills_the_container(env: Env) -> None:
     container = mkcontainer(lifecycle=Lifecycle(post_start=exec_hook("sh", "-c", "exit 3")))
     pod = mkpod(container, restart="Never")
@@ -155,9 +153,14 @@ async def test_https_hook_answered_over_http_falls_back(env: Env, http_server: A
     port, seen = http_server
     handler = LifecycleHandler(
         http_get=HTTPGetAction(
-            path="/tls", port=port, host="127.0.0.1", scheme="HTTPS",
-            http_headers=(HTTPHeader(name="Authorization", value="Bearer x"),
-                          HTTPHeader(name="X-B", value="2")),
+            path="/tls",
+            port=port,
+            host="127.0.0.1",
+            scheme="HTTPS",
+            http_headers=(
+                HTTPHeader(name="Authorization", value="Bearer x"),
+                HTTPHeader(name="X-B", value="2"),
+            ),
         )
     )
     runner = HandlerRunner(env.runtime, env.clock)
@@ -212,5 +215,3 @@ async def test_exec_hook_runtime_error(env: Env) -> None:
     message = await runner.run("nope", mkpod(), mkcontainer(), exec_hook("true"))
     assert message is not None
     assert message.startswith('Exec lifecycle hook ([true]) for Container "app" in Pod')
-
-

@@ -264,8 +264,14 @@ def redirect_app() -> Handler:
         ("http://0.0.0.0/fail", WARNING),
         ("/loop", FAILURE),
     ],
-    ids=["local success", "local fail", "newport success", "newport fail", "bogus nonlocal",
-         "redirect loop"],
+    ids=[
+        "local success",
+        "local fail",
+        "newport success",
+        "newport fail",
+        "bogus nonlocal",
+        "redirect loop",
+    ],
 )
 async def test_http_redirects_only_to_the_same_host(
     serve: Callable[..., Awaitable[int]], prober: Prober, redirect: str, expected: ProbeStatus
@@ -277,9 +283,7 @@ async def test_http_redirects_only_to_the_same_host(
     assert outcome.status is expected, outcome
 
 
-async def test_http_redirect_messages(
-    serve: Callable[..., Awaitable[int]], prober: Prober
-) -> None:
+async def test_http_redirect_messages(serve: Callable[..., Awaitable[int]], prober: Prober) -> None:
     port = await serve(redirect_app())
     loop = await http(prober, port, "/loop")
     assert loop == ProbeOutcome(
@@ -422,9 +426,25 @@ async def test_https_without_certificate_verification(
 ) -> None:
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     made = subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=probe-test", "-keyout", str(key), "-out", str(cert)],
-        capture_output=True, check=False, timeout=60,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=probe-test",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        capture_output=True,
+        check=False,
+        timeout=60,
     )
     if made.returncode != 0:
         pytest.skip("openssl cannot make a certificate here")
@@ -539,8 +559,7 @@ async def test_grpc_server_without_health_service(
     outcome = await grpc_probe("127.0.0.1", port, "", 2, clock=RealClock())
     assert outcome.status is FAILURE
     assert outcome.output.startswith(
-        "error: this server does not implement the grpc health protocol "
-        "(grpc.health.v1.Health): "
+        "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): "
     )
 
 

@@ -226,8 +226,11 @@ EXPANSION_ENV = (
 
 def test_expand_command_expands_each_argument_from_the_env() -> None:
     # The rules themselves are tested once, on upstream's table (tests/test_expand.py).
-    assert expand_command(["sh", "-c", "$(VAR_A)-$(VAR_REF)-$$(VAR_B)-$(NOPE)"],
-                          EXPANSION_ENV) == ["sh", "-c", "A-$(VAR_A)-$(VAR_B)-$(NOPE)"]
+    assert expand_command(["sh", "-c", "$(VAR_A)-$(VAR_REF)-$$(VAR_B)-$(NOPE)"], EXPANSION_ENV) == [
+        "sh",
+        "-c",
+        "A-$(VAR_A)-$(VAR_B)-$(NOPE)",
+    ]
 
 
 def test_expand_command_value_from_counts_as_empty() -> None:
@@ -298,7 +301,13 @@ def test_prober_imports_no_other_subsystem() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     ).stdout.split()
-    allowed = ("kubelet_kit.api", "kubelet_kit.container", "kubelet_kit.clock",
-               "kubelet_kit.prober", "kubelet_kit.errors", "kubelet_kit._version",
-               "kubelet_kit._lazy")
+    allowed = (
+        "kubelet_kit.api",
+        "kubelet_kit.container",
+        "kubelet_kit.clock",
+        "kubelet_kit.prober",
+        "kubelet_kit.errors",
+        "kubelet_kit._version",
+        "kubelet_kit._lazy",
+    )
     assert [m for m in out if not m.startswith(allowed)] == []

@@ -23,7 +23,11 @@ def run_pytest(project: Path) -> subprocess.CompletedProcess[str]:
     # (strict) pytest-asyncio mode.
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", str(project)],
-        cwd=project, capture_output=True, text=True, timeout=120, check=False,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 

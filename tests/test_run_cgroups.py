@@ -47,9 +47,17 @@ def test_run_puts_the_pod_in_its_pod_cgroup_with_its_limits(
     proc = None
     try:
         proc, lines = start_agent(
-            tmp_path, NODE, "--port", "0", "--healthz-port", "0",
-            "--cgroup-root", cgroup_root, "--drain-on-exit",
-            until=f"pod default/limited-{NODE}: Running")
+            tmp_path,
+            NODE,
+            "--port",
+            "0",
+            "--healthz-port",
+            "0",
+            "--cgroup-root",
+            cgroup_root,
+            "--drain-on-exit",
+            until=f"pod default/limited-{NODE}: Running",
+        )
         assert "cgroupsPerQOS" not in "".join(lines), "".join(lines)
         (pid,) = pids_with(token)
         cgroup = _memory_cgroup(pid)

@@ -54,8 +54,7 @@ def test_request_attributes(method: str, path: str, verb: str, subresources: lis
 
 
 def test_read_only_rule_separates_reads_from_logs_and_run() -> None:
-    authz = PolicyAuthorizer([read_only_rule(groups=["monitoring"]),
-                              PolicyRule(users=["root"])])
+    authz = PolicyAuthorizer([read_only_rule(groups=["monitoring"]), PolicyRule(users=["root"])])
     mon = UserInfo("m", "", ("monitoring",))
 
     def allowed(user: UserInfo, method: str, path: str) -> bool:
@@ -72,8 +71,9 @@ def test_read_only_rule_separates_reads_from_logs_and_run() -> None:
 
 def test_forbidden_message_is_the_kubelets() -> None:
     a = Attributes(UserInfo("bob"), "create", "proxy", "n", "/run/a/b/c")
-    assert a.forbidden_message() == ("Forbidden (user=bob, verb=create, resource=nodes, "
-                                     "subresource(s)=[proxy])")
+    assert a.forbidden_message() == (
+        "Forbidden (user=bob, verb=create, resource=nodes, subresource(s)=[proxy])"
+    )
 
 
 def test_token_file(tmp_path: Path) -> None:
@@ -95,14 +95,17 @@ def test_authentication_order_and_refusals() -> None:
     auth = Authenticator(client_ca_file="ca.crt", tokens=tokens)
     # A verified certificate wins over a token.
     assert auth.authenticate(peer, "Bearer good") == UserInfo(
-        "cert-user", "", ("admins", AUTHENTICATED_GROUP))
+        "cert-user", "", ("admins", AUTHENTICATED_GROUP)
+    )
     assert auth.authenticate(None, "Bearer good") == UserInfo(
-        "tok", "9", ("ops", AUTHENTICATED_GROUP))
+        "tok", "9", ("ops", AUTHENTICATED_GROUP)
+    )
     assert auth.authenticate(None, "Bearer bad") is None
     assert auth.authenticate(None, None) is None
     anon = Authenticator(tokens=tokens, anonymous=True)
-    assert anon.authenticate(None, None) == UserInfo("system:anonymous", "",
-                                                     ("system:unauthenticated",))
+    assert anon.authenticate(None, None) == UserInfo(
+        "system:anonymous", "", ("system:unauthenticated",)
+    )
     assert anon.authenticate(None, "Bearer bad") is None
     # Without a client CA configured, certificates are not trusted for identity.
     assert Authenticator(tokens=tokens).authenticate(peer, None) is None

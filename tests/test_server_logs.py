@@ -35,12 +35,15 @@ def write_log(path: Path, records: list[tuple[int, str, bool, bytes]]) -> None:
 @pytest.fixture
 def log_file(tmp_path: Path) -> Path:
     path = tmp_path / "0.log"
-    write_log(path, [
-        (T0 + 0 * NS, "stdout", False, b"first"),
-        (T0 + 1 * NS, "stderr", False, b"second"),
-        (T0 + 2 * NS, "stdout", True, b"thi"),
-        (T0 + 2 * NS + 5, "stdout", False, b"rd"),
-    ])
+    write_log(
+        path,
+        [
+            (T0 + 0 * NS, "stdout", False, b"first"),
+            (T0 + 1 * NS, "stderr", False, b"second"),
+            (T0 + 2 * NS, "stdout", True, b"thi"),
+            (T0 + 2 * NS + 5, "stdout", False, b"rd"),
+        ],
+    )
     with open(path, "ab") as f:
         f.write(b"not a cri line\n")
     return path
@@ -57,20 +60,23 @@ async def read_all(path: Path, opts: LogOptions, root: Path | None = None) -> by
     return out
 
 
-@pytest.mark.parametrize(("opts", "expected"), [
-    (LogOptions(), b"first\nsecond\nthird\n"),
-    # The tail counts lines of the file: partial records and unparsable lines too.
-    (LogOptions(tail_lines=2), b"rd\n"),
-    (LogOptions(tail_lines=3), b"third\n"),
-    (LogOptions(tail_lines=4), b"second\nthird\n"),
-    (LogOptions(tail_lines=0), b""),
-    (LogOptions(tail_lines=100), b"first\nsecond\nthird\n"),
-    (LogOptions(limit_bytes=8), b"first\nse"),
-    (LogOptions(limit_bytes=1000), b"first\nsecond\nthird\n"),
-    (LogOptions(since_ns=T0 + NS), b"second\nthird\n"),
-    (LogOptions(since_ns=T0 + 3 * NS), b""),
-    (LogOptions(tail_lines=3, since_ns=T0 + 2 * NS, limit_bytes=4), b"thir"),
-])
+@pytest.mark.parametrize(
+    ("opts", "expected"),
+    [
+        (LogOptions(), b"first\nsecond\nthird\n"),
+        # The tail counts lines of the file: partial records and unparsable lines too.
+        (LogOptions(tail_lines=2), b"rd\n"),
+        (LogOptions(tail_lines=3), b"third\n"),
+        (LogOptions(tail_lines=4), b"second\nthird\n"),
+        (LogOptions(tail_lines=0), b""),
+        (LogOptions(tail_lines=100), b"first\nsecond\nthird\n"),
+        (LogOptions(limit_bytes=8), b"first\nse"),
+        (LogOptions(limit_bytes=1000), b"first\nsecond\nthird\n"),
+        (LogOptions(since_ns=T0 + NS), b"second\nthird\n"),
+        (LogOptions(since_ns=T0 + 3 * NS), b""),
+        (LogOptions(tail_lines=3, since_ns=T0 + 2 * NS, limit_bytes=4), b"thir"),
+    ],
+)
 async def test_read_options(log_file: Path, opts: LogOptions, expected: bytes) -> None:
     # The unparsable line is skipped, as the kubelet skips it.
     assert await read_all(log_file, opts) == expected
@@ -78,8 +84,7 @@ async def test_read_options(log_file: Path, opts: LogOptions, expected: bytes) -
 
 async def test_timestamps_are_fixed_width(log_file: Path) -> None:
     out = await read_all(log_file, LogOptions(timestamps=True, tail_lines=3))
-    assert out == (b"2023-11-14T22:13:22.000000000Z thi"
-                   b"2023-11-14T22:13:22.000000005Z rd\n")
+    assert out == (b"2023-11-14T22:13:22.000000000Z thi2023-11-14T22:13:22.000000005Z rd\n")
     assert format_fixed_timestamp(T0 + 120) == "2023-11-14T22:13:20.000000120Z"
 
 
@@ -92,8 +97,9 @@ async def test_follow_reads_appended_records_until_the_container_stops(tmp_path:
     async def running() -> bool:
         return alive
 
-    stream = stream_log(path, LogOptions(follow=True), clock=clock, running=running,
-                        poll_interval=1.0)
+    stream = stream_log(
+        path, LogOptions(follow=True), clock=clock, running=running, poll_interval=1.0
+    )
     assert await anext(stream) == b"a\n"
     with open(path, "ab") as f:
         f.write(LogRecord(T0 + NS, LogStream.STDOUT, False, b"b").encode()[:10])  # half
@@ -120,8 +126,9 @@ async def test_follow_goes_on_across_a_log_rotation(tmp_path: Path) -> None:
     async def running() -> bool:
         return alive
 
-    stream = stream_log(path, LogOptions(follow=True), clock=clock, running=running,
-                        poll_interval=1.0)
+    stream = stream_log(
+        path, LogOptions(follow=True), clock=clock, running=running, poll_interval=1.0
+    )
     assert await anext(stream) == b"before\n"
     # The last line of the old file, then rotation (rename), then the new file.
     write_log(path, [(T0 + NS, "stdout", False, b"last-of-old")])
@@ -148,34 +155,54 @@ async def test_follow_stops_at_the_byte_limit(tmp_path: Path) -> None:
     async def running() -> bool:
         return True
 
-    chunks = [c async for c in stream_log(path, LogOptions(follow=True, limit_bytes=4),
-                                          clock=FakeClock(), running=running)]
+    chunks = [
+        c
+        async for c in stream_log(
+            path, LogOptions(follow=True, limit_bytes=4), clock=FakeClock(), running=running
+        )
+    ]
     assert chunks == [b"abc\n"]
 
 
 def test_parse_options_accepts_the_kubelet_parameters() -> None:
-    opts, errors = parse_log_options({"tailLines": "5", "limitBytes": "10", "sinceSeconds": "30",
-                                      "timestamps": "true", "previous": "1", "follow": "t"},
-                                     now=1_000.0)
+    opts, errors = parse_log_options(
+        {
+            "tailLines": "5",
+            "limitBytes": "10",
+            "sinceSeconds": "30",
+            "timestamps": "true",
+            "previous": "1",
+            "follow": "t",
+        },
+        now=1_000.0,
+    )
     assert errors == []
-    assert opts == LogOptions(tail_lines=5, limit_bytes=10, since_ns=970 * NS,
-                              timestamps=True, previous=True, follow=True)
+    assert opts == LogOptions(
+        tail_lines=5, limit_bytes=10, since_ns=970 * NS, timestamps=True, previous=True, follow=True
+    )
     opts, errors = parse_log_options({"sinceTime": "2023-11-14T22:13:21Z"}, now=0)
     assert errors == [] and opts.since_ns == T0 + NS
 
 
-@pytest.mark.parametrize(("query", "field", "message"), [
-    ({"tailLines": "-1"}, "tailLines", "must be greater than or equal to 0"),
-    ({"tailLines": "x"}, "tailLines", "not an integer"),
-    ({"limitBytes": "0"}, "limitBytes", "must be greater than 0"),
-    ({"sinceSeconds": "0"}, "sinceSeconds", "must be greater than 0"),
-    ({"sinceSeconds": "5", "sinceTime": "2023-11-14T22:13:21Z"}, "",
-     "at most one of `sinceTime` or `sinceSeconds` may be specified"),
-    ({"sinceTime": "yesterday"}, "sinceTime", "not an RFC 3339 timestamp"),
-    ({"follow": "maybe"}, "follow", "not a boolean"),
-])
-def test_parse_options_errors_name_the_parameter(query: dict[str, str], field: str,
-                                                 message: str) -> None:
+@pytest.mark.parametrize(
+    ("query", "field", "message"),
+    [
+        ({"tailLines": "-1"}, "tailLines", "must be greater than or equal to 0"),
+        ({"tailLines": "x"}, "tailLines", "not an integer"),
+        ({"limitBytes": "0"}, "limitBytes", "must be greater than 0"),
+        ({"sinceSeconds": "0"}, "sinceSeconds", "must be greater than 0"),
+        (
+            {"sinceSeconds": "5", "sinceTime": "2023-11-14T22:13:21Z"},
+            "",
+            "at most one of `sinceTime` or `sinceSeconds` may be specified",
+        ),
+        ({"sinceTime": "yesterday"}, "sinceTime", "not an RFC 3339 timestamp"),
+        ({"follow": "maybe"}, "follow", "not a boolean"),
+    ],
+)
+def test_parse_options_errors_name_the_parameter(
+    query: dict[str, str], field: str, message: str
+) -> None:
     _, errors = parse_log_options(query, now=0)
     assert any(e.path == field and message in e.message for e in errors), errors
 
@@ -247,8 +274,9 @@ async def test_a_symlink_swapped_in_during_a_follow_is_not_read(tmp_path: Path) 
     async def running() -> bool:
         return True
 
-    stream = stream_log(path, LogOptions(follow=True), clock=clock, running=running,
-                        poll_interval=1.0)
+    stream = stream_log(
+        path, LogOptions(follow=True), clock=clock, running=running, poll_interval=1.0
+    )
     assert await anext(stream) == b"mine\n"
     # The container replaces its log by a link to a host file, as a rotation would.
     path.unlink()
@@ -275,8 +303,11 @@ def big_log(path: Path, size: int) -> list[bytes]:
     texts = [b"line %07d " % i + b"x" * 60 for i in range(size // 100)]
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as f:
-        f.write(b"".join(LogRecord(T0 + i, LogStream.STDOUT, False, t).encode()
-                         for i, t in enumerate(texts)))
+        f.write(
+            b"".join(
+                LogRecord(T0 + i, LogStream.STDOUT, False, t).encode() for i, t in enumerate(texts)
+            )
+        )
     return texts
 
 
@@ -292,8 +323,9 @@ async def test_a_tail_reads_only_the_end_of_a_big_log(tmp_path: Path, follow: bo
 
     before = _bytes_read()
     out = b""
-    async for chunk in stream_log(path, LogOptions(tail_lines=10, follow=follow),
-                                  clock=clock, running=running):
+    async for chunk in stream_log(
+        path, LogOptions(tail_lines=10, follow=follow), clock=clock, running=running
+    ):
         out += chunk
     read = _bytes_read() - before
     assert out == b"".join(t + b"\n" for t in texts[-10:])
@@ -309,8 +341,14 @@ async def test_follow_after_a_tail_goes_on_across_rotation(tmp_path: Path) -> No
     async def running() -> bool:
         return alive
 
-    stream = stream_log(path, LogOptions(tail_lines=2, follow=True), clock=clock,
-                        running=running, poll_interval=1.0, root=tmp_path)
+    stream = stream_log(
+        path,
+        LogOptions(tail_lines=2, follow=True),
+        clock=clock,
+        running=running,
+        poll_interval=1.0,
+        root=tmp_path,
+    )
     assert await anext(stream) == texts[-2] + b"\n" + texts[-1] + b"\n"
     path.rename(tmp_path / "0.log.20261203-000000")
     write_log(path, [(T0 + NS, "stdout", False, b"new")])

@@ -9,9 +9,16 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize("name", ["kubelet_kit.server", "kubelet_kit.server.auth",
-                                  "kubelet_kit.server.logs", "kubelet_kit.node.nodestatus",
-                                  "kubelet_kit.node.metrics"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "kubelet_kit.server",
+        "kubelet_kit.server.auth",
+        "kubelet_kit.server.logs",
+        "kubelet_kit.node.nodestatus",
+        "kubelet_kit.node.metrics",
+    ],
+)
 def test_all_names_exist(name: str) -> None:
     module = importlib.import_module(name)
     for attr in module.__all__:
@@ -19,13 +26,33 @@ def test_all_names_exist(name: str) -> None:
 
 
 def test_importing_the_server_pulls_in_no_subsystem() -> None:
-    code = ("import sys, kubelet_kit.server, kubelet_kit.node.nodestatus, "
-            "kubelet_kit.node.metrics; "
-            "print(' '.join(sorted(m for m in sys.modules if m.startswith('kubelet_kit.'))))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, timeout=60).stdout.split()
-    for subsystem in ("cri", "pleg", "cm", "volume", "prober", "eviction", "status",
-                      "podworkers", "podsync", "kubelet", "runtimes", "testing", "agent",
-                      "node.kubelet", "node.podworkers"):
-        assert not [m for m in out if m == f"kubelet_kit.{subsystem}"
-                    or m.startswith(f"kubelet_kit.{subsystem}.")], subsystem
+    code = (
+        "import sys, kubelet_kit.server, kubelet_kit.node.nodestatus, "
+        "kubelet_kit.node.metrics; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('kubelet_kit.'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
+    for subsystem in (
+        "cri",
+        "pleg",
+        "cm",
+        "volume",
+        "prober",
+        "eviction",
+        "status",
+        "podworkers",
+        "podsync",
+        "kubelet",
+        "runtimes",
+        "testing",
+        "agent",
+        "node.kubelet",
+        "node.podworkers",
+    ):
+        assert not [
+            m
+            for m in out
+            if m == f"kubelet_kit.{subsystem}" or m.startswith(f"kubelet_kit.{subsystem}.")
+        ], subsystem

@@ -29,8 +29,7 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def agent(tmp_path: Path, require_real: Callable[[bool, str], None]
-          ) -> Iterator[dict[str, int]]:
+def agent(tmp_path: Path, require_real: Callable[[bool, str], None]) -> Iterator[dict[str, int]]:
     # The agent makes its self-signed certificate with the openssl command.
     require_real(shutil.which("openssl") is not None, "openssl")
     manifests = tmp_path / "manifests"
@@ -42,12 +41,21 @@ def agent(tmp_path: Path, require_real: Callable[[bool, str], None]
     proc = None
     try:
         proc, _ = start_agent(
-            tmp_path, NODE, "--address", "127.0.0.1",
-            "--port", str(ports["port"]), "--read-only-port", str(ports["read_only_port"]),
-            "--healthz-port", str(ports["healthz_port"]),
-            "--token-auth-file", str(tmp_path / "tokens.csv"),
+            tmp_path,
+            NODE,
+            "--address",
+            "127.0.0.1",
+            "--port",
+            str(ports["port"]),
+            "--read-only-port",
+            str(ports["read_only_port"]),
+            "--healthz-port",
+            str(ports["healthz_port"]),
+            "--token-auth-file",
+            str(tmp_path / "tokens.csv"),
             "--cgroups-per-qos=false",  # the host's cgroups stay as they are
-            until=f"pod default/web-{NODE}: Running")
+            until=f"pod default/web-{NODE}: Running",
+        )
         yield ports
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
@@ -63,13 +71,16 @@ async def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, st
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE  # the agent's self-signed certificate
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as session, \
-            session.get(url, headers=headers) as resp:
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as session,
+        session.get(url, headers=headers) as resp,
+    ):
         return resp.status, await resp.text()
 
 
-async def test_run_serves_the_api(agent: dict[str, int],
-                                  require_real: Callable[[bool, str], None]) -> None:
+async def test_run_serves_the_api(
+    agent: dict[str, int], require_real: Callable[[bool, str], None]
+) -> None:
     secure = f"https://127.0.0.1:{agent['port']}"
     assert await _get(f"http://127.0.0.1:{agent['healthz_port']}/healthz") == (200, "ok")
     assert (await _get(secure + "/pods"))[0] == 401
@@ -86,6 +97,12 @@ async def test_run_serves_the_api(agent: dict[str, int],
     promtool = shutil.which("promtool")
     require_real(promtool is not None, "promtool (Debian package prometheus)")
     assert promtool is not None
-    proc = subprocess.run([promtool, "check", "metrics"], input=metrics, text=True,
-                          capture_output=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [promtool, "check", "metrics"],
+        input=metrics,
+        text=True,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
     assert (proc.returncode, proc.stdout + proc.stderr) == (0, "")

@@ -10,26 +10,40 @@ from kubelet_kit.testing import KubeletEnv
 
 
 def _service(name: str, namespace: str, ip: str, *ports: dict[str, Any]) -> Service:
-    return Service.from_dict({"metadata": {"name": name, "namespace": namespace},
-                              "spec": {"clusterIP": ip, "ports": list(ports)}})
+    return Service.from_dict(
+        {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterIP": ip, "ports": list(ports)},
+        }
+    )
 
 
-MASTER = _service("kubernetes", "default", "10.96.0.1",
-                  {"name": "https", "port": 443, "protocol": "TCP"})
+MASTER = _service(
+    "kubernetes", "default", "10.96.0.1", {"name": "https", "port": 443, "protocol": "TCP"}
+)
 SERVICES = [
     MASTER,
-    _service("web-cache", "shop", "10.96.0.7", {"port": 80},
-             {"name": "metrics", "port": 9090, "protocol": "TCP"},
-             {"name": "dns-udp", "port": 53, "protocol": "UDP"}),
+    _service(
+        "web-cache",
+        "shop",
+        "10.96.0.7",
+        {"port": 80},
+        {"name": "metrics", "port": 9090, "protocol": "TCP"},
+        {"name": "dns-udp", "port": 53, "protocol": "UDP"},
+    ),
     _service("headless", "shop", "None", {"port": 80}),
     _service("elsewhere", "other", "10.96.0.9", {"port": 80}),
 ]
 
 
 def _pod(namespace: str = "shop", links: bool = True, env: tuple[EnvVar, ...] = ()) -> Pod:
-    return Pod(metadata=ObjectMeta(name="p", namespace=namespace, uid="u"),
-               spec=PodSpec(enable_service_links=links,
-                            containers=(Container(name="app", image="busybox", env=env),)))
+    return Pod(
+        metadata=ObjectMeta(name="p", namespace=namespace, uid="u"),
+        spec=PodSpec(
+            enable_service_links=links,
+            containers=(Container(name="app", image="busybox", env=env),),
+        ),
+    )
 
 
 def test_a_service_gives_host_port_and_docker_link_variables() -> None:
@@ -79,8 +93,12 @@ def test_an_ipv6_cluster_ip_is_bracketed_in_urls() -> None:
 
 
 def test_the_containers_own_variables_come_first_win_and_may_refer_to_links() -> None:
-    pod = _pod(env=(EnvVar(name="WEB_CACHE_SERVICE_PORT", value="8080"),
-                    EnvVar(name="CACHE_URL", value="http://$(WEB_CACHE_SERVICE_HOST)/")))
+    pod = _pod(
+        env=(
+            EnvVar(name="WEB_CACHE_SERVICE_PORT", value="8080"),
+            EnvVar(name="CACHE_URL", value="http://$(WEB_CACHE_SERVICE_HOST)/"),
+        )
+    )
     env = resolve_env(pod, pod.spec.containers[0], services=SERVICES)
     names = [kv.key for kv in env]
     assert names[:2] == ["WEB_CACHE_SERVICE_PORT", "CACHE_URL"]
@@ -92,9 +110,14 @@ def test_the_containers_own_variables_come_first_win_and_may_refer_to_links() ->
 
 async def test_the_agent_gives_its_containers_the_service_links() -> None:
     async with KubeletEnv(services=lambda: SERVICES) as env:
-        env.add_pod({"apiVersion": "v1", "kind": "Pod",
-                     "metadata": {"name": "p", "namespace": "shop"},
-                     "spec": {"containers": [{"name": "app", "image": "busybox"}]}})
+        env.add_pod(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "shop"},
+                "spec": {"containers": [{"name": "app", "image": "busybox"}]},
+            }
+        )
         await env.wait_for(lambda: env.phase("p") == "Running")
         (call,) = env.runtime.calls_to("create_container")
     values = {kv.key: kv.value for kv in call.args[1].envs}
@@ -109,13 +132,20 @@ async def test_containers_wait_while_the_services_are_unknown() -> None:
 
     def services() -> list[Service]:
         if known is None:
-            raise KubeletKitError("services have not yet been read at least once, "
-                                  "cannot construct envvars")
+            raise KubeletKitError(
+                "services have not yet been read at least once, cannot construct envvars"
+            )
         return known
 
     async with KubeletEnv(services=services) as env:
-        env.add_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-                     "spec": {"containers": [{"name": "app", "image": "busybox"}]}})
+        env.add_pod(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "app", "image": "busybox"}]},
+            }
+        )
 
         def waiting() -> tuple[str, str]:
             statuses = env.status("p").container_statuses

@@ -22,7 +22,8 @@ async def test_run_once_pod_from_start_to_failed(tmp_path: Path) -> None:
     runtime = FakeRuntime(clock)
     manager = StatusManager(clock)
     app = Container(
-        name="app", image="busybox:1",
+        name="app",
+        image="busybox:1",
         command=("sh", "-c", "echo $(GREETING) $$(GREETING); sleep 5; exit 3"),
         env=(EnvVar(name="WHO", value="world"), EnvVar(name="GREETING", value="hello $(WHO)")),
     )
@@ -35,8 +36,12 @@ async def test_run_once_pod_from_start_to_failed(tmp_path: Path) -> None:
     async def observe() -> None:
         view = await get_pod_status(runtime, pod.uid, pod.name, pod.namespace)
         status = generate_pod_status(
-            pod, view, previous=manager.get_pod_status(pod.uid), now=_now(clock),
-            host_ip="192.0.2.1", runtime_name=name,
+            pod,
+            view,
+            previous=manager.get_pod_status(pod.uid),
+            now=_now(clock),
+            host_ip="192.0.2.1",
+            runtime_name=name,
         )
         manager.set_pod_status(pod, status)
 
@@ -45,8 +50,7 @@ async def test_run_once_pod_from_start_to_failed(tmp_path: Path) -> None:
     assert first is not None and first.phase == "Pending"
 
     # The fake writes the container's log there: the test's own directory.
-    sb_config = sandbox_config(pod, attempt=0, pod_logs_dir=str(tmp_path),
-                               resolv_conf=DNSConfig())
+    sb_config = sandbox_config(pod, attempt=0, pod_logs_dir=str(tmp_path), resolv_conf=DNSConfig())
     sandbox_id = await runtime.run_pod_sandbox(sb_config)
     env = resolve_env(pod, app, pod_ip="10.88.2.1")
     config = container_config(pod, app, restart_count=0, env=env)
@@ -72,4 +76,3 @@ async def test_run_once_pod_from_start_to_failed(tmp_path: Path) -> None:
     assert cs.state.terminated is not None
     assert (cs.state.terminated.exit_code, cs.state.terminated.reason) == (3, "Error")
     assert done.start_time == first.start_time
-

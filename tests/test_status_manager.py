@@ -78,7 +78,8 @@ def test_terminal_phase_is_sticky() -> None:
     api_failed = attrs.evolve(_pod("u2"), status=PodStatus(phase="Failed"))
     manager.set_pod_status(api_failed, PodStatus(phase="Pending"))
     assert manager.get_pod_status("u2") == attrs.evolve(
-        PodStatus(phase="Failed"), start_time=_at(T0))
+        PodStatus(phase="Failed"), start_time=_at(T0)
+    )
 
 
 def test_transition_time_changes_only_with_status() -> None:
@@ -87,13 +88,15 @@ def test_transition_time_changes_only_with_status() -> None:
     pod = _pod()
     manager.set_pod_status(pod, PodStatus(conditions=(PodCondition(type="Ready", status="False"),)))
     clock.advance(10)
-    manager.set_pod_status(pod, PodStatus(
-        phase="Running", conditions=(PodCondition(type="Ready", status="False"),)))
+    manager.set_pod_status(
+        pod, PodStatus(phase="Running", conditions=(PodCondition(type="Ready", status="False"),))
+    )
     stored = manager.get_pod_status("u1")
     assert stored is not None and stored.conditions[0].last_transition_time == _at(T0)
     clock.advance(10)
-    manager.set_pod_status(pod, PodStatus(
-        phase="Running", conditions=(PodCondition(type="Ready", status="True"),)))
+    manager.set_pod_status(
+        pod, PodStatus(phase="Running", conditions=(PodCondition(type="Ready", status="True"),))
+    )
     stored = manager.get_pod_status("u1")
     assert stored is not None and stored.conditions[0].last_transition_time == _at(T0 + 20)
 
@@ -101,21 +104,28 @@ def test_transition_time_changes_only_with_status() -> None:
 def test_terminate_pod_marks_failed_and_containers_unknown() -> None:
     manager = StatusManager(_clock())
     pod = _pod()
-    done = ContainerStatus(name="done", state=ContainerState(
-        terminated=ContainerStateTerminated(exit_code=0, reason="Completed")))
+    done = ContainerStatus(
+        name="done",
+        state=ContainerState(terminated=ContainerStateTerminated(exit_code=0, reason="Completed")),
+    )
     never = ContainerStatus(name="later", state=ContainerState(waiting=ContainerStateWaiting()))
-    manager.set_pod_status(pod, PodStatus(
-        phase="Running",
-        init_container_statuses=(done, _running("sidecar"), never),
-        container_statuses=(_running("app"),),
-    ))
+    manager.set_pod_status(
+        pod,
+        PodStatus(
+            phase="Running",
+            init_container_statuses=(done, _running("sidecar"), never),
+            container_statuses=(_running("app"),),
+        ),
+    )
     msg = "The node was low on resource: memory. "
     status = manager.terminate_pod(pod, "Evicted", msg)
     assert (status.phase, status.reason, status.message) == ("Failed", "Evicted", msg)
     app = status.container_statuses[0].state.terminated
     assert app == ContainerStateTerminated(
-        reason="ContainerStatusUnknown", exit_code=137,
-        message="The container could not be located when the pod was terminated")
+        reason="ContainerStatusUnknown",
+        exit_code=137,
+        message="The container could not be located when the pod was terminated",
+    )
     inits = status.init_container_statuses
     assert inits[0] == done
     assert inits[1].state.terminated is not None and inits[1].state.terminated.exit_code == 137
@@ -173,9 +183,7 @@ async def test_subscription_waits_then_ends_on_close() -> None:
         assert [item async for item in late] == []
 
 
-async def _take(
-    subscription: StatusSubscription, n: int
-) -> AsyncIterator[tuple[Pod, PodStatus]]:
+async def _take(subscription: StatusSubscription, n: int) -> AsyncIterator[tuple[Pod, PodStatus]]:
     for _ in range(n):
         yield await subscription.__anext__()
 
@@ -200,8 +208,9 @@ def test_status_package_exports_and_imports_no_other_subsystem() -> None:
 
 
 def _terminated(name: str, code: int) -> ContainerStatus:
-    return ContainerStatus(name=name, state=ContainerState(
-        terminated=ContainerStateTerminated(exit_code=code)))
+    return ContainerStatus(
+        name=name, state=ContainerState(terminated=ContainerStateTerminated(exit_code=code))
+    )
 
 
 def _waiting(name: str) -> ContainerStatus:
@@ -224,8 +233,7 @@ def test_terminated_containers_cannot_come_back_unless_restartable() -> None:
     manager.set_pod_status(on_failure, PodStatus(container_statuses=(_terminated("app", 1),)))
     assert manager.set_pod_status(on_failure, PodStatus(container_statuses=(_waiting("app"),)))
     manager.set_pod_status(on_failure, PodStatus(container_statuses=(_terminated("app", 0),)))
-    assert not manager.set_pod_status(
-        on_failure, PodStatus(container_statuses=(_running("app"),)))
+    assert not manager.set_pod_status(on_failure, PodStatus(container_statuses=(_running("app"),)))
 
     always = _policy(_pod("a"), "Always")
     manager.set_pod_status(always, PodStatus(container_statuses=(_terminated("app", 0),)))

@@ -37,8 +37,10 @@ async def bounded(awaitable: object, timeout: float = WAIT) -> object:
     return await asyncio.wait_for(awaitable, timeout)  # type: ignore[arg-type]
 
 
-async def _connected_pair() -> tuple[tuple[asyncio.StreamReader, asyncio.StreamWriter],
-                                     tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+async def _connected_pair() -> tuple[
+    tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    tuple[asyncio.StreamReader, asyncio.StreamWriter],
+]:
     a, b = socket.socketpair()
     return await asyncio.open_connection(sock=a), await asyncio.open_connection(sock=b)
 
@@ -49,8 +51,10 @@ async def sessions(**kwargs: object) -> AsyncIterator[tuple[SpdySession, SpdySes
     (cr, cw), (sr, sw) = await _connected_pair()
     server_kwargs = {k[7:]: v for k, v in kwargs.items() if k.startswith("server_")}
     client_kwargs = {k[7:]: v for k, v in kwargs.items() if k.startswith("client_")}
-    async with SpdySession(cr, cw, server=False, **client_kwargs) as client, \
-            SpdySession(sr, sw, server=True, **server_kwargs) as server:
+    async with (
+        SpdySession(cr, cw, server=False, **client_kwargs) as client,
+        SpdySession(sr, sw, server=True, **server_kwargs) as server,
+    ):
         yield client, server
 
 
@@ -64,19 +68,24 @@ async def read_all(stream: SpdyStream) -> bytes:
 def test_dictionary_is_the_spdy3_one() -> None:
     assert len(HEADER_DICTIONARY) == 1423
     assert hashlib.sha256(HEADER_DICTIONARY).hexdigest() == (
-        "51d27341373f923f3cd88e1eb7162aeaa3723d7585ff2399201dc06498407f02")
+        "51d27341373f923f3cd88e1eb7162aeaa3723d7585ff2399201dc06498407f02"
+    )
 
 
 async def test_headers_round_trip_and_stream_ids() -> None:
     async with sessions() as (client, server):
-        opened = asyncio.create_task(client.open_stream(
-            {"streamtype": "stdout", "X-Mixed-Case": "Value", "empty": ""}))
+        opened = asyncio.create_task(
+            client.open_stream({"streamtype": "stdout", "X-Mixed-Case": "Value", "empty": ""})
+        )
         accepted = await bounded(server.accept_stream())
         stream = await bounded(opened)
         assert isinstance(accepted, SpdyStream) and isinstance(stream, SpdyStream)
         assert accepted.id == stream.id == 1
-        assert dict(accepted.headers) == {"streamtype": "stdout", "x-mixed-case": "Value",
-                                          "empty": ""}
+        assert dict(accepted.headers) == {
+            "streamtype": "stdout",
+            "x-mixed-case": "Value",
+            "empty": "",
+        }
         # Later streams reuse the compression context (and get higher odd ids).
         for i in range(1, 20):
             opened = asyncio.create_task(client.open_stream({"streamtype": f"s{i}" * i}))
@@ -100,10 +109,12 @@ async def test_streams_satisfy_the_byte_protocols() -> None:
 
 async def test_many_streams_echo_concurrently() -> None:
     async with sessions() as (client, server):
+
         async def serve() -> None:
             async def echo(stream: SpdyStream) -> None:
                 await stream.write(await read_all(stream))
                 await stream.close()
+
             async with asyncio.TaskGroup() as group:
                 for _ in range(60):
                     group.create_task(echo(await server.accept_stream()))
@@ -147,8 +158,10 @@ async def test_ten_megabytes_each_way_at_once(flow_control: bool | None) -> None
     size = 10 * 1024 * 1024
     up = os.urandom(size)
     down = bytes(reversed(up))
-    async with sessions(client_flow_control=flow_control,
-                        server_flow_control=flow_control) as (client, server):
+    async with sessions(client_flow_control=flow_control, server_flow_control=flow_control) as (
+        client,
+        server,
+    ):
         opened = asyncio.create_task(client.open_stream({"streamtype": "data"}))
         accepted: SpdyStream = await bounded(server.accept_stream())  # type: ignore[assignment]
         stream: SpdyStream = await bounded(opened)  # type: ignore[assignment]
@@ -158,12 +171,15 @@ async def test_ten_megabytes_each_way_at_once(flow_control: bool | None) -> None
 
         async def send(s: SpdyStream, data: bytes) -> None:
             for i in range(0, len(data), 1 << 20):
-                await s.write(data[i:i + (1 << 20)])
+                await s.write(data[i : i + (1 << 20)])
             await s.close()
 
-        results = await bounded(asyncio.gather(
-            send(stream, up), send(accepted, down), read_all(accepted), read_all(stream)),
-            60)
+        results = await bounded(
+            asyncio.gather(
+                send(stream, up), send(accepted, down), read_all(accepted), read_all(stream)
+            ),
+            60,
+        )
         assert results[2] == up  # type: ignore[index]
         assert results[3] == down  # type: ignore[index]
 
@@ -310,8 +326,14 @@ async def test_a_peer_that_never_sends_window_updates_is_not_stalled() -> None:
     (cr, cw), (sr, sw) = await _connected_pair()
     async with SpdySession(sr, sw, server=True) as server:
         compressor = zlib.compressobj(zdict=HEADER_DICTIONARY)
-        cw.write(control(FrameType.SYN_STREAM, 0, struct.pack(">IIBB", 1, 0, 0, 0)
-                         + header_block(compressor, {"streamtype": "stdout"})))
+        cw.write(
+            control(
+                FrameType.SYN_STREAM,
+                0,
+                struct.pack(">IIBB", 1, 0, 0, 0)
+                + header_block(compressor, {"streamtype": "stdout"}),
+            )
+        )
         stream: SpdyStream = await bounded(server.accept_stream())  # type: ignore[assignment]
         size = 3 * 1024 * 1024
         writing = asyncio.create_task(stream.write(b"y" * size))
@@ -335,8 +357,14 @@ async def test_window_updates_are_sent_as_data_is_consumed() -> None:
         compressor = zlib.compressobj(zdict=HEADER_DICTIONARY)
         # A peer that counts windows says so (SETTINGS with its initial window).
         cw.write(control(FrameType.SETTINGS, 0, struct.pack(">III", 1, 7, 65536)))
-        cw.write(control(FrameType.SYN_STREAM, 0, struct.pack(">IIBB", 1, 0, 0, 0)
-                         + header_block(compressor, {"streamtype": "stdin"})))
+        cw.write(
+            control(
+                FrameType.SYN_STREAM,
+                0,
+                struct.pack(">IIBB", 1, 0, 0, 0)
+                + header_block(compressor, {"streamtype": "stdin"}),
+            )
+        )
         stream: SpdyStream = await bounded(server.accept_stream())  # type: ignore[assignment]
         for _ in range(4):
             cw.write(struct.pack(">II", 1, 16384) + b"z" * 16384)
@@ -357,8 +385,14 @@ async def test_no_window_updates_to_a_peer_that_does_not_count_windows() -> None
     (cr, cw), (sr, sw) = await _connected_pair()
     async with SpdySession(sr, sw, server=True) as server:
         compressor = zlib.compressobj(zdict=HEADER_DICTIONARY)
-        cw.write(control(FrameType.SYN_STREAM, 0, struct.pack(">IIBB", 1, 0, 0, 0)
-                         + header_block(compressor, {"streamtype": "stdin"})))
+        cw.write(
+            control(
+                FrameType.SYN_STREAM,
+                0,
+                struct.pack(">IIBB", 1, 0, 0, 0)
+                + header_block(compressor, {"streamtype": "stdin"}),
+            )
+        )
         stream: SpdyStream = await bounded(server.accept_stream())  # type: ignore[assignment]
         for _ in range(8):
             cw.write(struct.pack(">II", 1, 16384) + b"z" * 16384)
@@ -381,19 +415,26 @@ def _syn(stream_id: int, block: bytes) -> bytes:
 
 MALFORMED: dict[str, tuple[Callable[[zlib._Compress], bytes], str]] = {
     "version 2": (lambda c: control(FrameType.PING, 0, b"\0\0\0\1", version=2), "version 2"),
-    "short RST_STREAM": (lambda c: control(FrameType.RST_STREAM, 0, b"\0\0\0\1"),
-                         "RST_STREAM frame of 4 bytes"),
+    "short RST_STREAM": (
+        lambda c: control(FrameType.RST_STREAM, 0, b"\0\0\0\1"),
+        "RST_STREAM frame of 4 bytes",
+    ),
     "RST_STREAM status 0": (lambda c: control(FrameType.RST_STREAM, 0, bytes(8)), "status 0"),
-    "short SYN_STREAM": (lambda c: control(FrameType.SYN_STREAM, 0, b"\0\0\0\1"),
-                         "SYN_STREAM frame of 4 bytes"),
+    "short SYN_STREAM": (
+        lambda c: control(FrameType.SYN_STREAM, 0, b"\0\0\0\1"),
+        "SYN_STREAM frame of 4 bytes",
+    ),
     "not zlib": (lambda c: _syn(1, b"definitely not deflate"), "does not decompress"),
-    "upper-case name": (lambda c: _syn(1, header_block(c, {"StreamType": "x"})),
-                        "not lower case"),
-    "truncated block": (lambda c: _syn(1, c.compress(b"\0\0\0\5\0\0") + c.flush(
-        zlib.Z_SYNC_FLUSH)), "truncated"),
+    "upper-case name": (lambda c: _syn(1, header_block(c, {"StreamType": "x"})), "not lower case"),
+    "truncated block": (
+        lambda c: _syn(1, c.compress(b"\0\0\0\5\0\0") + c.flush(zlib.Z_SYNC_FLUSH)),
+        "truncated",
+    ),
     "data for stream 0": (lambda c: struct.pack(">II", 0, 3) + b"abc", "stream 0"),
-    "bad SETTINGS": (lambda c: control(FrameType.SETTINGS, 0, struct.pack(">I", 2)),
-                     "SETTINGS frame of 4 bytes for 2 entries"),
+    "bad SETTINGS": (
+        lambda c: control(FrameType.SETTINGS, 0, struct.pack(">I", 2)),
+        "SETTINGS frame of 4 bytes for 2 entries",
+    ),
     "cut off": (lambda c: control(FrameType.PING, 0, b"\0\0\0\1")[:10], "inside a frame"),
 }
 
@@ -445,7 +486,8 @@ async def test_unknown_control_frames_and_bad_stream_ids_do_not_end_the_session(
 # -- kubectl (Go's spdystream) against a tiny API server ------------------------------
 
 POD = {
-    "apiVersion": "v1", "kind": "Pod",
+    "apiVersion": "v1",
+    "kind": "Pod",
     "metadata": {"name": "p", "namespace": "default", "uid": "u-1"},
     "spec": {"containers": [{"name": "c", "image": "busybox"}]},
     "status": {"phase": "Running"},
@@ -456,12 +498,24 @@ DISCOVERY = {
     "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
     "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
     "/api/v1": {
-        "kind": "APIResourceList", "groupVersion": "v1",
+        "kind": "APIResourceList",
+        "groupVersion": "v1",
         "resources": [
-            {"name": "pods", "singularName": "", "namespaced": True, "kind": "Pod",
-             "verbs": ["get", "list"], "shortNames": ["po"]},
-            {"name": "pods/exec", "singularName": "", "namespaced": True,
-             "kind": "PodExecOptions", "verbs": ["create", "get"]},
+            {
+                "name": "pods",
+                "singularName": "",
+                "namespaced": True,
+                "kind": "Pod",
+                "verbs": ["get", "list"],
+                "shortNames": ["po"],
+            },
+            {
+                "name": "pods/exec",
+                "singularName": "",
+                "namespaced": True,
+                "kind": "PodExecOptions",
+                "verbs": ["create", "get"],
+            },
         ],
     },
 }
@@ -474,8 +528,13 @@ def _kubectl() -> Path:
     base = os.environ.get("KUBELET_KIT_KUBERNETES_BIN")
     if not base:
         script = Path(__file__).resolve().parents[1] / "scripts" / "kubernetes"
-        base = subprocess.run(["bash", str(script), "--bin-dir"], capture_output=True,
-                              text=True, check=True, timeout=30).stdout.strip()
+        base = subprocess.run(
+            ["bash", str(script), "--bin-dir"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.strip()
     return Path(base) / "kubectl"
 
 
@@ -484,8 +543,9 @@ async def _exec_handler(request: web.Request) -> web.StreamResponse:
     if "v4.channel.k8s.io" not in offered:
         return web.Response(status=403, text=f"no common protocol in {offered}")
     query = request.query
-    reader, writer = await accept_upgrade(request, "SPDY/3.1",
-                                          {"X-Stream-Protocol-Version": "v4.channel.k8s.io"})
+    reader, writer = await accept_upgrade(
+        request, "SPDY/3.1", {"X-Stream-Protocol-Version": "v4.channel.k8s.io"}
+    )
     wanted = {"error", "stdout", "stderr"} | ({"stdin"} if query.get("stdin") == "true" else set())
     async with SpdySession(reader, writer, server=True) as session:
         streams: dict[str, SpdyStream] = {}
@@ -528,27 +588,43 @@ async def fake_api_server(tmp_path: Path) -> AsyncIterator[Path]:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "x",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-        "users": [{"name": "u", "user": {}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u",
-                                               "namespace": "default"}}],
-    }))
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "x",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {}}],
+                "contexts": [
+                    {"name": "x", "context": {"cluster": "c", "user": "u", "namespace": "default"}}
+                ],
+            }
+        )
+    )
     try:
         yield kubeconfig
     finally:
         await runner.cleanup()
 
 
-async def _run_kubectl(tmp_path: Path, kubeconfig: Path, *args: str,
-                       stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
+async def _run_kubectl(
+    tmp_path: Path, kubeconfig: Path, *args: str, stdin: bytes | None = None
+) -> tuple[int, bytes, bytes]:
     proc = await asyncio.create_subprocess_exec(
-        str(_kubectl()), "--kubeconfig", str(kubeconfig), "--cache-dir",
-        str(tmp_path / "cache"), "--request-timeout", "60s", *args,
+        str(_kubectl()),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--request-timeout",
+        "60s",
+        *args,
         stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
     try:
         out, err = await asyncio.wait_for(proc.communicate(stdin), 90)
     except TimeoutError:
@@ -560,7 +636,8 @@ async def _run_kubectl(tmp_path: Path, kubeconfig: Path, *args: str,
 
 
 async def test_kubectl_exec_through_our_spdy_server(
-        tmp_path: Path, require_real: Callable[[bool, str], None]) -> None:
+    tmp_path: Path, require_real: Callable[[bool, str], None]
+) -> None:
     require_real(_kubectl().is_file(), f"kubectl at {_kubectl()}")
     async with fake_api_server(tmp_path) as kubeconfig:
         code, out, err = await _run_kubectl(tmp_path, kubeconfig, "exec", "p", "--", "echo")
@@ -568,11 +645,13 @@ async def test_kubectl_exec_through_our_spdy_server(
 
 
 async def test_kubectl_exec_stdin_ten_megabytes_round_trip(
-        tmp_path: Path, require_real: Callable[[bool, str], None]) -> None:
+    tmp_path: Path, require_real: Callable[[bool, str], None]
+) -> None:
     require_real(_kubectl().is_file(), f"kubectl at {_kubectl()}")
     data = os.urandom(10 * 1024 * 1024)
     async with fake_api_server(tmp_path) as kubeconfig:
-        code, out, err = await _run_kubectl(tmp_path, kubeconfig, "exec", "-i", "p", "--",
-                                            "cat", stdin=data)
+        code, out, err = await _run_kubectl(
+            tmp_path, kubeconfig, "exec", "-i", "p", "--", "cat", stdin=data
+        )
     assert code == 0, err.decode()
     assert len(out) == len(data) and out == data

@@ -35,8 +35,9 @@ async def serve(routes: dict[str, Handler], **runner_kwargs: object) -> AsyncIte
 
 async def echo_handler(request: web.Request) -> web.StreamResponse:
     """Upgrades to SPDY/3.1 and echoes raw bytes until the client half-closes."""
-    reader, writer = await accept_upgrade(request, "SPDY/3.1",
-                                          {"X-Stream-Protocol-Version": "v4.channel.k8s.io"})
+    reader, writer = await accept_upgrade(
+        request, "SPDY/3.1", {"X-Stream-Protocol-Version": "v4.channel.k8s.io"}
+    )
     while data := await reader.read(65536):
         writer.write(data)
         await writer.drain()
@@ -46,14 +47,16 @@ async def echo_handler(request: web.Request) -> web.StreamResponse:
 
 
 def upgrade_request(path: str, protocol: str = "SPDY/3.1", extra: str = "") -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\n"
-            f"Upgrade: {protocol}\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n"
-            f"X-Stream-Protocol-Version: channel.k8s.io\r\n{extra}\r\n").encode()
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\n"
+        f"Upgrade: {protocol}\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n"
+        f"X-Stream-Protocol-Version: channel.k8s.io\r\n{extra}\r\n"
+    ).encode()
 
 
-async def open_upgraded(port: int, path: str, *, protocol: str = "SPDY/3.1", extra: str = "",
-                        early: bytes = b"") -> tuple[asyncio.StreamReader, asyncio.StreamWriter,
-                                                     str]:
+async def open_upgraded(
+    port: int, path: str, *, protocol: str = "SPDY/3.1", extra: str = "", early: bytes = b""
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, str]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(upgrade_request(path, protocol, extra) + early)
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), WAIT)
@@ -71,8 +74,7 @@ async def test_accept_upgrade_answers_101_and_carries_raw_bytes() -> None:
         assert lines[0] == "http/1.1 101 switching protocols"
         assert "connection: upgrade" in lines and "upgrade: spdy/3.1" in lines
         assert "x-stream-protocol-version: v4.channel.k8s.io" in lines
-        assert not any(line.startswith(("transfer-encoding", "content-length"))
-                       for line in lines)
+        assert not any(line.startswith(("transfer-encoding", "content-length")) for line in lines)
         payload = os.urandom(2 * 1024 * 1024)
         writer.write(payload)
         writer.write_eof()
@@ -103,9 +105,13 @@ async def test_bytes_buffered_behind_a_websocket_upgrade_are_not_lost() -> None:
 
     async with serve({"/ws": handler}) as port:
         # Sent with the request, before the 101: aiohttp holds them for us.
-        reader, writer, head = await open_upgraded(port, "/ws", protocol="websocket",
-                                                   extra="Sec-WebSocket-Version: 13\r\n",
-                                                   early=b"early bytes")
+        reader, writer, head = await open_upgraded(
+            port,
+            "/ws",
+            protocol="websocket",
+            extra="Sec-WebSocket-Version: 13\r\n",
+            early=b"early bytes",
+        )
         assert " 101 " in head
         assert await read_to_eof(reader) == b"early bytes"
         writer.close()
@@ -159,8 +165,11 @@ async def test_proxy_upgrade_relays_the_101_and_pipes_both_ways() -> None:
             writer.write_eof()
             assert await read_to_eof(reader) == payload + b"<bye>"
             writer.close()
-    assert seen == {"path_qs": "/cri/exec/abc?tty=1", "method": "POST",
-                    "versions": ["v4.channel.k8s.io", "channel.k8s.io"]}
+    assert seen == {
+        "path_qs": "/cri/exec/abc?tty=1",
+        "method": "POST",
+        "versions": ["v4.channel.k8s.io", "channel.k8s.io"],
+    }
 
 
 async def test_proxy_upgrade_relays_a_refusal_as_a_plain_response() -> None:
@@ -180,6 +189,7 @@ async def test_proxy_upgrade_relays_a_refusal_as_a_plain_response() -> None:
 
 async def test_proxy_upgrade_to_nothing_is_a_bad_gateway() -> None:
     with socketserver_port() as dead_port:
+
         async def front(request: web.Request) -> web.StreamResponse:
             return await proxy_upgrade(request, f"http://127.0.0.1:{dead_port}/x")
 
@@ -190,9 +200,13 @@ async def test_proxy_upgrade_to_nothing_is_a_bad_gateway() -> None:
 
 async def post_upgrade(port: int) -> tuple[int, Mapping[str, str], str]:
     """An upgrade request through aiohttp's client, for answers that are not 101."""
-    async with aiohttp.ClientSession() as http, http.post(
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
             f"http://127.0.0.1:{port}/exec",
-            headers={"Connection": "Upgrade", "Upgrade": "SPDY/3.1"}) as resp:
+            headers={"Connection": "Upgrade", "Upgrade": "SPDY/3.1"},
+        ) as resp,
+    ):
         return resp.status, resp.headers, await resp.text()
 
 
@@ -218,13 +232,19 @@ async def test_websocket_through_proxy_upgrade() -> None:
         return ws
 
     async with serve({"/ws": ws_target}) as target_port:
+
         async def front(request: web.Request) -> web.StreamResponse:
             return await proxy_upgrade(request, f"http://127.0.0.1:{target_port}/ws")
 
-        async with serve({"/front": front}) as front_port, aiohttp.ClientSession() as http, \
-                http.ws_connect(f"http://127.0.0.1:{front_port}/front",
-                                protocols=("v4.channel.k8s.io",),
-                                timeout=aiohttp.ClientWSTimeout(ws_close=WAIT)) as ws:
+        async with (
+            serve({"/front": front}) as front_port,
+            aiohttp.ClientSession() as http,
+            http.ws_connect(
+                f"http://127.0.0.1:{front_port}/front",
+                protocols=("v4.channel.k8s.io",),
+                timeout=aiohttp.ClientWSTimeout(ws_close=WAIT),
+            ) as ws,
+        ):
             assert ws.protocol == "v4.channel.k8s.io"
             await ws.send_str("olleh")
             reply = await ws.receive(timeout=WAIT)

@@ -51,34 +51,79 @@ def P(data: str, mode: int = 0o644) -> FileProjection:
 # TestPathsToRemove: (name, first payload, second payload, expected paths to remove)
 PATHS_TO_REMOVE = [
     ("simple", {"foo.txt": P("foo"), "bar.txt": P("bar")}, {"foo.txt": P("foo")}, {"bar.txt"}),
-    ("simple 2", {"foo.txt": P("foo"), "zip/bar.txt": P("zip/b}ar")}, {"foo.txt": P("foo")},
-     {"zip/bar.txt", "zip"}),
-    ("subdirs 1", {"foo.txt": P("foo"), "zip/zap/bar.txt": P("zip/bar")}, {"foo.txt": P("foo")},
-     {"zip/zap/bar.txt", "zip", "zip/zap"}),
-    ("subdirs 2", {"foo.txt": P("foo"), "zip/1/2/3/4/bar.txt": P("zip/b}ar")},
-     {"foo.txt": P("foo")},
-     {"zip/1/2/3/4/bar.txt", "zip", "zip/1", "zip/1/2", "zip/1/2/3", "zip/1/2/3/4"}),
-    ("subdirs 3", {"foo.txt": P("foo"), "zip/1/2/3/4/bar.txt": P("zip/b}ar"),
-                   "zap/a/b/c/bar.txt": P("zap/bar")},
-     {"foo.txt": P("foo")},
-     {"zip/1/2/3/4/bar.txt", "zip", "zip/1", "zip/1/2", "zip/1/2/3", "zip/1/2/3/4", "zap",
-      "zap/a", "zap/a/b", "zap/a/b/c", "zap/a/b/c/bar.txt"}),
-    ("subdirs 4", {"foo.txt": P("foo"), "zap/1/2/3/4/bar.txt": P("zip/bar"),
-                   "zap/1/2/c/bar.txt": P("zap/bar"), "zap/1/2/magic.txt": P("indigo")},
-     {"foo.txt": P("foo"), "zap/1/2/magic.txt": P("indigo")},
-     {"zap/1/2/3/4/bar.txt", "zap/1/2/3", "zap/1/2/3/4", "zap/1/2/c", "zap/1/2/c/bar.txt"}),
-    ("subdirs 5", {"foo.txt": P("foo"), "zap/1/2/3/4/bar.txt": P("zip/bar"),
-                   "zap/1/2/c/bar.txt": P("zap/bar")},
-     {"foo.txt": P("foo"), "zap/1/2/magic.txt": P("indigo")},
-     {"zap/1/2/3/4/bar.txt", "zap/1/2/3", "zap/1/2/3/4", "zap/1/2/c", "zap/1/2/c/bar.txt"}),
+    (
+        "simple 2",
+        {"foo.txt": P("foo"), "zip/bar.txt": P("zip/b}ar")},
+        {"foo.txt": P("foo")},
+        {"zip/bar.txt", "zip"},
+    ),
+    (
+        "subdirs 1",
+        {"foo.txt": P("foo"), "zip/zap/bar.txt": P("zip/bar")},
+        {"foo.txt": P("foo")},
+        {"zip/zap/bar.txt", "zip", "zip/zap"},
+    ),
+    (
+        "subdirs 2",
+        {"foo.txt": P("foo"), "zip/1/2/3/4/bar.txt": P("zip/b}ar")},
+        {"foo.txt": P("foo")},
+        {"zip/1/2/3/4/bar.txt", "zip", "zip/1", "zip/1/2", "zip/1/2/3", "zip/1/2/3/4"},
+    ),
+    (
+        "subdirs 3",
+        {
+            "foo.txt": P("foo"),
+            "zip/1/2/3/4/bar.txt": P("zip/b}ar"),
+            "zap/a/b/c/bar.txt": P("zap/bar"),
+        },
+        {"foo.txt": P("foo")},
+        {
+            "zip/1/2/3/4/bar.txt",
+            "zip",
+            "zip/1",
+            "zip/1/2",
+            "zip/1/2/3",
+            "zip/1/2/3/4",
+            "zap",
+            "zap/a",
+            "zap/a/b",
+            "zap/a/b/c",
+            "zap/a/b/c/bar.txt",
+        },
+    ),
+    (
+        "subdirs 4",
+        {
+            "foo.txt": P("foo"),
+            "zap/1/2/3/4/bar.txt": P("zip/bar"),
+            "zap/1/2/c/bar.txt": P("zap/bar"),
+            "zap/1/2/magic.txt": P("indigo"),
+        },
+        {"foo.txt": P("foo"), "zap/1/2/magic.txt": P("indigo")},
+        {"zap/1/2/3/4/bar.txt", "zap/1/2/3", "zap/1/2/3/4", "zap/1/2/c", "zap/1/2/c/bar.txt"},
+    ),
+    (
+        "subdirs 5",
+        {
+            "foo.txt": P("foo"),
+            "zap/1/2/3/4/bar.txt": P("zip/bar"),
+            "zap/1/2/c/bar.txt": P("zap/bar"),
+        },
+        {"foo.txt": P("foo"), "zap/1/2/magic.txt": P("indigo")},
+        {"zap/1/2/3/4/bar.txt", "zap/1/2/3", "zap/1/2/3/4", "zap/1/2/c", "zap/1/2/c/bar.txt"},
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "first", "second", "expected"), PATHS_TO_REMOVE,
-                         ids=[c[0] for c in PATHS_TO_REMOVE])
+@pytest.mark.parametrize(
+    ("name", "first", "second", "expected"), PATHS_TO_REMOVE, ids=[c[0] for c in PATHS_TO_REMOVE]
+)
 def test_paths_to_remove(
-    tmp_path: Path, name: str, first: dict[str, FileProjection],
-    second: dict[str, FileProjection], expected: set[str],
+    tmp_path: Path,
+    name: str,
+    first: dict[str, FileProjection],
+    second: dict[str, FileProjection],
+    expected: set[str],
 ) -> None:
     writer = AtomicWriter(tmp_path)
     assert writer.write(first)
@@ -88,31 +133,74 @@ def test_paths_to_remove(
 MYSTERY = bytes(range(256)) * 3
 # TestWriteOnce: (name, payload, success)
 WRITE_ONCE = [
-    ("invalid payload 1", {"foo": P("foo"), "..bar": P("bar"),
-                           "binary.bin": FileProjection(MYSTERY)}, False),
+    (
+        "invalid payload 1",
+        {"foo": P("foo"), "..bar": P("bar"), "binary.bin": FileProjection(MYSTERY)},
+        False,
+    ),
     ("invalid payload 2", {"foo/../bar": P("foo")}, False),
     ("basic 1", {"foo": P("foo"), "bar": P("bar")}, True),
-    ("basic 2", {"binary.bin": FileProjection(MYSTERY), ".binary.bin": FileProjection(MYSTERY)},
-     True),
+    (
+        "basic 2",
+        {"binary.bin": FileProjection(MYSTERY), ".binary.bin": FileProjection(MYSTERY)},
+        True,
+    ),
     ("basic mode 1", {"foo": P("foo", 0o777), "bar": P("bar", 0o400)}, True),
-    ("dotfiles", {"foo": P("foo"), "bar": P("bar"), ".dotfile": P("dotfile"),
-                  ".dotfile.file": P("dotfile.file")}, True),
-    ("dotfiles mode", {"foo": P("foo", 0o407), "bar": P("bar", 0o440),
-                       ".dotfile": P("dotfile", 0o777), ".dotfile.file": P("dotfile.file", 0o666)},
-     True),
+    (
+        "dotfiles",
+        {
+            "foo": P("foo"),
+            "bar": P("bar"),
+            ".dotfile": P("dotfile"),
+            ".dotfile.file": P("dotfile.file"),
+        },
+        True,
+    ),
+    (
+        "dotfiles mode",
+        {
+            "foo": P("foo", 0o407),
+            "bar": P("bar", 0o440),
+            ".dotfile": P("dotfile", 0o777),
+            ".dotfile.file": P("dotfile.file", 0o666),
+        },
+        True,
+    ),
     ("subdirectories 1", {"foo/bar.txt": P("foo/bar"), "bar/zab.txt": P("bar/zab.txt")}, True),
-    ("subdirectories mode 1", {"foo/bar.txt": P("foo/bar", 0o400),
-                               "bar/zab.txt": P("bar/zab.txt")}, True),
-    ("subdirectories 2", {"foo//bar.txt": P("foo//bar"),
-                          "bar///bar/zab.txt": P("bar/../bar/zab.txt")}, True),
-    ("subdirectories 3", {"foo/bar.txt": P("foo/bar"), "bar/zab.txt": P("bar/zab.txt"),
-                          "foo/blaz/bar.txt": P("foo/blaz/bar"),
-                          "bar/zib/zab.txt": P("bar/zib/zab.txt")}, True),
-    ("kitchen sink", {"foo.log": P("foo"), "bar.zap": P("bar"), ".dotfile": P("dotfile"),
-                      "foo/bar.txt": P("foo/bar"), "bar/zab.txt": P("bar/zab.txt"),
-                      "foo/blaz/bar.txt": P("foo/blaz/bar"),
-                      "bar/zib/zab.txt": P("bar/zib/zab.txt", 0o400),
-                      "1/2/3/4/5/6/7/8/9/10/.dotfile.lib": P("1-2-3-dotfile", 0o777)}, True),
+    (
+        "subdirectories mode 1",
+        {"foo/bar.txt": P("foo/bar", 0o400), "bar/zab.txt": P("bar/zab.txt")},
+        True,
+    ),
+    (
+        "subdirectories 2",
+        {"foo//bar.txt": P("foo//bar"), "bar///bar/zab.txt": P("bar/../bar/zab.txt")},
+        True,
+    ),
+    (
+        "subdirectories 3",
+        {
+            "foo/bar.txt": P("foo/bar"),
+            "bar/zab.txt": P("bar/zab.txt"),
+            "foo/blaz/bar.txt": P("foo/blaz/bar"),
+            "bar/zib/zab.txt": P("bar/zib/zab.txt"),
+        },
+        True,
+    ),
+    (
+        "kitchen sink",
+        {
+            "foo.log": P("foo"),
+            "bar.zap": P("bar"),
+            ".dotfile": P("dotfile"),
+            "foo/bar.txt": P("foo/bar"),
+            "bar/zab.txt": P("bar/zab.txt"),
+            "foo/blaz/bar.txt": P("foo/blaz/bar"),
+            "bar/zib/zab.txt": P("bar/zib/zab.txt", 0o400),
+            "1/2/3/4/5/6/7/8/9/10/.dotfile.lib": P("1-2-3-dotfile", 0o777),
+        },
+        True,
+    ),
 ]
 
 
@@ -128,8 +216,7 @@ def check_contents(target: Path, payload: dict[str, FileProjection]) -> None:
     assert visible_names == tops
 
 
-@pytest.mark.parametrize(("name", "payload", "success"), WRITE_ONCE,
-                         ids=[c[0] for c in WRITE_ONCE])
+@pytest.mark.parametrize(("name", "payload", "success"), WRITE_ONCE, ids=[c[0] for c in WRITE_ONCE])
 def test_write_once(
     tmp_path: Path, name: str, payload: dict[str, FileProjection], success: bool
 ) -> None:
@@ -146,33 +233,67 @@ def test_write_once(
 
 # TestUpdate: (name, first, next, should write)
 UPDATE = [
-    ("update", {"foo": P("foo"), "bar": P("bar")}, {"foo": P("foo2"), "bar": P("bar2", 0o640)},
-     True),
+    (
+        "update",
+        {"foo": P("foo"), "bar": P("bar")},
+        {"foo": P("foo2"), "bar": P("bar2", 0o640)},
+        True,
+    ),
     ("no update", {"foo": P("foo"), "bar": P("bar")}, {"foo": P("foo"), "bar": P("bar")}, False),
-    ("no update 2", {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar")},
-     {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar")}, False),
-    ("add 1", {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar")},
-     {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar"), "blu/zip.txt": P("zip")}, True),
-    ("add 2", {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar")},
-     {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar"), "blu/two/2/3/4/5/zip.txt": P("zip")},
-     True),
-    ("add 3", {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar")},
-     {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar"), "bar/2/3/4/5/zip.txt": P("zip")}, True),
-    ("delete 1", {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar")}, {"foo/bar.txt": P("foo")},
-     True),
-    ("delete 2", {"foo/bar.txt": P("foo"), "bar/1/2/3/zab.txt": P("bar")},
-     {"foo/bar.txt": P("foo")}, True),
-    ("delete 3", {"foo/bar.txt": P("foo"), "bar/1/2/sip.txt": P("sip"),
-                  "bar/1/2/3/zab.txt": P("bar")},
-     {"foo/bar.txt": P("foo"), "bar/1/2/sip.txt": P("sip")}, True),
+    (
+        "no update 2",
+        {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar")},
+        {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar")},
+        False,
+    ),
+    (
+        "add 1",
+        {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar")},
+        {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar"), "blu/zip.txt": P("zip")},
+        True,
+    ),
+    (
+        "add 2",
+        {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar")},
+        {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar"), "blu/two/2/3/4/5/zip.txt": P("zip")},
+        True,
+    ),
+    (
+        "add 3",
+        {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar")},
+        {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar"), "bar/2/3/4/5/zip.txt": P("zip")},
+        True,
+    ),
+    (
+        "delete 1",
+        {"foo/bar.txt": P("foo"), "bar/zab.txt": P("bar")},
+        {"foo/bar.txt": P("foo")},
+        True,
+    ),
+    (
+        "delete 2",
+        {"foo/bar.txt": P("foo"), "bar/1/2/3/zab.txt": P("bar")},
+        {"foo/bar.txt": P("foo")},
+        True,
+    ),
+    (
+        "delete 3",
+        {"foo/bar.txt": P("foo"), "bar/1/2/sip.txt": P("sip"), "bar/1/2/3/zab.txt": P("bar")},
+        {"foo/bar.txt": P("foo"), "bar/1/2/sip.txt": P("sip")},
+        True,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "first", "following", "should_write"), UPDATE,
-                         ids=[c[0] for c in UPDATE])
+@pytest.mark.parametrize(
+    ("name", "first", "following", "should_write"), UPDATE, ids=[c[0] for c in UPDATE]
+)
 def test_update(
-    tmp_path: Path, name: str, first: dict[str, FileProjection],
-    following: dict[str, FileProjection], should_write: bool,
+    tmp_path: Path,
+    name: str,
+    first: dict[str, FileProjection],
+    following: dict[str, FileProjection],
+    should_write: bool,
 ) -> None:
     writer = AtomicWriter(tmp_path)
     assert writer.write(first)

@@ -81,8 +81,6 @@ spec:
 """
 
 
-
-
 class Agent:
     def __init__(self, tmp: Path, refresh_period: float = 60.0) -> None:
         self.tmp = tmp
@@ -93,17 +91,20 @@ class Agent:
         for d in (self.manifests, self.configs):
             d.mkdir()
         self.volumes = ReconcilingVolumeManager(
-            self.root, config_source=ManifestConfigSource(self.configs),
+            self.root,
+            config_source=ManifestConfigSource(self.configs),
             refresh_period=refresh_period,
         )
-        self.kubelet = Kubelet(**stub_parts(
-            runtime=HostProcessRuntime(self.root / "runtime"),
-            sources=[FileSource(self.manifests, node_name=NODE, check_frequency=0.3)],
-            volume_manager=self.volumes,
-            node_name=NODE,
-            root_dir=self.root,
-            pod_logs_dir=self.logs,
-        ))
+        self.kubelet = Kubelet(
+            **stub_parts(
+                runtime=HostProcessRuntime(self.root / "runtime"),
+                sources=[FileSource(self.manifests, node_name=NODE, check_frequency=0.3)],
+                volume_manager=self.volumes,
+                node_name=NODE,
+                root_dir=self.root,
+                pod_logs_dir=self.logs,
+            )
+        )
         self.task: asyncio.Task[None] | None = None
 
     def app_log(self, pod: str = "vols") -> str:
@@ -137,10 +138,12 @@ async def test_pod_reads_config_secret_and_sidecar_file_and_all_is_gone_after_de
 ) -> None:
     (agent.configs / "app.yaml").write_text(CONFIG)
     inside = agent.tmp / "ctr"  # container paths, created on the host if missing
-    paths = {"cfg": inside / "etc/config", "sec": inside / "etc/secret",
-             "shared": inside / "shared"}
-    (agent.manifests / "vols.yaml").write_text(POD.format(**{k: str(v) for k, v in
-                                                             paths.items()}))
+    paths = {
+        "cfg": inside / "etc/config",
+        "sec": inside / "etc/secret",
+        "shared": inside / "shared",
+    }
+    (agent.manifests / "vols.yaml").write_text(POD.format(**{k: str(v) for k, v in paths.items()}))
     agent.task = asyncio.create_task(agent.kubelet.run())
 
     await wait_until(lambda: "shared=" in agent.app_log(), "the app's log")
@@ -190,12 +193,16 @@ async def test_a_running_container_sees_config_updates_whole(agent: Agent) -> No
     cfg = agent.tmp / "ctr" / "cfg"
     (agent.manifests / "watcher.yaml").write_text(WATCHER.format(cfg=cfg))
     agent.task = asyncio.create_task(agent.kubelet.run())
-    await wait_until(lambda: "seen=hello from the configMap" in agent.app_log("watcher"),
-                     "the first value")
-    (agent.configs / "app.yaml").write_text(CONFIG.replace("hello from the configMap",
-                                                           "updated value"))
-    await wait_until(lambda: "seen=updated value" in agent.app_log("watcher"),
-                     "the updated value in the running container")
+    await wait_until(
+        lambda: "seen=hello from the configMap" in agent.app_log("watcher"), "the first value"
+    )
+    (agent.configs / "app.yaml").write_text(
+        CONFIG.replace("hello from the configMap", "updated value")
+    )
+    await wait_until(
+        lambda: "seen=updated value" in agent.app_log("watcher"),
+        "the updated value in the running container",
+    )
     # Every read saw one whole value: the old or the new, never a mix or nothing.
     seen = {line for line in agent.app_log("watcher").splitlines() if line.startswith("seen=")}
     assert seen == {"seen=hello from the configMap", "seen=updated value"}

@@ -28,23 +28,42 @@ async def inline(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return fn(*args, **kwargs)
 
 
-def make_pod(uid: str = "u1", labels: dict[str, str] | None = None,
-             volumes: list[dict[str, Any]] | None = None,
-             mounts: list[dict[str, Any]] | None = None, **container: Any) -> Pod:
-    return Pod.from_dict({
-        "metadata": {"name": f"pod-{uid}", "namespace": "ns", "uid": uid,
-                     "labels": labels or {"v": "1"}},
-        "spec": {
-            "volumes": volumes if volumes is not None else [
-                {"name": "cfg", "configMap": {"name": "cm"}},
-                {"name": "scratch", "emptyDir": {}},
-                {"name": "info", "downwardAPI": {"items": [
-                    {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
-            ],
-            "containers": [{"name": "app", "image": "busybox",
-                            "volumeMounts": mounts or [], **container}],
-        },
-    })
+def make_pod(
+    uid: str = "u1",
+    labels: dict[str, str] | None = None,
+    volumes: list[dict[str, Any]] | None = None,
+    mounts: list[dict[str, Any]] | None = None,
+    **container: Any,
+) -> Pod:
+    return Pod.from_dict(
+        {
+            "metadata": {
+                "name": f"pod-{uid}",
+                "namespace": "ns",
+                "uid": uid,
+                "labels": labels or {"v": "1"},
+            },
+            "spec": {
+                "volumes": volumes
+                if volumes is not None
+                else [
+                    {"name": "cfg", "configMap": {"name": "cm"}},
+                    {"name": "scratch", "emptyDir": {}},
+                    {
+                        "name": "info",
+                        "downwardAPI": {
+                            "items": [
+                                {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}
+                            ]
+                        },
+                    },
+                ],
+                "containers": [
+                    {"name": "app", "image": "busybox", "volumeMounts": mounts or [], **container}
+                ],
+            },
+        }
+    )
 
 
 class Env:
@@ -54,8 +73,13 @@ class Env:
         self.source = StaticConfigSource()
         self.source.set_config_map("ns", "cm", {"key": "v1"})
         self.manager = ReconcilingVolumeManager(
-            root, config_source=self.source, clock=self.clock, offload=inline,
-            may_mount=False, refresh_period=60, orphan_grace_period=30,
+            root,
+            config_source=self.source,
+            clock=self.clock,
+            offload=inline,
+            may_mount=False,
+            refresh_period=60,
+            orphan_grace_period=30,
         )
         self.task: asyncio.Task[None] | None = None
 
@@ -108,8 +132,12 @@ async def test_a_pod_without_volumes_needs_no_wait(env: Env) -> None:
 
 async def test_wait_for_mounts_times_out_naming_the_volume_then_recovers(env: Env) -> None:
     env.start()
-    pod = make_pod(volumes=[{"name": "cfg", "configMap": {"name": "later"}},
-                            {"name": "scratch", "emptyDir": {}}])
+    pod = make_pod(
+        volumes=[
+            {"name": "cfg", "configMap": {"name": "later"}},
+            {"name": "scratch", "emptyDir": {}},
+        ]
+    )
     env.manager.add_pod(pod)
     waiter = asyncio.create_task(env.manager.wait_for_mounts(pod, 5))
     await env.clock.settle()
@@ -178,8 +206,12 @@ async def test_container_mounts(env: Env) -> None:
     pod = make_pod(
         mounts=[
             {"name": "cfg", "mountPath": "/etc/config"},
-            {"name": "scratch", "mountPath": "/data", "subPath": "app/logs",
-             "mountPropagation": "HostToContainer"},
+            {
+                "name": "scratch",
+                "mountPath": "/data",
+                "subPath": "app/logs",
+                "mountPropagation": "HostToContainer",
+            },
             {"name": "scratch", "mountPath": "/ro", "readOnly": True},
             {"name": "scratch", "mountPath": "/by-env", "subPathExpr": "$(POD)/x"},
         ],
@@ -192,8 +224,9 @@ async def test_container_mounts(env: Env) -> None:
     mounts = env.manager.container_mounts(pod, pod.spec.containers[0])
     assert mounts == [
         Mount("/etc/config", str(env.vol("u1", "configmap", "cfg")), readonly=True),
-        Mount("/data", str(scratch / "app" / "logs"),
-              propagation=MountPropagation.HOST_TO_CONTAINER),
+        Mount(
+            "/data", str(scratch / "app" / "logs"), propagation=MountPropagation.HOST_TO_CONTAINER
+        ),
         Mount("/ro", str(scratch), readonly=True),
         Mount("/by-env", str(scratch / "p1" / "x")),
     ]
@@ -202,13 +235,15 @@ async def test_container_mounts(env: Env) -> None:
 
 def test_container_mount_errors_name_the_field(tmp_path: Path) -> None:
     manager = ReconcilingVolumeManager(tmp_path, may_mount=False)
-    pod = make_pod(mounts=[
-        {"name": "missing", "mountPath": "/m"},
-        {"name": "scratch", "mountPath": "/b", "mountPropagation": "Bidirectional"},
-        {"name": "scratch", "mountPath": "/e", "subPathExpr": "$(NOPE)"},
-        {"name": "scratch", "mountPath": "/s", "subPath": "../../etc"},
-        {"name": "scratch", "mountPath": "/p", "mountPropagation": "Sideways"},
-    ])
+    pod = make_pod(
+        mounts=[
+            {"name": "missing", "mountPath": "/m"},
+            {"name": "scratch", "mountPath": "/b", "mountPropagation": "Bidirectional"},
+            {"name": "scratch", "mountPath": "/e", "subPathExpr": "$(NOPE)"},
+            {"name": "scratch", "mountPath": "/s", "subPath": "../../etc"},
+            {"name": "scratch", "mountPath": "/p", "mountPropagation": "Sideways"},
+        ]
+    )
     (tmp_path / "pods/u1/volumes/kubernetes.io~empty-dir/scratch").mkdir(parents=True)
     with pytest.raises(ValidationError) as err:
         manager.container_mounts(pod, pod.spec.containers[0])
@@ -239,19 +274,40 @@ async def test_metrics_have_the_kubelet_names(env: Env) -> None:
             "volume_manager_total_volumes", {"plugin_name": plugin, "state": state}
         )
 
-    for plugin in ("kubernetes.io/configmap", "kubernetes.io/empty-dir",
-                   "kubernetes.io/downward-api"):
+    for plugin in (
+        "kubernetes.io/configmap",
+        "kubernetes.io/empty-dir",
+        "kubernetes.io/downward-api",
+    ):
         assert total(plugin, "desired_state_of_world") == 1
         assert total(plugin, "actual_state_of_world") == 1
-    assert reg.get_sample_value("storage_operation_duration_seconds_count", {
-        "volume_plugin": "kubernetes.io/configmap", "operation_name": "volume_mount",
-        "status": "success", "migrated": "false"}) == 1
+    assert (
+        reg.get_sample_value(
+            "storage_operation_duration_seconds_count",
+            {
+                "volume_plugin": "kubernetes.io/configmap",
+                "operation_name": "volume_mount",
+                "status": "success",
+                "migrated": "false",
+            },
+        )
+        == 1
+    )
     env.manager.remove_pod(pod)
     await env.manager.wait_for_unmount(pod, 10)
     assert total("kubernetes.io/configmap", "actual_state_of_world") is None
-    assert reg.get_sample_value("storage_operation_duration_seconds_count", {
-        "volume_plugin": "kubernetes.io/empty-dir", "operation_name": "volume_unmount",
-        "status": "success", "migrated": "false"}) == 1
+    assert (
+        reg.get_sample_value(
+            "storage_operation_duration_seconds_count",
+            {
+                "volume_plugin": "kubernetes.io/empty-dir",
+                "operation_name": "volume_unmount",
+                "status": "success",
+                "migrated": "false",
+            },
+        )
+        == 1
+    )
 
 
 async def test_real_threads_and_real_clock(tmp_path: Path) -> None:
@@ -305,7 +361,8 @@ async def test_a_failing_source_fails_only_its_volume(tmp_path: Path) -> None:
         await clock.run_for(1)
         assert not task.done()  # the loop survived
         assert manager.errors == {
-            ("u1", "cfg"): 'volume "cfg": RuntimeError: config server unreachable'}
+            ("u1", "cfg"): 'volume "cfg": RuntimeError: config server unreachable'
+        }
         assert ("u1", "scratch") in manager.actual.volumes
         # The pod drops the volume: its retry and error go too, and the loop idles.
         manager.add_pod(make_pod(volumes=[{"name": "scratch", "emptyDir": {}}]))

@@ -30,17 +30,33 @@ RequireReal = Callable[[bool, str], None]
 
 
 def make_pod(volumes: list[dict[str, Any]], **spec: Any) -> Pod:
-    return Pod.from_dict({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "ns", "uid": "uid-1",
-                     "labels": {"app": "web", "tier": "front"},
-                     "annotations": {"note": 'say "hi"'}},
-        "spec": {"containers": [{"name": "c", "image": "busybox",
-                                 "resources": {"limits": {"cpu": "250m", "memory": "64Mi"},
-                                               "requests": {"memory": "32Mi"}}}],
-                 "volumes": volumes, **spec},
-    })
+    return Pod.from_dict(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "p",
+                "namespace": "ns",
+                "uid": "uid-1",
+                "labels": {"app": "web", "tier": "front"},
+                "annotations": {"note": 'say "hi"'},
+            },
+            "spec": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "busybox",
+                        "resources": {
+                            "limits": {"cpu": "250m", "memory": "64Mi"},
+                            "requests": {"memory": "32Mi"},
+                        },
+                    }
+                ],
+                "volumes": volumes,
+                **spec,
+            },
+        }
+    )
 
 
 @pytest.fixture
@@ -63,6 +79,7 @@ def mounts_made() -> Iterator[list[Path]]:
 
 # ------------------------------------------------------------------ hostPath
 
+
 def test_host_path_every_type(tmp_path: Path) -> None:
     d = tmp_path / "dir"
     d.mkdir()
@@ -78,8 +95,9 @@ def test_host_path_every_type(tmp_path: Path) -> None:
         check_host_path(str(sock_path), "Socket")
         check_host_path("/dev/null", "CharDevice")
         check_host_path(str(tmp_path / "missing"), "")  # no type: no check at all
-        with pytest.raises(PodSyncError, match=f"hostPath type check failed: {f} is not a "
-                                               "directory, it's a File"):
+        with pytest.raises(
+            PodSyncError, match=f"hostPath type check failed: {f} is not a directory, it's a File"
+        ):
             check_host_path(str(f), "Directory")
         with pytest.raises(PodSyncError, match=f"{d} is not a file, it's a Directory"):
             check_host_path(str(d), "File")
@@ -99,8 +117,15 @@ def test_host_path_every_type(tmp_path: Path) -> None:
 
 
 def test_host_path_block_device(require_real: RequireReal) -> None:
-    devices = [f"/dev/{n}" for n in sorted(os.listdir("/dev"))
-               if stat.S_ISBLK(os.stat(f"/dev/{n}").st_mode)] if os.path.isdir("/dev") else []
+    devices = (
+        [
+            f"/dev/{n}"
+            for n in sorted(os.listdir("/dev"))
+            if stat.S_ISBLK(os.stat(f"/dev/{n}").st_mode)
+        ]
+        if os.path.isdir("/dev")
+        else []
+    )
     require_real(bool(devices), "a block device in /dev")
     check_host_path(devices[0], "BlockDevice")
     with pytest.raises(PodSyncError, match="is not a character device, it's a BlockDevice"):
@@ -145,6 +170,7 @@ def test_host_path_set_up_names_the_volume_and_leaves_host_alone(tmp_path: Path)
 
 # ------------------------------------------------------------------ emptyDir
 
+
 def test_empty_dir_on_disk_layout_and_teardown(tmp_path: Path) -> None:
     pod = make_pod([{"name": "scratch", "emptyDir": {}}])
     path = set_up(pod, pod.spec.volumes[0], tmp_path, PluginEnv())
@@ -166,8 +192,12 @@ def test_unsupported_empty_dir_medium(tmp_path: Path) -> None:
 
 
 def test_memory_volumes_refused_without_mount_privilege(tmp_path: Path) -> None:
-    pod = make_pod([{"name": "mem", "emptyDir": {"medium": "Memory"}},
-                    {"name": "sec", "secret": {"secretName": "sec"}}])
+    pod = make_pod(
+        [
+            {"name": "mem", "emptyDir": {"medium": "Memory"}},
+            {"name": "sec", "secret": {"secretName": "sec"}},
+        ]
+    )
     src = StaticConfigSource()
     src.set_secret("ns", "sec", {"k": "v"})
     env = PluginEnv(config_source=src, may_mount=False)
@@ -205,15 +235,26 @@ def test_empty_dir_memory_size_takes_the_smallest() -> None:
     small = make_pod([{"name": "m", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}])
     assert plugins.empty_dir_memory_size(small, small.spec.volumes[0], {}) == 1024 * 1024
     unlimited = make_pod([{"name": "m", "emptyDir": {"medium": "Memory"}}])
-    unlimited = Pod.from_dict({**unlimited.to_dict(), "spec": {
-        "containers": [{"name": "c", "image": "i"}], "volumes": [{"name": "m", "emptyDir": {}}]}})
+    unlimited = Pod.from_dict(
+        {
+            **unlimited.to_dict(),
+            "spec": {
+                "containers": [{"name": "c", "image": "i"}],
+                "volumes": [{"name": "m", "emptyDir": {}}],
+            },
+        }
+    )
     assert plugins.empty_dir_memory_size(unlimited, unlimited.spec.volumes[0], {}) is None
-    assert plugins.empty_dir_memory_size(
-        unlimited, unlimited.spec.volumes[0], {"memory": Quantity.parse("2Mi")}
-    ) == 2 * 1024 * 1024
+    assert (
+        plugins.empty_dir_memory_size(
+            unlimited, unlimited.spec.volumes[0], {"memory": Quantity.parse("2Mi")}
+        )
+        == 2 * 1024 * 1024
+    )
 
 
 # ------------------------------------------------------------------ configMap / secret
+
 
 def read_tree(path: Path) -> dict[str, tuple[bytes, int]]:
     """User-visible files (through the links) with their modes."""
@@ -231,16 +272,29 @@ def read_tree(path: Path) -> dict[str, tuple[bytes, int]]:
 
 
 def test_config_map_all_keys_items_and_modes(tmp_path: Path, source: StaticConfigSource) -> None:
-    pod = make_pod([
-        {"name": "all", "configMap": {"name": "cm", "defaultMode": 0o600}},
-        {"name": "some", "configMap": {"name": "cm", "items": [
-            {"key": "a", "path": "dir/first"}, {"key": "b", "path": "second", "mode": 0o400}]}},
-    ])
+    pod = make_pod(
+        [
+            {"name": "all", "configMap": {"name": "cm", "defaultMode": 0o600}},
+            {
+                "name": "some",
+                "configMap": {
+                    "name": "cm",
+                    "items": [
+                        {"key": "a", "path": "dir/first"},
+                        {"key": "b", "path": "second", "mode": 0o400},
+                    ],
+                },
+            },
+        ]
+    )
     env = PluginEnv(config_source=source)
     every = set_up(pod, pod.spec.volumes[0], tmp_path, env)
     assert every.parent.name == "kubernetes.io~configmap"
-    assert read_tree(every) == {"a": (b"alpha", 0o600), "b": (b"beta", 0o600),
-                                "nested": (b"n", 0o600)}
+    assert read_tree(every) == {
+        "a": (b"alpha", 0o600),
+        "b": (b"beta", 0o600),
+        "nested": (b"n", 0o600),
+    }
     some = set_up(pod, pod.spec.volumes[1], tmp_path, env)
     assert read_tree(some) == {"dir/first": (b"alpha", 0o644), "second": (b"beta", 0o400)}
 
@@ -254,30 +308,55 @@ def test_config_map_missing_and_optional(tmp_path: Path, source: StaticConfigSou
     optional = make_pod([{"name": "v", "configMap": {"name": "nope", "optional": True}}])
     path = set_up(optional, optional.spec.volumes[0], tmp_path, env)
     assert read_tree(path) == {}
-    bad_key = make_pod([{"name": "v", "configMap": {"name": "cm", "items": [
-        {"key": "zzz", "path": "z"}]}}])
+    bad_key = make_pod(
+        [{"name": "v", "configMap": {"name": "cm", "items": [{"key": "zzz", "path": "z"}]}}]
+    )
     with pytest.raises(PodSyncError, match="configmap references non-existent config key: zzz"):
         set_up(bad_key, bad_key.spec.volumes[0], tmp_path / "other", env)
-    opt_key = make_pod([{"name": "v", "configMap": {"name": "cm", "optional": True, "items": [
-        {"key": "zzz", "path": "z"}, {"key": "a", "path": "a"}]}}])
+    opt_key = make_pod(
+        [
+            {
+                "name": "v",
+                "configMap": {
+                    "name": "cm",
+                    "optional": True,
+                    "items": [{"key": "zzz", "path": "z"}, {"key": "a", "path": "a"}],
+                },
+            }
+        ]
+    )
     assert read_tree(set_up(opt_key, opt_key.spec.volumes[0], tmp_path / "o", env)) == {
-        "a": (b"alpha", 0o644)}
-    escape = make_pod([{"name": "v", "configMap": {"name": "cm", "items": [
-        {"key": "a", "path": "../../evil"}]}}])
+        "a": (b"alpha", 0o644)
+    }
+    escape = make_pod(
+        [{"name": "v", "configMap": {"name": "cm", "items": [{"key": "a", "path": "../../evil"}]}}]
+    )
     with pytest.raises(PodSyncError, match=r"must not contain '\.\.'"):
         set_up(escape, escape.spec.volumes[0], tmp_path / "e", env)
 
 
 def test_secret_on_tmpfs_as_root(
-    tmp_path: Path, source: StaticConfigSource, require_real: RequireReal,
+    tmp_path: Path,
+    source: StaticConfigSource,
+    require_real: RequireReal,
     mounts_made: list[Path],
 ) -> None:
     require_real(mounter.can_mount(), "root (CAP_SYS_ADMIN) to mount tmpfs")
     mounts_made.append(tmp_path)
-    pod = make_pod([{"name": "creds", "secret": {"secretName": "sec", "items": [
-        {"key": "pass", "path": "p", "mode": 0o400}]}}])
-    path = set_up(pod, pod.spec.volumes[0], tmp_path, PluginEnv(config_source=source,
-                                                                 may_mount=True))
+    pod = make_pod(
+        [
+            {
+                "name": "creds",
+                "secret": {
+                    "secretName": "sec",
+                    "items": [{"key": "pass", "path": "p", "mode": 0o400}],
+                },
+            }
+        ]
+    )
+    path = set_up(
+        pod, pod.spec.volumes[0], tmp_path, PluginEnv(config_source=source, may_mount=True)
+    )
     assert path.parent.name == "kubernetes.io~secret"
     assert mounter.is_mount_point(path)
     with open("/proc/self/mountinfo") as f:
@@ -289,34 +368,76 @@ def test_secret_on_tmpfs_as_root(
 
 
 def test_secret_missing_key(tmp_path: Path, source: StaticConfigSource) -> None:
-    pod = make_pod([{"name": "s", "secret": {"secretName": "sec", "items": [
-        {"key": "nope", "path": "x"}]}}])
+    pod = make_pod(
+        [{"name": "s", "secret": {"secretName": "sec", "items": [{"key": "nope", "path": "x"}]}}]
+    )
     env = PluginEnv(config_source=source, allow_secrets_on_disk=True)
-    with pytest.raises(PodSyncError, match='secret "ns/sec": references non-existent secret '
-                                           "key: nope"):
+    with pytest.raises(
+        PodSyncError, match='secret "ns/sec": references non-existent secret key: nope'
+    ):
         set_up(pod, pod.spec.volumes[0], tmp_path, env)
 
 
 # ------------------------------------------------------------------ downwardAPI / projected
 
+
 def test_downward_api_fields_and_resources(tmp_path: Path) -> None:
-    pod = make_pod([{"name": "info", "downwardAPI": {"defaultMode": 0o440, "items": [
-        {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
-        {"path": "ns", "fieldRef": {"fieldPath": "metadata.namespace"}},
-        {"path": "uid", "fieldRef": {"fieldPath": "metadata.uid"}},
-        {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
-        {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}, "mode": 0o400},
-        {"path": "app", "fieldRef": {"fieldPath": "metadata.labels['app']"}},
-        {"path": "cpu", "resourceFieldRef": {"containerName": "c", "resource": "limits.cpu"}},
-        {"path": "cpu_m", "resourceFieldRef": {"containerName": "c", "resource": "limits.cpu",
-                                               "divisor": "1m"}},
-        {"path": "mem_mi", "resourceFieldRef": {"containerName": "c",
-                                                "resource": "limits.memory", "divisor": "1Mi"}},
-        {"path": "req_mem", "resourceFieldRef": {"containerName": "c",
-                                                 "resource": "requests.memory"}},
-        {"path": "storage", "resourceFieldRef": {"containerName": "c",
-                                                 "resource": "limits.ephemeral-storage"}},
-    ]}}])
+    pod = make_pod(
+        [
+            {
+                "name": "info",
+                "downwardAPI": {
+                    "defaultMode": 0o440,
+                    "items": [
+                        {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
+                        {"path": "ns", "fieldRef": {"fieldPath": "metadata.namespace"}},
+                        {"path": "uid", "fieldRef": {"fieldPath": "metadata.uid"}},
+                        {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+                        {
+                            "path": "annotations",
+                            "fieldRef": {"fieldPath": "metadata.annotations"},
+                            "mode": 0o400,
+                        },
+                        {"path": "app", "fieldRef": {"fieldPath": "metadata.labels['app']"}},
+                        {
+                            "path": "cpu",
+                            "resourceFieldRef": {"containerName": "c", "resource": "limits.cpu"},
+                        },
+                        {
+                            "path": "cpu_m",
+                            "resourceFieldRef": {
+                                "containerName": "c",
+                                "resource": "limits.cpu",
+                                "divisor": "1m",
+                            },
+                        },
+                        {
+                            "path": "mem_mi",
+                            "resourceFieldRef": {
+                                "containerName": "c",
+                                "resource": "limits.memory",
+                                "divisor": "1Mi",
+                            },
+                        },
+                        {
+                            "path": "req_mem",
+                            "resourceFieldRef": {
+                                "containerName": "c",
+                                "resource": "requests.memory",
+                            },
+                        },
+                        {
+                            "path": "storage",
+                            "resourceFieldRef": {
+                                "containerName": "c",
+                                "resource": "limits.ephemeral-storage",
+                            },
+                        },
+                    ],
+                },
+            }
+        ]
+    )
     env = PluginEnv(node_allocatable={"ephemeral-storage": Quantity.parse("10Gi")})
     path = set_up(pod, pod.spec.volumes[0], tmp_path, env)
     assert path.parent.name == "kubernetes.io~downward-api"
@@ -331,21 +452,48 @@ def test_downward_api_fields_and_resources(tmp_path: Path) -> None:
     assert tree["mem_mi"][0] == b"64"
     assert tree["req_mem"][0] == str(32 * 1024 * 1024).encode()
     assert tree["storage"][0] == str(10 * 1024**3).encode()  # unset limit: node allocatable
-    bad = make_pod([{"name": "info", "downwardAPI": {"items": [
-        {"path": "ip", "fieldRef": {"fieldPath": "status.podIP"}}]}}])
+    bad = make_pod(
+        [
+            {
+                "name": "info",
+                "downwardAPI": {
+                    "items": [{"path": "ip", "fieldRef": {"fieldPath": "status.podIP"}}]
+                },
+            }
+        ]
+    )
     with pytest.raises(PodSyncError, match=r"items\[0\]\.fieldRef\.fieldPath: unsupported"):
         set_up(bad, bad.spec.volumes[0], tmp_path / "b", env)
 
 
 def test_projected_combines_sources(tmp_path: Path, source: StaticConfigSource) -> None:
-    pod = make_pod([{"name": "all", "projected": {"defaultMode": 0o640, "sources": [
-        {"configMap": {"name": "cm", "items": [{"key": "a", "path": "config/a"}]}},
-        {"secret": {"name": "sec", "items": [{"key": "user", "path": "secret/user",
-                                              "mode": 0o400}]}},
-        {"downwardAPI": {"items": [{"path": "labels",
-                                    "fieldRef": {"fieldPath": "metadata.labels"}}]}},
-        {"configMap": {"name": "absent", "optional": True}},
-    ]}}])
+    pod = make_pod(
+        [
+            {
+                "name": "all",
+                "projected": {
+                    "defaultMode": 0o640,
+                    "sources": [
+                        {"configMap": {"name": "cm", "items": [{"key": "a", "path": "config/a"}]}},
+                        {
+                            "secret": {
+                                "name": "sec",
+                                "items": [{"key": "user", "path": "secret/user", "mode": 0o400}],
+                            }
+                        },
+                        {
+                            "downwardAPI": {
+                                "items": [
+                                    {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}
+                                ]
+                            }
+                        },
+                        {"configMap": {"name": "absent", "optional": True}},
+                    ],
+                },
+            }
+        ]
+    )
     env = PluginEnv(config_source=source, allow_secrets_on_disk=True)
     path = set_up(pod, pod.spec.volumes[0], tmp_path, env)
     assert path.parent.name == "kubernetes.io~projected"
@@ -354,16 +502,18 @@ def test_projected_combines_sources(tmp_path: Path, source: StaticConfigSource) 
         "secret/user": (b"admin", 0o400),
         "labels": (b'app="web"\ntier="front"', 0o640),
     }
-    sat = make_pod([{"name": "tok", "projected": {"sources": [
-        {"serviceAccountToken": {"path": "token"}}]}}])
+    sat = make_pod(
+        [{"name": "tok", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}]
+    )
     with pytest.raises(PodSyncError, match=r"sources\[0\]\.serviceAccountToken"):
         set_up(sat, sat.spec.volumes[0], tmp_path / "t", env)
 
 
 def test_unsupported_source_names_the_volume(tmp_path: Path) -> None:
     pod = make_pod([{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}])
-    with pytest.raises(PodSyncError, match='volume "data": no volume plugin for source '
-                                           "'persistentVolumeClaim'"):
+    with pytest.raises(
+        PodSyncError, match="volume \"data\": no volume plugin for source 'persistentVolumeClaim'"
+    ):
         set_up(pod, pod.spec.volumes[0], tmp_path, PluginEnv())
 
 
@@ -380,6 +530,7 @@ def test_source_update_propagates_on_set_up_again(
 
 
 # ------------------------------------------------------------------ subPath
+
 
 def test_sub_path_resolution_and_escapes(tmp_path: Path) -> None:
     volume = tmp_path / "vol"
@@ -435,11 +586,20 @@ def test_fs_group_owns_the_volume_files(
 ) -> None:
     require_real(os.geteuid() == 0, "root to change a file's group")
     pod = make_pod(
-        [{"name": "cfg", "configMap": {"name": "cm", "items": [
-            {"key": "a", "path": "dir/a", "mode": 0o400}]}},
-         {"name": "scratch", "emptyDir": {}},
-         {"name": "host", "hostPath": {"path": str(tmp_path / "host"),
-                                       "type": "DirectoryOrCreate"}}],
+        [
+            {
+                "name": "cfg",
+                "configMap": {
+                    "name": "cm",
+                    "items": [{"key": "a", "path": "dir/a", "mode": 0o400}],
+                },
+            },
+            {"name": "scratch", "emptyDir": {}},
+            {
+                "name": "host",
+                "hostPath": {"path": str(tmp_path / "host"), "type": "DirectoryOrCreate"},
+            },
+        ],
         securityContext={"fsGroup": 4321},
     )
     env = PluginEnv(config_source=source)

@@ -41,17 +41,28 @@ metadata: {name: ignored}
 
 def test_reads_config_maps_and_secrets(tmp_path: Path) -> None:
     (tmp_path / "objects.yaml").write_text(MANIFESTS)
-    (tmp_path / "list.json").write_text(json.dumps({
-        "kind": "List", "items": [
-            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "from-json"},
-             "data": {"k": "v"}},
-        ],
-    }))
+    (tmp_path / "list.json").write_text(
+        json.dumps(
+            {
+                "kind": "List",
+                "items": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {"name": "from-json"},
+                        "data": {"k": "v"},
+                    },
+                ],
+            }
+        )
+    )
     (tmp_path / "notes.txt").write_text("kind: ConfigMap")  # not a manifest suffix
     source = ManifestConfigSource(tmp_path)
     assert isinstance(source, ConfigSource)
     assert source.get_config_map("prod", "app") == {
-        "settings.ini": b"[main]\nmode=fast\n", "logo.bin": b"\x00\x01\x02\xff"}
+        "settings.ini": b"[main]\nmode=fast\n",
+        "logo.bin": b"\x00\x01\x02\xff",
+    }
     assert source.get_config_map("default", "app") is None  # namespaced
     # stringData is merged over data, as the API server does.
     assert source.get_secret("default", "creds") == {"user": b"admin", "pass": b"new-pass"}

@@ -13,19 +13,28 @@ from kubelet_kit.volume import ReconcilingVolumeManager
 from kubelet_kit.volume.reconciler import expand_sub_path_expr
 
 POD = {
-    "apiVersion": "v1", "kind": "Pod",
+    "apiVersion": "v1",
+    "kind": "Pod",
     "metadata": {"name": "web-0", "namespace": "shop", "uid": "u-web-0"},
     "spec": {
         "volumes": [{"name": "logs", "emptyDir": {}}],
-        "containers": [{
-            "name": "app", "image": "busybox",
-            "env": [
-                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-            ],
-            "volumeMounts": [{"name": "logs", "mountPath": "/var/log/app",
-                              "subPathExpr": "$(NS)/$(POD_NAME)"}],
-        }],
+        "containers": [
+            {
+                "name": "app",
+                "image": "busybox",
+                "env": [
+                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                ],
+                "volumeMounts": [
+                    {
+                        "name": "logs",
+                        "mountPath": "/var/log/app",
+                        "subPathExpr": "$(NS)/$(POD_NAME)",
+                    }
+                ],
+            }
+        ],
     },
 }
 

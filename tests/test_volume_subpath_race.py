@@ -79,8 +79,7 @@ def _host_mounts_under(path: Path) -> list[str]:
     return mounter.mount_points_under(path)
 
 
-def run_isolated(tmp_path: Path, require_real: RequireReal,
-                 body: Callable[[Path], None]) -> None:
+def run_isolated(tmp_path: Path, require_real: RequireReal, body: Callable[[Path], None]) -> None:
     """Run ``body(scratch)`` in a private mount namespace over a fresh tmpfs."""
     require_real(mounter.can_mount(), "root (CAP_SYS_ADMIN) to make bind mounts")
     require_real(_can_unshare(), "a private mount namespace (unshare CLONE_NEWNS)")
@@ -100,14 +99,23 @@ def run_isolated(tmp_path: Path, require_real: RequireReal,
 
 
 def host_path_pod(uid: str, volume: Path, sub_path: str) -> Pod:
-    return Pod.from_dict({
-        "metadata": {"name": f"pod-{uid}", "namespace": "ns", "uid": uid},
-        "spec": {
-            "volumes": [{"name": "vol", "hostPath": {"path": str(volume)}}],
-            "containers": [{"name": "app", "image": "busybox", "volumeMounts": [
-                {"name": "vol", "mountPath": "/data", "subPath": sub_path}]}],
-        },
-    })
+    return Pod.from_dict(
+        {
+            "metadata": {"name": f"pod-{uid}", "namespace": "ns", "uid": uid},
+            "spec": {
+                "volumes": [{"name": "vol", "hostPath": {"path": str(volume)}}],
+                "containers": [
+                    {
+                        "name": "app",
+                        "image": "busybox",
+                        "volumeMounts": [
+                            {"name": "vol", "mountPath": "/data", "subPath": sub_path}
+                        ],
+                    }
+                ],
+            },
+        }
+    )
 
 
 def mount_count(path: Path) -> int:
@@ -118,9 +126,9 @@ def mount_count(path: Path) -> int:
 
 # --------------------------------------------------------------------- (a)
 
+
 def _exchange(a: Path, b: Path) -> None:
-    rc = _libc.renameat2(_AT_FDCWD, str(a).encode(), _AT_FDCWD, str(b).encode(),
-                         _RENAME_EXCHANGE)
+    rc = _libc.renameat2(_AT_FDCWD, str(a).encode(), _AT_FDCWD, str(b).encode(), _RENAME_EXCHANGE)
     if rc != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"renameat2 {a} {b}: {os.strerror(err)}")
@@ -159,8 +167,7 @@ def _swap_race(scratch: Path, bind: bool) -> None:
         for i in range(400):
             pod = host_path_pod(f"u{i}", volume, "data")
             try:
-                [m] = container_mounts(root, pod, pod.spec.containers[0], {},
-                                       bind_sub_paths=bind)
+                [m] = container_mounts(root, pod, pod.spec.containers[0], {}, bind_sub_paths=bind)
             except ValidationError as exc:
                 assert [e.path for e in exc.errors] == [FIELD], exc.errors
                 refused += 1
@@ -192,28 +199,35 @@ def test_swapped_component_never_escapes_the_volume(
 
 # --------------------------------------------------------------------- (b), (c)
 
+
 def _file_and_restart(scratch: Path) -> None:
     root = scratch / "root"
     volume = scratch / "volume"
     (volume / "conf").mkdir(parents=True)
     (volume / "conf" / "app.ini").write_text("key=value\n")
-    pod = Pod.from_dict({
-        "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
-        "spec": {
-            "volumes": [{"name": "vol", "hostPath": {"path": str(volume)}}],
-            "containers": [{"name": "app", "image": "busybox", "volumeMounts": [
-                {"name": "vol", "mountPath": "/etc/app.ini", "subPath": "conf/app.ini"},
-                {"name": "vol", "mountPath": "/work", "subPath": "work/dir"},
-                {"name": "vol", "mountPath": "/whole"},
-            ]}],
-        },
-    })
+    pod = Pod.from_dict(
+        {
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+            "spec": {
+                "volumes": [{"name": "vol", "hostPath": {"path": str(volume)}}],
+                "containers": [
+                    {
+                        "name": "app",
+                        "image": "busybox",
+                        "volumeMounts": [
+                            {"name": "vol", "mountPath": "/etc/app.ini", "subPath": "conf/app.ini"},
+                            {"name": "vol", "mountPath": "/work", "subPath": "work/dir"},
+                            {"name": "vol", "mountPath": "/whole"},
+                        ],
+                    }
+                ],
+            },
+        }
+    )
     container = pod.spec.containers[0]
     mounts = container_mounts(root, pod, container, {}, bind_sub_paths=True)
     subpaths = root / "pods" / "u1" / "volume-subpaths" / "vol" / "app"
-    assert [m.host_path for m in mounts] == [
-        str(subpaths / "0"), str(subpaths / "1"), str(volume)
-    ]
+    assert [m.host_path for m in mounts] == [str(subpaths / "0"), str(subpaths / "1"), str(volume)]
     file_target, dir_target = subpaths / "0", subpaths / "1"
     # (b) a file sub path: an empty file was made to mount on, showing the file.
     assert file_target.is_file() and mounter.is_mount_point(file_target)
@@ -255,6 +269,7 @@ def test_refused_sub_path_mounts_nothing(tmp_path: Path, require_real: RequireRe
 
 # --------------------------------------------------------------------- (d)
 
+
 async def _inline(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return fn(*args, **kwargs)
 
@@ -274,15 +289,18 @@ def _manager_cleanup(scratch: Path) -> None:
         if with_host:
             volumes.append({"name": "host", "hostPath": {"path": str(host)}})
             mounts.append({"name": "host", "mountPath": "/h", "subPath": "h"})
-        return Pod.from_dict({
-            "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
-            "spec": {"volumes": volumes, "containers": [
-                {"name": "app", "image": "busybox", "volumeMounts": mounts}]},
-        })
+        return Pod.from_dict(
+            {
+                "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+                "spec": {
+                    "volumes": volumes,
+                    "containers": [{"name": "app", "image": "busybox", "volumeMounts": mounts}],
+                },
+            }
+        )
 
     async def flow() -> None:
-        manager = ReconcilingVolumeManager(root, clock=FakeClock(), offload=_inline,
-                                           may_mount=True)
+        manager = ReconcilingVolumeManager(root, clock=FakeClock(), offload=_inline, may_mount=True)
         first = pod(with_host=True)
         manager.add_pod(first)
         await manager.reconcile()
@@ -291,7 +309,8 @@ def _manager_cleanup(scratch: Path) -> None:
         mounts = manager.container_mounts(first, first.spec.containers[0])
         subpaths = root / "pods/u1/volume-subpaths"
         assert [m.host_path for m in mounts] == [
-            str(subpaths / "scratch/app/0"), str(subpaths / "scratch/app/1"),
+            str(subpaths / "scratch/app/0"),
+            str(subpaths / "scratch/app/1"),
             str(subpaths / "host/app/2"),
         ]
         assert len(mounter.mount_points_under(subpaths)) == 3
@@ -328,6 +347,7 @@ def test_pod_removal_unmounts_sub_paths(tmp_path: Path, require_real: RequireRea
 
 # --------------------------------------------------------------------- (e)
 
+
 def test_without_mount_privilege_the_checked_path_is_returned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -348,6 +368,7 @@ def test_without_mount_privilege_the_checked_path_is_returned(
 
 
 # --------------------------------------------------------------------- host runtime
+
 
 def _host_runtime_mounts_the_bind(scratch: Path) -> None:
     from kubelet_kit.container import (
@@ -384,10 +405,11 @@ def _host_runtime_mounts_the_bind(scratch: Path) -> None:
         )
         sandbox = await runtime.run_pod_sandbox(sandbox_config)
         cfg = ContainerConfig(
-            metadata=ContainerMetadata(name="app"), image=ImageSpec("busybox"),
-            command=("/bin/sh", "-c", f"cat {target}/app.ini"), log_path="app/0.log",
-            mounts=(Mount(container_path=str(target), host_path=m.host_path,
-                          readonly=True),),
+            metadata=ContainerMetadata(name="app"),
+            image=ImageSpec("busybox"),
+            command=("/bin/sh", "-c", f"cat {target}/app.ini"),
+            log_path="app/0.log",
+            mounts=(Mount(container_path=str(target), host_path=m.host_path, readonly=True),),
         )
         cid = await runtime.create_container(sandbox, cfg, sandbox_config)
         await runtime.start_container(cid)
@@ -401,7 +423,5 @@ def _host_runtime_mounts_the_bind(scratch: Path) -> None:
     assert asyncio.run(run()) == "from the volume\n"
 
 
-def test_host_runtime_mounts_the_sub_path_bind(
-    tmp_path: Path, require_real: RequireReal
-) -> None:
+def test_host_runtime_mounts_the_sub_path_bind(tmp_path: Path, require_real: RequireReal) -> None:
     run_isolated(tmp_path, require_real, _host_runtime_mounts_the_bind)

@@ -72,22 +72,32 @@ def build_runtime(
     if config.container_runtime_endpoint:
         from kubelet_kit.cri import CRIRuntime
 
-        return CRIRuntime(config.container_runtime_endpoint,
-                          timeout=config.seconds("runtime_request_timeout"))
+        return CRIRuntime(
+            config.container_runtime_endpoint, timeout=config.seconds("runtime_request_timeout")
+        )
     from kubelet_kit.runtimes.host import HostProcessRuntime
 
     network = None
     if cni_conf_dir:
         from kubelet_kit.network import CNINetwork
 
-        network = CNINetwork(Path(cni_conf_dir), [str(d) for d in cni_bin_dirs] or CNI_BIN_DIRS,
-                             cache_dir=root_dir / "cni", clock=clock)
-    return HostProcessRuntime(root_dir / "runtime", clock=clock, network=network,
-                              start_timeout=config.seconds("runtime_request_timeout"))
+        network = CNINetwork(
+            Path(cni_conf_dir),
+            [str(d) for d in cni_bin_dirs] or CNI_BIN_DIRS,
+            cache_dir=root_dir / "cni",
+            clock=clock,
+        )
+    return HostProcessRuntime(
+        root_dir / "runtime",
+        clock=clock,
+        network=network,
+        start_timeout=config.seconds("runtime_request_timeout"),
+    )
 
 
-def container_manager_for(config: KubeletConfiguration, root_dir: Path,
-                       clock: Clock) -> ContainerManager:
+def container_manager_for(
+    config: KubeletConfiguration, root_dir: Path, clock: Clock
+) -> ContainerManager:
     from kubelet_kit.cm.devicemanager import DeviceManager
     from kubelet_kit.cm.manager import CgroupContainerManager, cgroups_unavailable
 
@@ -95,14 +105,20 @@ def container_manager_for(config: KubeletConfiguration, root_dir: Path,
     if problem is not None:
         # The kubelet would refuse to start; an agent on a small box or in a
         # container still runs its pods, and says what it cannot do.
-        log.warning("cgroupsPerQOS: %s: pods run without pod cgroups, so their "
-                    "resource limits are not enforced", problem)
+        log.warning(
+            "cgroupsPerQOS: %s: pods run without pod cgroups, so their "
+            "resource limits are not enforced",
+            problem,
+        )
         config = attrs.evolve(config, cgroups_per_qos=False)
     # Device plugins register at <root-dir>/device-plugins/kubelet.sock, as with
     # the kubelet (whose root dir is /var/lib/kubelet).
     return CgroupContainerManager(
-        config, state_dir=root_dir, clock=clock,
-        device_manager=DeviceManager(plugins_dir=root_dir / "device-plugins", clock=clock))
+        config,
+        state_dir=root_dir,
+        clock=clock,
+        device_manager=DeviceManager(plugins_dir=root_dir / "device-plugins", clock=clock),
+    )
 
 
 async def image_fs_usage(runtime: Runtime, root_dir: Path) -> tuple[int, int]:
@@ -130,45 +146,66 @@ def pod_cgroup_stats(cm: ContainerManager) -> dict[str, Any]:
     }
 
 
-def eviction_manager_for(config: KubeletConfiguration, runtime: Runtime, root_dir: Path,
-                      clock: Clock, cm: ContainerManager,
-                      registry: CollectorRegistry) -> EvictionManager:
+def eviction_manager_for(
+    config: KubeletConfiguration,
+    runtime: Runtime,
+    root_dir: Path,
+    clock: Clock,
+    cm: ContainerManager,
+    registry: CollectorRegistry,
+) -> EvictionManager:
     from kubelet_kit.eviction.host_stats import HostStatsProvider
     from kubelet_kit.eviction.manager import ThresholdEvictionManager
     from kubelet_kit.volume.plugins import ephemeral_volume_dirs
 
     stats = HostStatsProvider(
-        root_dir=root_dir, clock=clock,
+        root_dir=root_dir,
+        clock=clock,
         # Pods are measured (and ranked for eviction) by their cgroups when the
         # agent makes them, their containers and their volumes.
         runtime=runtime,
         pod_volume_dirs=functools.partial(ephemeral_volume_dirs, root_dir),
         **pod_cgroup_stats(cm),
     )
-    return ThresholdEvictionManager(stats=stats, runtime=runtime, clock=clock, config=config,
-                                    registry=registry)
+    return ThresholdEvictionManager(
+        stats=stats, runtime=runtime, clock=clock, config=config, registry=registry
+    )
 
 
-def log_manager_for(config: KubeletConfiguration, runtime: Runtime,
-                 clock: Clock) -> ContainerLogManager:
+def log_manager_for(
+    config: KubeletConfiguration, runtime: Runtime, clock: Clock
+) -> ContainerLogManager:
     try:
         max_size = Quantity.parse(config.container_log_max_size).value()
     except QuantityError as exc:
         raise ConfigurationError(
-            f"containerLogMaxSize: {config.container_log_max_size!r}: {exc}") from None
-    return ContainerLogManager(runtime, max_size=max_size,
-                               max_files=config.container_log_max_files, clock=clock)
+            f"containerLogMaxSize: {config.container_log_max_size!r}: {exc}"
+        ) from None
+    return ContainerLogManager(
+        runtime, max_size=max_size, max_files=config.container_log_max_files, clock=clock
+    )
 
 
-def config_sources(config: KubeletConfiguration, node_name: str,
-                    clock: Clock) -> list[PodSource]:
+def config_sources(config: KubeletConfiguration, node_name: str, clock: Clock) -> list[PodSource]:
     sources: list[PodSource] = []
     if config.static_pod_path:
-        sources.append(FileSource(config.static_pod_path, node_name=node_name, clock=clock,
-                                  check_frequency=config.seconds("file_check_frequency")))
+        sources.append(
+            FileSource(
+                config.static_pod_path,
+                node_name=node_name,
+                clock=clock,
+                check_frequency=config.seconds("file_check_frequency"),
+            )
+        )
     if config.static_pod_url:
         headers = {k: ",".join(v) for k, v in config.static_pod_url_header.items()}
-        sources.append(HTTPSource(config.static_pod_url, node_name=node_name, clock=clock,
-                                  headers=headers,
-                                  check_frequency=config.seconds("http_check_frequency")))
+        sources.append(
+            HTTPSource(
+                config.static_pod_url,
+                node_name=node_name,
+                clock=clock,
+                headers=headers,
+                check_frequency=config.seconds("http_check_frequency"),
+            )
+        )
     return sources

@@ -54,10 +54,16 @@ class Agent:
     :meth:`stop`, then closes everything it opened; pods keep running.
     """
 
-    def __init__(self, kubelet: Kubelet, *, server: KubeletServer | None = None,
-                 cluster: ClusterNode | None = None, api_client: Any = None,
-                 background: Sequence[Callable[[], Any]] = (),
-                 closers: Sequence[Callable[[], Any]] = ()) -> None:
+    def __init__(
+        self,
+        kubelet: Kubelet,
+        *,
+        server: KubeletServer | None = None,
+        cluster: ClusterNode | None = None,
+        api_client: Any = None,
+        background: Sequence[Callable[[], Any]] = (),
+        closers: Sequence[Callable[[], Any]] = (),
+    ) -> None:
         self.kubelet = kubelet
         self.server = server
         self.cluster = cluster
@@ -95,7 +101,7 @@ class Agent:
                 self.kubelet.stop()
                 if self.cluster is not None:
                     self.cluster.stop()
-                for task in tasks[1 + (self.cluster is not None):]:
+                for task in tasks[1 + (self.cluster is not None) :]:
                     task.cancel()
                 stop.cancel()
         finally:
@@ -178,15 +184,21 @@ async def build_agent(
         from kubelet_kit.cluster.services import APIServices
         from kubelet_kit.config.apiserver import APIServerSource
 
-        api_client = await connect(cluster.kubeconfig, context=cluster.context,
-                                   qps=config.kube_api_qps, burst=config.kube_api_burst,
-                                   clock=parts.get("clock"))
+        api_client = await connect(
+            cluster.kubeconfig,
+            context=cluster.context,
+            qps=config.kube_api_qps,
+            burst=config.kube_api_burst,
+            clock=parts.get("clock"),
+        )
         closers.append(api_client.close)
         node_name = parts.get("node_name") or default_node_name()
         parts["node_name"] = node_name
         clock = parts.setdefault("clock", RealClock())
-        parts["sources"] = [APIServerSource(api_client, node_name, clock=clock),
-                            *parts.get("sources", ())]
+        parts["sources"] = [
+            APIServerSource(api_client, node_name, clock=clock),
+            *parts.get("sources", ()),
+        ]
         if parts.get("config_source") is None:
             config_source = parts["config_source"] = APIConfigSource(api_client)
             closers.insert(0, functools.partial(asyncio.to_thread, config_source.close))
@@ -203,17 +215,22 @@ async def build_agent(
 
             port = server.port if server is not None and server.port else 0
             provider = NodeStatusProvider(
-                kubelet, kubelet_port=port,
-                addresses=(lambda: [node_ip]) if node_ip else None)
+                kubelet, kubelet_port=port, addresses=(lambda: [node_ip]) if node_ip else None
+            )
 
             async def node_status() -> Mapping[str, Any]:
                 return (await provider.status()).to_dict()
 
             cluster_node = ClusterNode(
-                kubelet, api_client, node_status=node_status, labels=config.node_labels,
-                taints=cluster.taints, lease_duration=cluster.lease_duration,
+                kubelet,
+                api_client,
+                node_status=node_status,
+                labels=config.node_labels,
+                taints=cluster.taints,
+                lease_duration=cluster.lease_duration,
                 node_status_update_frequency=config.seconds("node_status_update_frequency"),
-                node_status_report_frequency=config.seconds("node_status_report_frequency"))
+                node_status_report_frequency=config.seconds("node_status_report_frequency"),
+            )
     except BaseException:
         for close in reversed(closers):
             with contextlib.suppress(Exception):
@@ -221,12 +238,19 @@ async def build_agent(
                 if asyncio.iscoroutine(result):
                     await result
         raise
-    return Agent(kubelet, server=server, cluster=cluster_node, api_client=api_client,
-                 background=background, closers=closers)
+    return Agent(
+        kubelet,
+        server=server,
+        cluster=cluster_node,
+        api_client=api_client,
+        background=background,
+        closers=closers,
+    )
 
 
-async def _build_server(kubelet: Kubelet, config: KubeletConfiguration,
-                        cert_dir: str | os.PathLike[str] | None) -> KubeletServer | None:
+async def _build_server(
+    kubelet: Kubelet, config: KubeletConfiguration, cert_dir: str | os.PathLike[str] | None
+) -> KubeletServer | None:
     """The node API server of ``config``, or None when every port is off."""
     from kubelet_kit.server import KubeletServer
     from kubelet_kit.server.config import ensure_self_signed, server_options
@@ -234,8 +258,9 @@ async def _build_server(kubelet: Kubelet, config: KubeletConfiguration,
     options = server_options(config)
     if not any(options[p] for p in ("port", "read_only_port", "healthz_port")):
         return None
-    if options["port"] is not None and not (options["tls_cert_file"]
-                                            and options["tls_private_key_file"]):
+    if options["port"] is not None and not (
+        options["tls_cert_file"] and options["tls_private_key_file"]
+    ):
         where = Path(cert_dir) if cert_dir is not None else kubelet.root_dir / "pki"
         try:
             cert, key = await asyncio.to_thread(ensure_self_signed, where, kubelet.node_name)

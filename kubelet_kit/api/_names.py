@@ -55,23 +55,38 @@ def _regex_error(msg: str, fmt: str, *examples: str) -> str:
 
 _LABEL_MSG = _regex_error(
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
-    "'-', and must start and end with an alphanumeric character", _LABEL_FMT,
-    "my-name", "123-abc")
+    "'-', and must start and end with an alphanumeric character",
+    _LABEL_FMT,
+    "my-name",
+    "123-abc",
+)
 _SUBDOMAIN_MSG = _regex_error(
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-    "'-' or '.', and must start and end with an alphanumeric character", _SUBDOMAIN_FMT,
-    "example.com")
+    "'-' or '.', and must start and end with an alphanumeric character",
+    _SUBDOMAIN_FMT,
+    "example.com",
+)
 _QUALIFIED_NAME_MSG = _regex_error(
     "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
-    "and end with an alphanumeric character", _QUALIFIED_NAME_FMT,
-    "MyName", "my.name", "123-abc")
+    "and end with an alphanumeric character",
+    _QUALIFIED_NAME_FMT,
+    "MyName",
+    "my.name",
+    "123-abc",
+)
 LABEL_VALUE_MSG = _regex_error(
     "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' "
-    "or '.', and must start and end with an alphanumeric character", _LABEL_VALUE_FMT,
-    "MyValue", "my_value", "12345")
+    "or '.', and must start and end with an alphanumeric character",
+    _LABEL_VALUE_FMT,
+    "MyValue",
+    "my_value",
+    "12345",
+)
 HTTP_HEADER_MSG = _regex_error(
-    "a valid HTTP header must consist of alphanumeric characters or '-'", _HTTP_HEADER_FMT,
-    "X-Header-Name")
+    "a valid HTTP header must consist of alphanumeric characters or '-'",
+    _HTTP_HEADER_FMT,
+    "X-Header-Name",
+)
 
 
 def max_len(n: int) -> str:
@@ -126,11 +141,18 @@ def is_qualified_name(value: str) -> list[str]:
         else:
             errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
     else:
-        return [_regex_error(
-            "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and "
-            "must start and end with an alphanumeric character", _QUALIFIED_NAME_FMT,
-            "MyName", "my.name", "123-abc") + " with an optional DNS subdomain prefix and "
-            "'/' (e.g. 'example.com/MyName')"]
+        return [
+            _regex_error(
+                "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and "
+                "must start and end with an alphanumeric character",
+                _QUALIFIED_NAME_FMT,
+                "MyName",
+                "my.name",
+                "123-abc",
+            )
+            + " with an optional DNS subdomain prefix and "
+            "'/' (e.g. 'example.com/MyName')"
+        ]
     if not name:
         errs.append("name part must be non-empty")
     elif len(name) > 63:

@@ -30,15 +30,34 @@ def _supported(values: Iterable[str]) -> str:
     return ", ".join(f'"{v}"' for v in sorted(values))
 
 
-_RESOURCE_FIELDS = ("limits.cpu", "limits.ephemeral-storage", "limits.memory",
-                    "requests.cpu", "requests.ephemeral-storage", "requests.memory")
+_RESOURCE_FIELDS = (
+    "limits.cpu",
+    "limits.ephemeral-storage",
+    "limits.memory",
+    "requests.cpu",
+    "requests.ephemeral-storage",
+    "requests.memory",
+)
 _SUBSCRIPT_FIELD = re.compile(r"^metadata\.(labels|annotations)\['(.*)'\]$")
 ZERO = Quantity.parse("0")
 #: The divisors a resourceFieldRef may have (besides zero, which reads as 1), by
 #: their canonical spelling.
 _CPU_DIVISORS: tuple[str, ...] = ("1m", "1")
 _BYTE_DIVISORS: tuple[str, ...] = (
-    "1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei")
+    "1",
+    "1k",
+    "1M",
+    "1G",
+    "1T",
+    "1P",
+    "1E",
+    "1Ki",
+    "1Mi",
+    "1Gi",
+    "1Ti",
+    "1Pi",
+    "1Ei",
+)
 #: Resources counted in bytes, and how upstream's divisor message names them.
 _BYTE_RESOURCE_NAMES = {"memory": "memory", "ephemeral-storage": "local ephemeral storage"}
 
@@ -56,8 +75,12 @@ class ValidatorBase:
         self.errors.append(FieldError(path, f"Invalid value: {_show(value)}: {detail}"))
 
     def not_supported(self, path: str, value: str, supported: Iterable[str]) -> None:
-        self.errors.append(FieldError(
-            path, f"Unsupported value: {_show(value)}: supported values: {_supported(supported)}"))
+        self.errors.append(
+            FieldError(
+                path,
+                f"Unsupported value: {_show(value)}: supported values: {_supported(supported)}",
+            )
+        )
 
     def duplicate(self, path: str, value: object) -> None:
         self.errors.append(FieldError(path, f"Duplicate value: {_show(value)}"))
@@ -124,14 +147,16 @@ class ValidatorBase:
         elif ref.field_path not in supported:
             self.not_supported(f"{path}.fieldPath", ref.field_path, supported)
 
-    def resource_field_ref(self, ref: ResourceFieldSelector, path: str, *,
-                           container_required: bool) -> None:
+    def resource_field_ref(
+        self, ref: ResourceFieldSelector, path: str, *, container_required: bool
+    ) -> None:
         if container_required and not ref.container_name:
             self.required(f"{path}.containerName")
         if not ref.resource:
             self.required(f"{path}.resource")
         elif ref.resource not in _RESOURCE_FIELDS and not ref.resource.startswith(
-                ("limits.hugepages-", "requests.hugepages-")):
+            ("limits.hugepages-", "requests.hugepages-")
+        ):
             self.not_supported(f"{path}.resource", ref.resource, _RESOURCE_FIELDS)
         self.divisor(ref, path)
 

@@ -16,10 +16,23 @@ from kubelet_kit.api.pod import DownwardAPIVolumeFile, KeyToPath, Volume
 
 __all__ = ["VolumeChecks"]
 
-_HOST_PATH_TYPES = ("", "BlockDevice", "CharDevice", "Directory", "DirectoryOrCreate",
-                    "File", "FileOrCreate", "Socket")
-_VOLUME_FIELD_PATHS = ("metadata.annotations", "metadata.labels", "metadata.name",
-                       "metadata.namespace", "metadata.uid")
+_HOST_PATH_TYPES = (
+    "",
+    "BlockDevice",
+    "CharDevice",
+    "Directory",
+    "DirectoryOrCreate",
+    "File",
+    "FileOrCreate",
+    "Socket",
+)
+_VOLUME_FIELD_PATHS = (
+    "metadata.annotations",
+    "metadata.labels",
+    "metadata.name",
+    "metadata.namespace",
+    "metadata.uid",
+)
 
 
 class VolumeChecks(ValidatorBase):
@@ -53,8 +66,9 @@ class VolumeChecks(ValidatorBase):
                 self.not_supported(f"{p}.medium", medium, ("", "HugePages", "Memory"))
             limit = vol.empty_dir.size_limit
             if limit is not None and limit < ZERO:
-                self.forbidden(f"{p}.sizeLimit", "SizeLimit field must be a valid resource "
-                                                 "quantity")
+                self.forbidden(
+                    f"{p}.sizeLimit", "SizeLimit field must be a valid resource quantity"
+                )
         if vol.host_path is not None:
             p = f"{path}.hostPath"
             if not vol.host_path.path:
@@ -89,16 +103,21 @@ class VolumeChecks(ValidatorBase):
         self.mode(f"{path}.defaultMode", vol.projected.default_mode)
         for i, src in enumerate(vol.projected.sources):
             p = f"{path}.sources[{i}]"
-            kinds = [k for k, v in (("secret", src.secret), ("configMap", src.config_map),
-                                    ("downwardAPI", src.downward_api),
-                                    ("serviceAccountToken", src.service_account_token))
-                     if v is not None]
+            kinds = [
+                k
+                for k, v in (
+                    ("secret", src.secret),
+                    ("configMap", src.config_map),
+                    ("downwardAPI", src.downward_api),
+                    ("serviceAccountToken", src.service_account_token),
+                )
+                if v is not None
+            ]
             kinds.extend(src.extra)
             if not kinds:
                 self.required(p, "must specify one source")
             for kind in kinds[1:]:
-                self.forbidden(f"{p}.{kind}", "may not specify more than 1 volume type per "
-                                              "source")
+                self.forbidden(f"{p}.{kind}", "may not specify more than 1 volume type per source")
             if src.secret is not None:
                 if not src.secret.name:
                     self.required(f"{p}.secret.name")
@@ -116,9 +135,11 @@ class VolumeChecks(ValidatorBase):
                 else:
                     self.relative_path(f"{p}.serviceAccountToken.path", token.path)
                 if token.expiration_seconds < 600:
-                    self.invalid(f"{p}.serviceAccountToken.expirationSeconds",
-                                 token.expiration_seconds,
-                                 "may not specify a duration less than 10 minutes")
+                    self.invalid(
+                        f"{p}.serviceAccountToken.expirationSeconds",
+                        token.expiration_seconds,
+                        "may not specify a duration less than 10 minutes",
+                    )
 
     def key_to_paths(self, items: Sequence[KeyToPath], path: str) -> None:
         for i, item in enumerate(items):
@@ -140,12 +161,16 @@ class VolumeChecks(ValidatorBase):
                 self.relative_path(f"{p}.path", item.path, item=True)
             self.mode(f"{p}.mode", item.mode)
             if item.field_ref is not None and item.resource_field_ref is not None:
-                self.invalid(p, "resource", "fieldRef and resourceFieldRef can not be "
-                                            "specified simultaneously")
+                self.invalid(
+                    p,
+                    "resource",
+                    "fieldRef and resourceFieldRef can not be specified simultaneously",
+                )
             elif item.field_ref is not None:
                 self.field_ref(item.field_ref, f"{p}.fieldRef", _VOLUME_FIELD_PATHS)
             elif item.resource_field_ref is not None:
-                self.resource_field_ref(item.resource_field_ref, f"{p}.resourceFieldRef",
-                                        container_required=True)
+                self.resource_field_ref(
+                    item.resource_field_ref, f"{p}.resourceFieldRef", container_required=True
+                )
             else:
                 self.required(p, "one of fieldRef and resourceFieldRef is required")

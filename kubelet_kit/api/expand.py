@@ -89,4 +89,3 @@ def expand_all(texts: Iterable[str], lookup: Mapping[str, str]) -> tuple[str, ..
     """Expand each string of ``texts`` against ``lookup`` (commands and args)."""
     resolve = mapping_for(lookup)
     return tuple(expand(t, resolve) for t in texts)
-

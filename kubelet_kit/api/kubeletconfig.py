@@ -81,11 +81,12 @@ class KubeletConfiguration(Model):
     eviction_pressure_transition_period: str = "5m0s"
     eviction_max_pod_grace_period: int = 0
     image_gc_high_threshold_percent: int = attrs.field(
-        default=85, metadata=json_name("imageGCHighThresholdPercent"))
+        default=85, metadata=json_name("imageGCHighThresholdPercent")
+    )
     image_gc_low_threshold_percent: int = attrs.field(
-        default=80, metadata=json_name("imageGCLowThresholdPercent"))
-    image_minimum_gc_age: str = attrs.field(
-        default="2m0s", metadata=json_name("imageMinimumGCAge"))
+        default=80, metadata=json_name("imageGCLowThresholdPercent")
+    )
+    image_minimum_gc_age: str = attrs.field(default="2m0s", metadata=json_name("imageMinimumGCAge"))
     container_log_max_size: str = "10Mi"
     container_log_max_files: int = 5
     address: str = "0.0.0.0"
@@ -112,11 +113,16 @@ class KubeletConfiguration(Model):
 def _validate(config: KubeletConfiguration) -> list[FieldError]:
     errors: list[FieldError] = []
     if config.api_version != API_VERSION:
-        errors.append(FieldError("apiVersion", f'Unsupported value: "{config.api_version}": '
-                                               f'supported values: "{API_VERSION}"'))
+        errors.append(
+            FieldError(
+                "apiVersion",
+                f'Unsupported value: "{config.api_version}": supported values: "{API_VERSION}"',
+            )
+        )
     if config.kind != KIND:
-        errors.append(FieldError("kind", f'Unsupported value: "{config.kind}": '
-                                         f'supported values: "{KIND}"'))
+        errors.append(
+            FieldError("kind", f'Unsupported value: "{config.kind}": supported values: "{KIND}"')
+        )
     names = json_names(KubeletConfiguration)
     for name in _DURATIONS:
         value = getattr(config, name)
@@ -127,22 +133,34 @@ def _validate(config: KubeletConfiguration) -> list[FieldError]:
         except ValueError as exc:
             errors.append(FieldError(json, f'Invalid value: "{value}": {exc}'))
     if config.cgroup_driver not in ("cgroupfs", "systemd"):
-        errors.append(FieldError("cgroupDriver", f'Unsupported value: "{config.cgroup_driver}": '
-                                                 'supported values: "cgroupfs", "systemd"'))
+        errors.append(
+            FieldError(
+                "cgroupDriver",
+                f'Unsupported value: "{config.cgroup_driver}": '
+                'supported values: "cgroupfs", "systemd"',
+            )
+        )
     if config.max_pods < 0:
         errors.append(FieldError("maxPods", f"Invalid value: {config.max_pods}: must be >= 0"))
-    for name, value in (("port", config.port), ("readOnlyPort", config.read_only_port),
-                        ("healthzPort", config.healthz_port)):
+    for name, value in (
+        ("port", config.port),
+        ("readOnlyPort", config.read_only_port),
+        ("healthzPort", config.healthz_port),
+    ):
         if not 0 <= value <= 65535:
-            errors.append(FieldError(name, f"Invalid value: {value}: must be between 0 and "
-                                           "65535, inclusive"))
+            errors.append(
+                FieldError(name, f"Invalid value: {value}: must be between 0 and 65535, inclusive")
+            )
     # The kubelet's rule (pkg/kubelet/apis/config/validation): not negative; zero
     # is allowed and means client-go's defaults.
-    for name, value in (("kubeAPIQPS", config.kube_api_qps),
-                        ("kubeAPIBurst", config.kube_api_burst)):
+    for name, value in (
+        ("kubeAPIQPS", config.kube_api_qps),
+        ("kubeAPIBurst", config.kube_api_burst),
+    ):
         if value < 0:
-            errors.append(FieldError(name, f"Invalid value: {value}: must not be a "
-                                           "negative number"))
+            errors.append(
+                FieldError(name, f"Invalid value: {value}: must not be a negative number")
+            )
     return errors
 
 

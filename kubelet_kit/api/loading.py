@@ -60,22 +60,39 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 #: Kubernetes fields that this package keeps as data in ``extra`` rather than
 #: modelling (paths without list indices); ``strict=True`` does not report them.
-_PASSTHROUGH = frozenset({
-    "metadata.managedFields", "metadata.finalizers", "metadata.selfLink",
-    "spec.ephemeralContainers", "spec.schedulingGates", "spec.hostUsers",
-    "spec.setHostnameAsFQDN", "spec.topologySpreadConstraints", "spec.resourceClaims",
-    "spec.serviceAccount", "spec.hostnameOverride", "spec.deprecatedServiceAccount",
-    "status.resize", "status.resourceClaimStatuses", "status.observedGeneration",
-    "status.extendedResourceClaimStatus",
-    "spec.volumes.projected.sources.clusterTrustBundle",
-    "spec.volumes.projected.sources.podCertificate",
-    *(f"spec.{group}.{field}" for group in ("containers", "initContainers")
-      for field in ("lifecycle.stopSignal", "restartPolicyRules")),
-    *(f"status.{group}.{field}"
-      for group in ("containerStatuses", "initContainerStatuses")
-      for field in ("user", "volumeMounts", "allocatedResourcesStatus", "stopSignal")),
-    *(f"spec.volumes.{kind}" for kind in OTHER_VOLUME_SOURCES),
-})
+_PASSTHROUGH = frozenset(
+    {
+        "metadata.managedFields",
+        "metadata.finalizers",
+        "metadata.selfLink",
+        "spec.ephemeralContainers",
+        "spec.schedulingGates",
+        "spec.hostUsers",
+        "spec.setHostnameAsFQDN",
+        "spec.topologySpreadConstraints",
+        "spec.resourceClaims",
+        "spec.serviceAccount",
+        "spec.hostnameOverride",
+        "spec.deprecatedServiceAccount",
+        "status.resize",
+        "status.resourceClaimStatuses",
+        "status.observedGeneration",
+        "status.extendedResourceClaimStatus",
+        "spec.volumes.projected.sources.clusterTrustBundle",
+        "spec.volumes.projected.sources.podCertificate",
+        *(
+            f"spec.{group}.{field}"
+            for group in ("containers", "initContainers")
+            for field in ("lifecycle.stopSignal", "restartPolicyRules")
+        ),
+        *(
+            f"status.{group}.{field}"
+            for group in ("containerStatuses", "initContainerStatuses")
+            for field in ("user", "volumeMounts", "allocatedResourcesStatus", "stopSignal")
+        ),
+        *(f"spec.volumes.{kind}" for kind in OTHER_VOLUME_SOURCES),
+    }
+)
 _INDEX = re.compile(r"\[[^\]]*\]")
 
 
@@ -107,7 +124,10 @@ class ManifestResult:
 
 
 def static_pod_uid(
-    pod: Pod | Mapping[str, Any], *, source: str | None, node_name: str = "",
+    pod: Pod | Mapping[str, Any],
+    *,
+    source: str | None,
+    node_name: str = "",
     is_file: bool = True,
 ) -> str:
     """A deterministic uid for a pod that came without one (static pods).
@@ -165,8 +185,10 @@ def apply_defaults(pod: Pod) -> Pod:
         for c in cs:
             c = attrs.evolve(c, resources=c.resources.with_defaults())
             if spec.host_network:
-                ports = tuple(p if p.host_port else attrs.evolve(p, host_port=p.container_port)
-                              for p in c.ports)
+                ports = tuple(
+                    p if p.host_port else attrs.evolve(p, host_port=p.container_port)
+                    for p in c.ports
+                )
                 c = attrs.evolve(c, ports=ports)
             out.append(c)
         return tuple(out)
@@ -304,8 +326,8 @@ class _Construction(yaml.constructor.SafeConstructor):
             tag = node.tag.rsplit(":", 1)[-1]
             reason = "too many digits" if "digits" in str(exc) else f"not a valid {tag}"
             raise yaml.constructor.ConstructorError(
-                None, None, f"cannot read {shown!r} as !!{tag}: {reason}",
-                node.start_mark) from None
+                None, None, f"cannot read {shown!r} as !!{tag}: {reason}", node.start_mark
+            ) from None
 
 
 class _ManifestLoader(_Construction, yaml.SafeLoader):
@@ -318,8 +340,8 @@ class _ManifestLoader(_Construction, yaml.SafeLoader):
         self._depth += 1
         try:
             if self._depth > _MAX_DEPTH:
-                raise yaml.composer.ComposerError(
-                    None, None, _TOO_DEEP, self.peek_event().start_mark)  # type: ignore[no-untyped-call]
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise yaml.composer.ComposerError(None, None, _TOO_DEEP, mark)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -340,8 +362,11 @@ def _c_loader() -> type[Any] | None:
         loader: type[Any] | None = None
         base = getattr(yaml, "CSafeLoader", None)
         if base is not None:
-            candidate = type("_CManifestLoader", (_Construction, base), {
-                "__doc__": "libyaml's parser and composer with the safe construction."})
+            candidate = type(
+                "_CManifestLoader",
+                (_Construction, base),
+                {"__doc__": "libyaml's parser and composer with the safe construction."},
+            )
             try:
                 yaml.load("[" * 2000 + "]" * 2000, Loader=candidate)
             except yaml.YAMLError as exc:
@@ -422,18 +447,20 @@ def parse_documents(text: str, *, source: str = "<input>") -> list[tuple[int | N
             objects = [json.loads(text)]
         except json.JSONDecodeError as exc:
             raise ValidationError.single(
-                "", f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
-                source=source) from None
+                "",
+                f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+                source=source,
+            ) from None
         except RecursionError:
             raise ValidationError.single("", _TOO_DEEP, source=source) from None
         except ValueError:
             # the one other failure of the decoder: an int past Python's digit limit
-            raise ValidationError.single("", f"invalid JSON: {_TOO_LONG_INT}",
-                                         source=source) from None
+            raise ValidationError.single(
+                "", f"invalid JSON: {_TOO_LONG_INT}", source=source
+            ) from None
     else:
         try:
-            objects = [d for d in yaml.load_all(text, Loader=_yaml_loader())
-                       if d is not None]
+            objects = [d for d in yaml.load_all(text, Loader=_yaml_loader()) if d is not None]
         except RecursionError:
             raise ValidationError.single("", _TOO_DEEP, source=source) from None
         except yaml.YAMLError as exc:
@@ -442,27 +469,34 @@ def parse_documents(text: str, *, source: str = "<input>") -> list[tuple[int | N
             if _LIBYAML_NESTING_PROBLEM in problem:
                 problem = _TOO_DEEP
             where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-            raise ValidationError.single("", f"invalid YAML: {problem}{where}",
-                                         source=source) from None
+            raise ValidationError.single(
+                "", f"invalid YAML: {problem}{where}", source=source
+            ) from None
     expanded: list[Any] = []
     for obj in objects:
         if isinstance(obj, Mapping) and obj.get("kind") in ("List", "PodList"):
             items = obj.get("items")
             if not isinstance(items, list):
-                raise ValidationError.single("items", "Required value: a List needs an "
-                                             "items list", source=source)
+                raise ValidationError.single(
+                    "items", "Required value: a List needs an items list", source=source
+                )
             expanded.extend(items)
         else:
             expanded.append(obj)
-    if len(expanded) == 1 and len(objects) == 1 and not (
-        isinstance(objects[0], Mapping) and objects[0].get("kind") in ("List", "PodList")
+    if (
+        len(expanded) == 1
+        and len(objects) == 1
+        and not (isinstance(objects[0], Mapping) and objects[0].get("kind") in ("List", "PodList"))
     ):
         return [(None, expanded[0])]
     return list(enumerate(expanded))
 
 
 def load_pod(
-    data: Mapping[str, Any] | str | bytes, *, source: str | None = None, node_name: str = "",
+    data: Mapping[str, Any] | str | bytes,
+    *,
+    source: str | None = None,
+    node_name: str = "",
     strict: bool = False,
 ) -> Pod:
     """Load one pod from a dict, or YAML or JSON text, applying Kubernetes' defaults.
@@ -490,8 +524,11 @@ def load_pod(
         docs = parse_documents(data, source=source or "<input>")
         if len(docs) != 1:
             raise ValidationError.single(
-                "", f"expected exactly one pod, found {len(docs)} objects "
-                "(use load_manifests for several)", source=source)
+                "",
+                f"expected exactly one pod, found {len(docs)} objects "
+                "(use load_manifests for several)",
+                source=source,
+            )
         obj = docs[0][1]
     else:
         obj = data
@@ -536,9 +573,16 @@ def load_api_pod(data: Mapping[str, Any], *, source: str = "api", node_name: str
     pod = decode(Pod, data, errors=errors)
     if not pod.metadata.name or not pod.metadata.uid:
         named = [e for e in errors if e.path.startswith("metadata")]
-        raise ValidationError(named or [FieldError("metadata", "Required value: a pod served "
-                                                   "by the API server has a name and a uid")],
-                              source=source)
+        raise ValidationError(
+            named
+            or [
+                FieldError(
+                    "metadata",
+                    "Required value: a pod served by the API server has a name and a uid",
+                )
+            ],
+            source=source,
+        )
     pod = apply_defaults(pod)
     return attrs.evolve(pod, source=source, problems=tuple(errors))
 
@@ -550,7 +594,8 @@ def manifest_files(path: str | os.PathLike[str]) -> list[Path]:
     path = Path(path)
     if path.is_dir():
         return sorted(
-            p for p in path.iterdir()
+            p
+            for p in path.iterdir()
             if p.is_file() and not p.name.startswith(".") and p.suffix in MANIFEST_SUFFIXES
         )
     return [path]
@@ -593,8 +638,7 @@ def read_manifest_text(
     return list(_read_text(text, source=source, node_name=node_name, strict=strict))
 
 
-def _read_text(text: str, *, source: str, node_name: str,
-               strict: bool) -> Iterator[ManifestResult]:
+def _read_text(text: str, *, source: str, node_name: str, strict: bool) -> Iterator[ManifestResult]:
     try:
         docs = parse_documents(text, source=source)
     except ValidationError as exc:
@@ -629,9 +673,14 @@ def read_manifests(
     for raw in paths:
         path = Path(raw)
         if not path.exists():
-            results.append(ManifestResult(str(path), None, None,
-                                          (FieldError("", "cannot read: no such file or "
-                                                          "directory"),)))
+            results.append(
+                ManifestResult(
+                    str(path),
+                    None,
+                    None,
+                    (FieldError("", "cannot read: no such file or directory"),),
+                )
+            )
             continue
         for file in manifest_files(path):
             results.extend(_read_file(file, node_name=node_name, strict=strict))

@@ -566,16 +566,41 @@ class PersistentVolumeClaimVolumeSource(Model):
 
 #: Volume source kinds Kubernetes knows that are not modelled here: they are kept
 #: as data in ``Volume.extra`` and count as a source in validation.
-OTHER_VOLUME_SOURCES = frozenset({
-    "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "csi",
-    "ephemeral", "fc", "flexVolume", "flocker", "gcePersistentDisk", "gitRepo",
-    "glusterfs", "image", "iscsi", "nfs", "photonPersistentDisk", "portworxVolume",
-    "quobyte", "rbd", "scaleIO", "storageos", "vsphereVolume",
-})
+OTHER_VOLUME_SOURCES = frozenset(
+    {
+        "awsElasticBlockStore",
+        "azureDisk",
+        "azureFile",
+        "cephfs",
+        "cinder",
+        "csi",
+        "ephemeral",
+        "fc",
+        "flexVolume",
+        "flocker",
+        "gcePersistentDisk",
+        "gitRepo",
+        "glusterfs",
+        "image",
+        "iscsi",
+        "nfs",
+        "photonPersistentDisk",
+        "portworxVolume",
+        "quobyte",
+        "rbd",
+        "scaleIO",
+        "storageos",
+        "vsphereVolume",
+    }
+)
 
 _MODELLED_SOURCES = (
-    ("empty_dir", "emptyDir"), ("host_path", "hostPath"), ("config_map", "configMap"),
-    ("secret", "secret"), ("downward_api", "downwardAPI"), ("projected", "projected"),
+    ("empty_dir", "emptyDir"),
+    ("host_path", "hostPath"),
+    ("config_map", "configMap"),
+    ("secret", "secret"),
+    ("downward_api", "downwardAPI"),
+    ("projected", "projected"),
     ("persistent_volume_claim", "persistentVolumeClaim"),
 )
 
@@ -687,8 +712,7 @@ class Pod(Model):
     spec: PodSpec = attrs.field(factory=PodSpec)
     status: PodStatus = attrs.field(factory=PodStatus)
     source: str | None = attrs.field(default=None, eq=False, metadata=not_serialized())
-    problems: tuple[FieldError, ...] = attrs.field(
-        default=(), eq=False, metadata=not_serialized())
+    problems: tuple[FieldError, ...] = attrs.field(default=(), eq=False, metadata=not_serialized())
 
     @property
     def name(self) -> str:
@@ -714,4 +738,3 @@ class Pod(Model):
     def creation_timestamp(self) -> _dt.datetime | None:
         """``metadata.creationTimestamp``."""
         return self.metadata.creation_timestamp
-

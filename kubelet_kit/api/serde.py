@@ -198,8 +198,9 @@ def _number_text(value: int | float) -> str:
 
 
 def _type_error(path: str, value: Any, expected: str) -> FieldError:
-    return FieldError(path, f"Invalid value: {format_value(value)}: expected {expected}, got "
-                      f"{_describe(value)}")
+    return FieldError(
+        path, f"Invalid value: {format_value(value)}: expected {expected}, got {_describe(value)}"
+    )
 
 
 def parse_time(value: str) -> _dt.datetime:
@@ -208,8 +209,9 @@ def parse_time(value: str) -> _dt.datetime:
     Raises:
         ValueError: The string is not RFC 3339 with a time zone.
     """
-    if not re.match(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$",
-                    value):
+    if not re.match(
+        r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$", value
+    ):
         raise ValueError("not an RFC 3339 timestamp")
     parsed = _dt.datetime.fromisoformat(value.replace("z", "Z").replace("t", "T"))
     return parsed
@@ -273,8 +275,9 @@ def _decode_value(
         out: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                errors.append(FieldError(path, f"Invalid value: {format_value(key)}: keys must be "
-                                               "strings"))
+                errors.append(
+                    FieldError(path, f"Invalid value: {format_value(key)}: keys must be strings")
+                )
                 continue
             decoded = _decode_value(val_tp, item, child_path(path, key), errors, unknown)
             if decoded is not _INVALID:
@@ -321,14 +324,22 @@ def _decode_value(
                 return parse_time(value)
             except ValueError:
                 pass
-        errors.append(FieldError(path, f"Invalid value: {format_value(value)}: expected an "
-                                       "RFC 3339 timestamp (e.g. 2006-01-02T15:04:05Z)"))
+        errors.append(
+            FieldError(
+                path,
+                f"Invalid value: {format_value(value)}: expected an "
+                "RFC 3339 timestamp (e.g. 2006-01-02T15:04:05Z)",
+            )
+        )
         return _INVALID
     raise TypeError(f"serde: unsupported field type {tp!r} at {path}")  # a bug, not bad input
 
 
 def _decode_model(
-    cls: type[M], data: Mapping[str, Any], path: str, errors: list[FieldError],
+    cls: type[M],
+    data: Mapping[str, Any],
+    path: str,
+    errors: list[FieldError],
     unknown: list[str],
 ) -> M:
     kwargs: dict[str, Any] = {}
@@ -347,7 +358,11 @@ def _decode_model(
 
 
 def decode(
-    cls: type[M], data: Any, *, path: str = "", errors: list[FieldError] | None = None,
+    cls: type[M],
+    data: Any,
+    *,
+    path: str = "",
+    errors: list[FieldError] | None = None,
     unknown: list[str] | None = None,
 ) -> M:
     """Decode Kubernetes JSON (already parsed) into the model class ``cls``.
@@ -393,7 +408,8 @@ def encode(value: Any) -> Any:
         for attr_name, key, _tp, a in _fields(type(value)):
             field_value = getattr(value, attr_name)
             if field_value is None or (
-                    not a.metadata.get(_ALWAYS) and _is_empty(field_value, a.default)):
+                not a.metadata.get(_ALWAYS) and _is_empty(field_value, a.default)
+            ):
                 continue
             out[key] = encode(field_value)
         for key, raw in value.extra.items():

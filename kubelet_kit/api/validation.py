@@ -74,8 +74,9 @@ class _Validator(ContainerChecks, VolumeChecks):
         for key in meta.annotations:
             self.each(f"{path}.annotations", key, is_qualified_name(key.lower()))
         if meta.deletion_grace_period_seconds is not None:
-            self.nonnegative(f"{path}.deletionGracePeriodSeconds",
-                             meta.deletion_grace_period_seconds)
+            self.nonnegative(
+                f"{path}.deletionGracePeriodSeconds", meta.deletion_grace_period_seconds
+            )
 
     # ------------------------------------------------------------------ spec
 
@@ -84,8 +85,10 @@ class _Validator(ContainerChecks, VolumeChecks):
         if not spec.containers:
             self.required(f"{path}.containers")
         names: set[str] = set()
-        for key, group, init in (("initContainers", spec.init_containers, True),
-                                 ("containers", spec.containers, False)):
+        for key, group, init in (
+            ("initContainers", spec.init_containers, True),
+            ("containers", spec.containers, False),
+        ):
             for i, c in enumerate(group):
                 cpath = f"{path}.{key}[{i}]"
                 self.container(c, cpath, init=init, spec=spec, volumes=volumes)
@@ -98,20 +101,25 @@ class _Validator(ContainerChecks, VolumeChecks):
         for i, c in enumerate(spec.init_containers):
             self.host_port_conflicts([(f"{path}.initContainers[{i}]", c)])
         self.host_port_conflicts(
-            [(f"{path}.containers[{i}]", c) for i, c in enumerate(spec.containers)])
+            [(f"{path}.containers[{i}]", c) for i, c in enumerate(spec.containers)]
+        )
         self.enum(f"{path}.restartPolicy", spec.restart_policy, _RESTART_POLICIES)
         self.enum(f"{path}.dnsPolicy", spec.dns_policy, _DNS_POLICIES)
         if spec.dns_policy == "None" and spec.dns_config is None:
             self.required(f"{path}.dnsConfig", "must provide `dnsConfig` when `dnsPolicy` is None")
-        self.nonnegative(f"{path}.terminationGracePeriodSeconds",
-                         spec.termination_grace_period_seconds)
+        self.nonnegative(
+            f"{path}.terminationGracePeriodSeconds", spec.termination_grace_period_seconds
+        )
         ads = spec.active_deadline_seconds
         if ads is not None and not 1 <= ads <= 2147483647:
-            self.invalid(f"{path}.activeDeadlineSeconds", ads,
-                         "must be between 1 and 2147483647, inclusive")
-        for key, name in (("nodeName", spec.node_name),
-                          ("serviceAccountName", spec.service_account_name),
-                          ("priorityClassName", spec.priority_class_name)):
+            self.invalid(
+                f"{path}.activeDeadlineSeconds", ads, "must be between 1 and 2147483647, inclusive"
+            )
+        for key, name in (
+            ("nodeName", spec.node_name),
+            ("serviceAccountName", spec.service_account_name),
+            ("priorityClassName", spec.priority_class_name),
+        ):
             if name:
                 self.each(f"{path}.{key}", name, is_dns1123_subdomain(name))
         if spec.hostname:
@@ -120,14 +128,23 @@ class _Validator(ContainerChecks, VolumeChecks):
             self.each(f"{path}.subdomain", spec.subdomain, is_dns1123_label(spec.subdomain))
         for name, qty in spec.overhead.items():
             if qty < ZERO:
-                self.invalid(child_path(f"{path}.overhead", name), str(qty),
-                             "must be greater than or equal to 0")
+                self.invalid(
+                    child_path(f"{path}.overhead", name),
+                    str(qty),
+                    "must be greater than or equal to 0",
+                )
         sc = spec.security_context
-        for key, value in (("runAsUser", sc.run_as_user), ("runAsGroup", sc.run_as_group),
-                           ("fsGroup", sc.fs_group)):
+        for key, value in (
+            ("runAsUser", sc.run_as_user),
+            ("runAsGroup", sc.run_as_group),
+            ("fsGroup", sc.fs_group),
+        ):
             if value is not None and not 0 <= value <= 2147483647:
-                self.invalid(f"{path}.securityContext.{key}", value,
-                             "must be between 0 and 2147483647, inclusive")
+                self.invalid(
+                    f"{path}.securityContext.{key}",
+                    value,
+                    "must be between 0 and 2147483647, inclusive",
+                )
 
 
 def validate_pod(pod: Pod) -> list[FieldError]:
@@ -155,16 +172,17 @@ def validate_pod(pod: Pod) -> list[FieldError]:
     return v.errors
 
 
-
 #: What a pod update may change, in the API server's words.
-_UPDATABLE_POD_SPEC_FIELDS = ",".join((
-    "`spec.containers[*].image`",
-    "`spec.initContainers[*].image`",
-    "`spec.activeDeadlineSeconds`",
-    "`spec.tolerations` (only additions to existing tolerations)",
-    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously "
-    "negative)",
-))
+_UPDATABLE_POD_SPEC_FIELDS = ",".join(
+    (
+        "`spec.containers[*].image`",
+        "`spec.initContainers[*].image`",
+        "`spec.activeDeadlineSeconds`",
+        "`spec.tolerations` (only additions to existing tolerations)",
+        "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously "
+        "negative)",
+    )
+)
 
 
 def validate_pod_update(new: Pod, old: Pod) -> list[FieldError]:
@@ -180,19 +198,27 @@ def validate_pod_update(new: Pod, old: Pod) -> list[FieldError]:
         Every problem found; empty when the update is allowed.
     """
     v = _Validator()
-    pairs = (("containers", new.spec.containers, old.spec.containers),
-             ("initContainers", new.spec.init_containers, old.spec.init_containers))
+    pairs = (
+        ("containers", new.spec.containers, old.spec.containers),
+        ("initContainers", new.spec.init_containers, old.spec.init_containers),
+    )
     for key, new_list, old_list in pairs:
         if len(new_list) != len(old_list):
             v.forbidden(f"spec.{key}", "pod updates may not add or remove containers")
             return v.errors
     new_deadline, old_deadline = new.spec.active_deadline_seconds, old.spec.active_deadline_seconds
     if new_deadline is None and old_deadline is not None:
-        v.invalid("spec.activeDeadlineSeconds", None,
-                  "must not update from a positive integer to nil value")
+        v.invalid(
+            "spec.activeDeadlineSeconds",
+            None,
+            "must not update from a positive integer to nil value",
+        )
     elif new_deadline is not None and old_deadline is not None and new_deadline > old_deadline:
-        v.invalid("spec.activeDeadlineSeconds", new_deadline,
-                  "must be less than or equal to previous value")
+        v.invalid(
+            "spec.activeDeadlineSeconds",
+            new_deadline,
+            "must be less than or equal to previous value",
+        )
     if v.errors:
         return v.errors
 
@@ -203,22 +229,28 @@ def validate_pod_update(new: Pod, old: Pod) -> list[FieldError]:
     tolerations_added = all(t in new.spec.tolerations for t in old.spec.tolerations)
     munged = attrs.evolve(
         new.spec,
-        containers=tuple(attrs.evolve(n, image=o.image)
-                         for n, o in zip(new.spec.containers, old.spec.containers,
-                                         strict=True)),
-        init_containers=tuple(attrs.evolve(n, image=o.image)
-                              for n, o in zip(new.spec.init_containers,
-                                              old.spec.init_containers, strict=True)),
+        containers=tuple(
+            attrs.evolve(n, image=o.image)
+            for n, o in zip(new.spec.containers, old.spec.containers, strict=True)
+        ),
+        init_containers=tuple(
+            attrs.evolve(n, image=o.image)
+            for n, o in zip(new.spec.init_containers, old.spec.init_containers, strict=True)
+        ),
         active_deadline_seconds=old_deadline,
         tolerations=old.spec.tolerations if tolerations_added else new.spec.tolerations,
         termination_grace_period_seconds=(
-            old_grace if grace_raised else new.spec.termination_grace_period_seconds),
+            old_grace if grace_raised else new.spec.termination_grace_period_seconds
+        ),
     )
     if munged != old.spec:
         changed = _changed_paths(munged.to_dict(), old.spec.to_dict(), "spec")
-        v.forbidden("spec", f"pod updates may not change fields other than "
-                    f"{_UPDATABLE_POD_SPEC_FIELDS} (changed: {', '.join(changed[:5])}"
-                    f"{', ...' if len(changed) > 5 else ''})")
+        v.forbidden(
+            "spec",
+            f"pod updates may not change fields other than "
+            f"{_UPDATABLE_POD_SPEC_FIELDS} (changed: {', '.join(changed[:5])}"
+            f"{', ...' if len(changed) > 5 else ''})",
+        )
     return v.errors
 
 
@@ -227,9 +259,15 @@ def _changed_paths(new: Any, old: Any, path: str) -> list[str]:
     if new == old:
         return []
     if isinstance(new, dict) and isinstance(old, dict):
-        return [p for key in sorted(new.keys() | old.keys())
-                for p in _changed_paths(new.get(key), old.get(key), child_path(path, key))]
+        return [
+            p
+            for key in sorted(new.keys() | old.keys())
+            for p in _changed_paths(new.get(key), old.get(key), child_path(path, key))
+        ]
     if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
-        return [p for i, (n, o) in enumerate(zip(new, old, strict=True))
-                for p in _changed_paths(n, o, f"{path}[{i}]")]
+        return [
+            p
+            for i, (n, o) in enumerate(zip(new, old, strict=True))
+            for p in _changed_paths(n, o, f"{path}[{i}]")
+        ]
     return [path]

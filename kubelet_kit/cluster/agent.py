@@ -62,17 +62,29 @@ class ClusterNode:
                 return (await provider.status()).to_dict()
 
         self.node = NodeController(
-            api_client, kubelet.node_name, node_status, clock=clock, labels=labels,
-            taints=taints, node_status_update_frequency=node_status_update_frequency,
-            node_status_report_frequency=node_status_report_frequency)
-        self.lease = LeaseController(api_client, kubelet.node_name, clock=clock,
-                                     lease_duration=lease_duration,
-                                     node_uid=lambda: self.node.node_uid)
+            api_client,
+            kubelet.node_name,
+            node_status,
+            clock=clock,
+            labels=labels,
+            taints=taints,
+            node_status_update_frequency=node_status_update_frequency,
+            node_status_report_frequency=node_status_report_frequency,
+        )
+        self.lease = LeaseController(
+            api_client,
+            kubelet.node_name,
+            clock=clock,
+            lease_duration=lease_duration,
+            node_uid=lambda: self.node.node_uid,
+        )
         self.mirrors = MirrorPods(api_client, kubelet, lambda: self.node.node_uid, clock=clock)
-        self.pod_status = PodStatusSync(api_client, kubelet, clock=clock,
-                                        mirror_of=self.mirrors.mirror_of)
-        self.events = EventSink(api_client, lambda: kubelet.events.events(), kubelet.node_name,
-                                clock=clock)
+        self.pod_status = PodStatusSync(
+            api_client, kubelet, clock=clock, mirror_of=self.mirrors.mirror_of
+        )
+        self.events = EventSink(
+            api_client, lambda: kubelet.events.events(), kubelet.node_name, clock=clock
+        )
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 

@@ -25,8 +25,15 @@ from kubelet_kit.clock import Clock
 from kubelet_kit.cluster.ratelimit import TokenBucket
 from kubelet_kit.errors import ConfigurationError
 
-__all__ = ["DEFAULT_BURST", "DEFAULT_QPS", "ApiException", "api_status", "client_like",
-           "connect", "request_budget"]
+__all__ = [
+    "DEFAULT_BURST",
+    "DEFAULT_QPS",
+    "ApiException",
+    "api_status",
+    "client_like",
+    "connect",
+    "request_budget",
+]
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +64,12 @@ class _RateLimitedRESTClient(rest.RESTClientObject):
             # client-go reports waits over a second, so a slow agent can be told
             # from a slow API server.
             if waited > 1.0:
-                log.debug("waited %.3fs due to client-side throttling (kubeAPIQPS), "
-                          "request: %s %s", waited, method, url)
+                log.debug(
+                    "waited %.3fs due to client-side throttling (kubeAPIQPS), request: %s %s",
+                    waited,
+                    method,
+                    url,
+                )
         return await super().request(method, url, *args, **kwargs)
 
 
@@ -136,22 +147,30 @@ async def connect(
     try:
         if isinstance(kubeconfig, Mapping):
             await k8s_config.load_kube_config_from_dict(
-                dict(kubeconfig), context=context, client_configuration=configuration)
+                dict(kubeconfig), context=context, client_configuration=configuration
+            )
         elif kubeconfig is not None:
             if not os.path.isfile(kubeconfig):
                 raise ConfigurationError(f"{os.fspath(kubeconfig)}: no such kubeconfig file")
             await k8s_config.load_kube_config(
-                config_file=os.fspath(kubeconfig), context=context,
-                client_configuration=configuration)
+                config_file=os.fspath(kubeconfig),
+                context=context,
+                client_configuration=configuration,
+            )
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
-                client_configuration=configuration)
+                client_configuration=configuration
+            )
         else:
             raise ConfigurationError(
                 "kubeconfig: none given and not running in a cluster "
-                "(KUBERNETES_SERVICE_HOST is unset)")
+                "(KUBERNETES_SERVICE_HOST is unset)"
+            )
     except k8s_config.ConfigException as exc:
-        where = os.fspath(kubeconfig) if isinstance(kubeconfig, (str, os.PathLike)) else (
-            "kubeconfig" if kubeconfig is not None else "in-cluster config")
+        where = (
+            os.fspath(kubeconfig)
+            if isinstance(kubeconfig, (str, os.PathLike))
+            else ("kubeconfig" if kubeconfig is not None else "in-cluster config")
+        )
         raise ConfigurationError(f"{where}: {exc}") from None
     return await _limited_client(configuration, limiter)

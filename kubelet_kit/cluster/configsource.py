@@ -57,8 +57,9 @@ class APIConfigSource:
             refreshed in the background).
     """
 
-    def __init__(self, api_client: Any, *, timeout: float = 30.0,
-                 loop_timeout: float = 5.0) -> None:
+    def __init__(
+        self, api_client: Any, *, timeout: float = 30.0, loop_timeout: float = 5.0
+    ) -> None:
         self.configuration = api_client.configuration
         # The private client shares this one's request budget (kubeAPIQPS/Burst).
         self._api_client = api_client
@@ -74,8 +75,9 @@ class APIConfigSource:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="api-config-source",
-                                          daemon=True)
+                thread = threading.Thread(
+                    target=loop.run_forever, name="api-config-source", daemon=True
+                )
                 thread.start()
                 self._loop, self._thread = loop, thread
             return self._loop
@@ -94,8 +96,9 @@ class APIConfigSource:
         thread.join(self.timeout)
         loop.close()
 
-    async def _read(self, kind: Literal["ConfigMap", "Secret"], namespace: str,
-                    name: str) -> dict[str, bytes] | None:
+    async def _read(
+        self, kind: Literal["ConfigMap", "Secret"], namespace: str, name: str
+    ) -> dict[str, bytes] | None:
         """Read one object now (on the private loop); None when it does not exist.
 
         Raises:
@@ -106,11 +109,15 @@ class APIConfigSource:
         key = (kind, namespace, name)
         if self.core is None:
             self.core = k8s.CoreV1Api(await client_like(self._api_client))
-        call = (self.core.read_namespaced_config_map if kind == "ConfigMap"
-                else self.core.read_namespaced_secret)
+        call = (
+            self.core.read_namespaced_config_map
+            if kind == "ConfigMap"
+            else self.core.read_namespaced_secret
+        )
         try:
-            obj = await api_json(call(name, namespace, _preload_content=False,
-                              _request_timeout=self.timeout))
+            obj = await api_json(
+                call(name, namespace, _preload_content=False, _request_timeout=self.timeout)
+            )
         except ApiException as exc:
             if exc.status == 404:
                 self._store(key, None)
@@ -122,16 +129,24 @@ class APIConfigSource:
         try:
             if kind == "ConfigMap":
                 data.update({k: str(v).encode() for k, v in (obj.get("data") or {}).items()})
-                data.update({k: base64.b64decode(v, validate=True)
-                             for k, v in (obj.get("binaryData") or {}).items()})
+                data.update(
+                    {
+                        k: base64.b64decode(v, validate=True)
+                        for k, v in (obj.get("binaryData") or {}).items()
+                    }
+                )
             else:
-                data.update({k: base64.b64decode(v, validate=True)
-                             for k, v in (obj.get("data") or {}).items()})
-                data.update({k: str(v).encode()
-                             for k, v in (obj.get("stringData") or {}).items()})
+                data.update(
+                    {
+                        k: base64.b64decode(v, validate=True)
+                        for k, v in (obj.get("data") or {}).items()
+                    }
+                )
+                data.update({k: str(v).encode() for k, v in (obj.get("stringData") or {}).items()})
         except ValueError as exc:
-            raise ConfigurationError(f"{kind} {namespace}/{name}: data: not base64: "
-                                     f"{exc}") from None
+            raise ConfigurationError(
+                f"{kind} {namespace}/{name}: data: not base64: {exc}"
+            ) from None
         self._store(key, data)
         return data
 
@@ -144,18 +159,24 @@ class APIConfigSource:
             if key in self._cache:
                 # A refusal (403 as its namespace is deleted, 5xx) or a transport
                 # error alike: the last good data serves until a read succeeds.
-                log.warning("%s %s/%s: cannot read it from the API server (%s); "
-                            "keeping the last data", *key, why)
+                log.warning(
+                    "%s %s/%s: cannot read it from the API server (%s); keeping the last data",
+                    *key,
+                    why,
+                )
                 cached = self._cache[key]
                 return dict(cached) if cached is not None else None
         raise ConfigurationError(
-            f"{key[0]} {key[1]}/{key[2]}: cannot read it from the API server: {why}")
+            f"{key[0]} {key[1]}/{key[2]}: cannot read it from the API server: {why}"
+        )
 
-    def _blocking(self, kind: Literal["ConfigMap", "Secret"], namespace: str,
-                  name: str) -> dict[str, bytes] | None:
+    def _blocking(
+        self, kind: Literal["ConfigMap", "Secret"], namespace: str, name: str
+    ) -> dict[str, bytes] | None:
         key = (kind, namespace, name)
-        future = asyncio.run_coroutine_threadsafe(self._read(kind, namespace, name),
-                                                  self._private_loop())
+        future = asyncio.run_coroutine_threadsafe(
+            self._read(kind, namespace, name), self._private_loop()
+        )
         wait = self.timeout + 5
         if _on_event_loop():
             # Called on an event loop (the pod syncer's env lookups): every task of
@@ -170,8 +191,8 @@ class APIConfigSource:
             return future.result(wait)
         except concurrent.futures.TimeoutError:
             raise ConfigurationError(
-                f"{kind} {namespace}/{name}: no answer from the API server within "
-                f"{wait:g}s") from None
+                f"{kind} {namespace}/{name}: no answer from the API server within {wait:g}s"
+            ) from None
 
     def get_config_map(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
         """See :meth:`ConfigSource.get_config_map`. Blocks for one request (on an
@@ -183,8 +204,9 @@ class APIConfigSource:
         """See :meth:`ConfigSource.get_secret`. Blocks as :meth:`get_config_map`."""
         return self._blocking("Secret", namespace, name)
 
-    def __call__(self, kind: Literal["ConfigMap", "Secret"], namespace: str,
-                 name: str) -> Mapping[str, str] | None:
+    def __call__(
+        self, kind: Literal["ConfigMap", "Secret"], namespace: str, name: str
+    ) -> Mapping[str, str] | None:
         """The pod syncer's lookup shape: text values, None when missing. Blocks."""
         data = self._blocking(kind, namespace, name)
         if data is None:

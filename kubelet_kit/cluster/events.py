@@ -72,20 +72,29 @@ def event_object(event: _Event, *, node_name: str, name: str) -> dict[str, Any]:
         node_name: This node (``source.host``, ``reportingInstance``).
         name: The Event's name (``<pod>.<hex nanoseconds>`` as client-go makes it).
     """
-    involved: dict[str, Any] = {"kind": "Pod", "apiVersion": "v1",
-                                "namespace": event.namespace, "name": event.pod_name,
-                                "uid": event.pod_uid}
+    involved: dict[str, Any] = {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "namespace": event.namespace,
+        "name": event.pod_name,
+        "uid": event.pod_uid,
+    }
     if event.container:
         involved["fieldPath"] = f"spec.containers{{{event.container}}}"
     return {
-        "apiVersion": "v1", "kind": "Event",
+        "apiVersion": "v1",
+        "kind": "Event",
         "metadata": {"name": name, "namespace": event.namespace},
         "involvedObject": involved,
-        "reason": event.reason, "message": event.message, "type": event.type,
+        "reason": event.reason,
+        "message": event.message,
+        "type": event.type,
         "source": {"component": "kubelet", "host": node_name},
-        "firstTimestamp": _time(event.time), "lastTimestamp": _time(event.time),
+        "firstTimestamp": _time(event.time),
+        "lastTimestamp": _time(event.time),
         "count": 1,
-        "reportingComponent": "kubelet", "reportingInstance": node_name,
+        "reportingComponent": "kubelet",
+        "reportingInstance": node_name,
     }
 
 
@@ -183,8 +192,9 @@ class EventSink:
             name, count = seen
             patch = {"count": count + 1, "lastTimestamp": _time(event.time)}
             try:
-                await api_json(self.core.patch_namespaced_event(
-                    name, event.namespace, patch, **RAW_REQUEST))
+                await api_json(
+                    self.core.patch_namespaced_event(name, event.namespace, patch, **RAW_REQUEST)
+                )
                 self._sent[key] = (name, count + 1)
                 return
             except ApiException as exc:
@@ -196,8 +206,7 @@ class EventSink:
         name = f"{event.pod_name}.{self._stamp:x}"
         body = event_object(event, node_name=self.node_name, name=name)
         try:
-            await api_json(self.core.create_namespaced_event(
-                event.namespace, body, **RAW_REQUEST))
+            await api_json(self.core.create_namespaced_event(event.namespace, body, **RAW_REQUEST))
         except ApiException as exc:
             if exc.status != 409:
                 raise
@@ -211,8 +220,14 @@ class EventSink:
             try:
                 await self._write(event)
             except ApiException as exc:
-                log.warning("event %s for %s/%s not written: %s %s", event.reason,
-                            event.namespace, event.pod_name, exc.status, exc.reason)
+                log.warning(
+                    "event %s for %s/%s not written: %s %s",
+                    event.reason,
+                    event.namespace,
+                    event.pod_name,
+                    exc.status,
+                    exc.reason,
+                )
             except _TRANSPORT_ERRORS:
                 return
             else:

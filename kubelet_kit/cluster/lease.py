@@ -84,17 +84,28 @@ class LeaseController:
         md.update(name=self.node_name, namespace=LEASE_NAMESPACE)
         uid = self._node_uid()
         if uid and not md.get("ownerReferences"):
-            md["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node",
-                                      "name": self.node_name, "uid": uid}]
+            md["ownerReferences"] = [
+                {"apiVersion": "v1", "kind": "Node", "name": self.node_name, "uid": uid}
+            ]
         spec = dict(lease.get("spec") or {})
-        spec.update(holderIdentity=self.node_name, leaseDurationSeconds=self.lease_duration,
-                    renewTime=micro_time(self.clock.now()))
-        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": md, "spec": spec}
+        spec.update(
+            holderIdentity=self.node_name,
+            leaseDurationSeconds=self.lease_duration,
+            renewTime=micro_time(self.clock.now()),
+        )
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": md,
+            "spec": spec,
+        }
 
     async def _read(self) -> dict[str, Any] | None:
-        return dict(await api_json(self.api.read_namespaced_lease(
-            self.node_name, LEASE_NAMESPACE, **RAW_REQUEST)))
+        return dict(
+            await api_json(
+                self.api.read_namespaced_lease(self.node_name, LEASE_NAMESPACE, **RAW_REQUEST)
+            )
+        )
 
     async def _ensure(self) -> None:
         """Read the Lease, creating it if missing."""
@@ -104,8 +115,11 @@ class LeaseController:
         except ApiException as exc:
             if exc.status != 404:
                 raise
-        self._latest = dict(await api_json(self.api.create_namespaced_lease(
-            LEASE_NAMESPACE, self._body(None), **RAW_REQUEST)))
+        self._latest = dict(
+            await api_json(
+                self.api.create_namespaced_lease(LEASE_NAMESPACE, self._body(None), **RAW_REQUEST)
+            )
+        )
         self._accepted()
 
     def _accepted(self) -> None:
@@ -126,20 +140,32 @@ class LeaseController:
                     await self._ensure()
                     if self.renewals > renewals:
                         return True  # just created, with a fresh renewTime
-                self._latest = dict(await api_json(self.api.replace_namespaced_lease(
-                    self.node_name, LEASE_NAMESPACE, self._body(self._latest),
-                    **RAW_REQUEST)))
+                self._latest = dict(
+                    await api_json(
+                        self.api.replace_namespaced_lease(
+                            self.node_name, LEASE_NAMESPACE, self._body(self._latest), **RAW_REQUEST
+                        )
+                    )
+                )
                 self._accepted()
                 return True
             except ApiException as exc:
                 # 409: someone else wrote it (or our copy is stale): read it again.
                 # 404: it was deleted: create it again.
-                log.warning("node lease %s: renewal attempt %d failed: %s %s",
-                            self.node_name, attempt + 1, exc.status, exc.reason)
+                log.warning(
+                    "node lease %s: renewal attempt %d failed: %s %s",
+                    self.node_name,
+                    attempt + 1,
+                    exc.status,
+                    exc.reason,
+                )
                 self._latest = None
             except _TRANSPORT_ERRORS as exc:
-                log.warning("node lease %s: API server unreachable: %s", self.node_name,
-                            exc or type(exc).__name__)
+                log.warning(
+                    "node lease %s: API server unreachable: %s",
+                    self.node_name,
+                    exc or type(exc).__name__,
+                )
                 return False
         return False
 

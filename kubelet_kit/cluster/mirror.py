@@ -47,18 +47,27 @@ _TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
 
 def mirror_pod_object(pod: Pod, *, node_name: str, node_uid: str) -> dict[str, Any]:
     """The mirror pod the kubelet creates for static pod ``pod``."""
-    annotations = {k: v for k, v in pod.metadata.annotations.items()
-                   if k != CONFIG_SEEN_ANNOTATION}
+    annotations = {k: v for k, v in pod.metadata.annotations.items() if k != CONFIG_SEEN_ANNOTATION}
     annotations[CONFIG_MIRROR_ANNOTATION] = annotations.get(CONFIG_HASH_ANNOTATION, pod.uid)
     spec = pod.spec.to_dict()
     spec["nodeName"] = node_name
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {
-            "name": pod.name, "namespace": pod.namespace,
-            "labels": dict(pod.metadata.labels), "annotations": annotations,
-            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node_name,
-                                 "uid": node_uid, "controller": True}],
+            "name": pod.name,
+            "namespace": pod.namespace,
+            "labels": dict(pod.metadata.labels),
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "name": node_name,
+                    "uid": node_uid,
+                    "controller": True,
+                }
+            ],
         },
         "spec": spec,
     }
@@ -75,8 +84,15 @@ class MirrorPods:
         period: Seconds between syncs.
     """
 
-    def __init__(self, api_client: Any, kubelet: Kubelet, node_uid: Callable[[], str | None],
-                 *, clock: Clock | None = None, period: float = 10.0) -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        kubelet: Kubelet,
+        node_uid: Callable[[], str | None],
+        *,
+        clock: Clock | None = None,
+        period: float = 10.0,
+    ) -> None:
         self.core: Any = k8s.CoreV1Api(api_client)
         self.kubelet = kubelet
         self._node_uid = node_uid
@@ -101,15 +117,25 @@ class MirrorPods:
         """
         md = obj["metadata"]
         try:
-            await api_json(self.core.delete_namespaced_pod(
-                md["name"], md["namespace"], **RAW_REQUEST,
-                body={"gracePeriodSeconds": 0, "preconditions": {"uid": md["uid"]}}))
+            await api_json(
+                self.core.delete_namespaced_pod(
+                    md["name"],
+                    md["namespace"],
+                    **RAW_REQUEST,
+                    body={"gracePeriodSeconds": 0, "preconditions": {"uid": md["uid"]}},
+                )
+            )
         except ApiException as exc:
             # Not found and a failed uid precondition are not errors: either way
             # this mirror is no longer on the server.
             if exc.status not in (404, 409):
-                log.error('Failed deleting a mirror pod "%s/%s": %s %s', md["namespace"],
-                          md["name"], exc.status, exc.reason)
+                log.error(
+                    'Failed deleting a mirror pod "%s/%s": %s %s',
+                    md["namespace"],
+                    md["name"],
+                    exc.status,
+                    exc.reason,
+                )
             return False
         return True
 
@@ -125,12 +151,18 @@ class MirrorPods:
         """
         body = mirror_pod_object(pod, node_name=node_name, node_uid=node_uid)
         try:
-            created = await api_json(self.core.create_namespaced_pod(
-                pod.namespace, body, **RAW_REQUEST))
+            created = await api_json(
+                self.core.create_namespaced_pod(pod.namespace, body, **RAW_REQUEST)
+            )
         except ApiException as exc:
             if exc.status != 409:
-                log.error('Failed creating a mirror pod for "%s/%s": %s %s', pod.namespace,
-                          pod.name, exc.status, exc.reason)
+                log.error(
+                    'Failed creating a mirror pod for "%s/%s": %s %s',
+                    pod.namespace,
+                    pod.name,
+                    exc.status,
+                    exc.reason,
+                )
             return None
         log.info('Created a mirror pod for static pod "%s/%s"', pod.namespace, pod.name)
         return str(created["metadata"]["uid"])
@@ -148,12 +180,20 @@ class MirrorPods:
         if not node_uid:
             return
         node_name = self.kubelet.node_name
-        listing = await api_json(self.core.list_pod_for_all_namespaces(
-            field_selector=f"spec.nodeName={node_name}", **RAW_REQUEST))
-        on_server = {(o["metadata"]["namespace"], o["metadata"]["name"]): o
-                     for o in listing.get("items") or ()}
-        static = {(p.namespace, p.name): p for p in self.kubelet.pods()
-                  if p.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION) not in (None, "api")}
+        listing = await api_json(
+            self.core.list_pod_for_all_namespaces(
+                field_selector=f"spec.nodeName={node_name}", **RAW_REQUEST
+            )
+        )
+        on_server = {
+            (o["metadata"]["namespace"], o["metadata"]["name"]): o
+            for o in listing.get("items") or ()
+        }
+        static = {
+            (p.namespace, p.name): p
+            for p in self.kubelet.pods()
+            if p.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION) not in (None, "api")
+        }
         mirrors: dict[tuple[str, str], str] = {}
         for key, obj in on_server.items():
             md = obj["metadata"]
@@ -166,8 +206,10 @@ class MirrorPods:
                 await self._delete(obj)
                 continue
             want = pod.metadata.annotations.get(CONFIG_HASH_ANNOTATION, pod.uid)
-            if md.get("deletionTimestamp") is not None \
-                    or annotations[CONFIG_MIRROR_ANNOTATION] != want:
+            if (
+                md.get("deletionTimestamp") is not None
+                or annotations[CONFIG_MIRROR_ANNOTATION] != want
+            ):
                 # Being deleted (a graceful delete waits for this node, and no
                 # container of a mirror runs to be stopped), or not the mirror of
                 # the static pod now: delete it for good; it is made again below.
@@ -181,9 +223,13 @@ class MirrorPods:
                 continue
             existing = on_server.get(key)
             if existing is not None and CONFIG_MIRROR_ANNOTATION not in (
-                    existing["metadata"].get("annotations") or {}):
-                log.warning('static pod "%s/%s": a regular pod of that name exists on the '
-                            "API server; no mirror pod", *key)
+                existing["metadata"].get("annotations") or {}
+            ):
+                log.warning(
+                    'static pod "%s/%s": a regular pod of that name exists on the '
+                    "API server; no mirror pod",
+                    *key,
+                )
                 continue
             uid = await self._create(pod, node_name, node_uid)
             if uid is not None:
@@ -198,8 +244,7 @@ class MirrorPods:
             except ApiException as exc:
                 log.warning("mirror pods: %s %s", exc.status, exc.reason)
             except _TRANSPORT_ERRORS as exc:
-                log.warning("mirror pods: API server unreachable: %s",
-                            exc or type(exc).__name__)
+                log.warning("mirror pods: API server unreachable: %s", exc or type(exc).__name__)
             except Exception:
                 log.exception("mirror pods: sync failed")
             await self.clock.sleep(self.period)

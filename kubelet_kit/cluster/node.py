@@ -34,8 +34,15 @@ NODE_STATUS_UPDATE_RETRY: Final = 5
 REGISTER_INITIAL_DELAY: Final = 0.1
 REGISTER_MAX_DELAY: Final = 7.0
 
-_GOARCH: Final = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "armv7l": "arm",
-                  "i686": "386", "ppc64le": "ppc64le", "s390x": "s390x"}
+_GOARCH: Final = {
+    "x86_64": "amd64",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+    "armv7l": "arm",
+    "i686": "386",
+    "ppc64le": "ppc64le",
+    "s390x": "s390x",
+}
 _TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
 
 
@@ -128,11 +135,12 @@ class NodeController:
 
     def _new_node(self, status: Mapping[str, Any]) -> dict[str, Any]:
         return {
-            "apiVersion": "v1", "kind": "Node",
+            "apiVersion": "v1",
+            "kind": "Node",
             "metadata": {
-                "name": self.node_name, "labels": dict(self.labels),
-                "annotations": {"volumes.kubernetes.io/controller-managed-attach-detach":
-                                "true"},
+                "name": self.node_name,
+                "labels": dict(self.labels),
+                "annotations": {"volumes.kubernetes.io/controller-managed-attach-detach": "true"},
             },
             "spec": {"taints": list(self.taints)} if self.taints else {},
             "status": dict(status),
@@ -149,16 +157,16 @@ class NodeController:
         try:
             status = await self._status()
             try:
-                self.node = await self._json(self.core.create_node(
-                    self._new_node(status), **RAW_REQUEST))
+                self.node = await self._json(
+                    self.core.create_node(self._new_node(status), **RAW_REQUEST)
+                )
                 log.info("node %s: registered", self.node_name)
                 return True
             except ApiException as exc:
                 if exc.status != 409:
                     raise
             for _ in range(NODE_STATUS_UPDATE_RETRY):
-                existing = await self._json(self.core.read_node(
-                    self.node_name, **RAW_REQUEST))
+                existing = await self._json(self.core.read_node(self.node_name, **RAW_REQUEST))
                 labels = dict(existing["metadata"].get("labels") or {})
                 # As the kubelet: only the default labels are reconciled; extra
                 # labels apply at registration alone.
@@ -168,8 +176,9 @@ class NodeController:
                 labels.update(self.default_labels)
                 existing["metadata"]["labels"] = labels
                 try:
-                    self.node = await self._json(self.core.replace_node(
-                        self.node_name, existing, **RAW_REQUEST))
+                    self.node = await self._json(
+                        self.core.replace_node(self.node_name, existing, **RAW_REQUEST)
+                    )
                     break
                 except ApiException as exc:
                     if exc.status != 409:
@@ -179,11 +188,15 @@ class NodeController:
             log.info("node %s: already registered, adopted", self.node_name)
             return True
         except ApiException as exc:
-            log.warning("node %s: registration failed: %s %s", self.node_name,
-                        exc.status, exc.reason)
+            log.warning(
+                "node %s: registration failed: %s %s", self.node_name, exc.status, exc.reason
+            )
         except _TRANSPORT_ERRORS as exc:
-            log.warning("node %s: registration failed: API server unreachable: %s",
-                        self.node_name, exc or type(exc).__name__)
+            log.warning(
+                "node %s: registration failed: API server unreachable: %s",
+                self.node_name,
+                exc or type(exc).__name__,
+            )
         return False
 
     async def update_status(self, *, force: bool = False) -> bool:
@@ -205,23 +218,32 @@ class NodeController:
         for attempt in range(NODE_STATUS_UPDATE_RETRY):
             try:
                 if self.node is None or attempt > 0:
-                    self.node = await self._json(self.core.read_node(
-                        self.node_name, **RAW_REQUEST))
-                patch = {"metadata": {"resourceVersion":
-                                      self.node["metadata"]["resourceVersion"]},
-                         "status": dict(status)}
-                self.node = await self._json(self.core.patch_node_status(
-                    self.node_name, patch, **RAW_REQUEST))
+                    self.node = await self._json(self.core.read_node(self.node_name, **RAW_REQUEST))
+                patch = {
+                    "metadata": {"resourceVersion": self.node["metadata"]["resourceVersion"]},
+                    "status": dict(status),
+                }
+                self.node = await self._json(
+                    self.core.patch_node_status(self.node_name, patch, **RAW_REQUEST)
+                )
             except ApiException as exc:
-                log.warning("node %s: status update attempt %d failed: %s %s",
-                            self.node_name, attempt + 1, exc.status, exc.reason)
+                log.warning(
+                    "node %s: status update attempt %d failed: %s %s",
+                    self.node_name,
+                    attempt + 1,
+                    exc.status,
+                    exc.reason,
+                )
                 if exc.status == 404:
                     self.node = None  # deleted: the run loop registers it again
                     return False
                 continue
             except _TRANSPORT_ERRORS as exc:
-                log.warning("node %s: status update failed: API server unreachable: %s",
-                            self.node_name, exc or type(exc).__name__)
+                log.warning(
+                    "node %s: status update failed: API server unreachable: %s",
+                    self.node_name,
+                    exc or type(exc).__name__,
+                )
                 return False
             self._last_sent = copy.deepcopy(dict(status))
             self._last_report = now

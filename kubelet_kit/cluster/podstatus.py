@@ -39,10 +39,17 @@ log = logging.getLogger(__name__)
 #: Pod condition types the kubelet owns (``kubetypes.PodConditionsByKubelet``, with
 #: PodReadyToStartContainers, on by default). Other types belong to other writers
 #: (readiness gates, controllers) and are never written here.
-KUBELET_POD_CONDITIONS: Final = frozenset({
-    "PodScheduled", "Ready", "Initialized", "ContainersReady", "PodResizeInProgress",
-    "PodResizePending", "PodReadyToStartContainers",
-})
+KUBELET_POD_CONDITIONS: Final = frozenset(
+    {
+        "PodScheduled",
+        "Ready",
+        "Initialized",
+        "ContainersReady",
+        "PodResizeInProgress",
+        "PodResizePending",
+        "PodReadyToStartContainers",
+    }
+)
 #: Shared with controllers: written only on the pod's move to a terminal phase.
 SHARED_POD_CONDITIONS: Final = frozenset({"DisruptionTarget"})
 _TERMINAL: Final = ("Succeeded", "Failed")
@@ -51,7 +58,10 @@ _TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
 
 
 def node_status_patch(
-    uid: str, api_status: Mapping[str, Any], new_status: Mapping[str, Any], *,
+    uid: str,
+    api_status: Mapping[str, Any],
+    new_status: Mapping[str, Any],
+    *,
     containers_stopped: bool,
 ) -> dict[str, Any]:
     """The strategic merge patch a node sends for a pod's status (the kubelet's
@@ -77,15 +87,16 @@ def node_status_patch(
     Returns:
         ``{"metadata": {"uid": uid}, "status": {...}}``.
     """
-    status = {k: v for k, v in new_status.items()
-              if k not in ("conditions", "resourceClaimStatuses")}
-    to_terminal = (api_status.get("phase") not in _TERMINAL
-                   and new_status.get("phase") in _TERMINAL)
+    status = {
+        k: v for k, v in new_status.items() if k not in ("conditions", "resourceClaimStatuses")
+    }
+    to_terminal = api_status.get("phase") not in _TERMINAL and new_status.get("phase") in _TERMINAL
     conditions: list[dict[str, Any]] = []
     for cond in new_status.get("conditions") or ():
         kind = cond.get("type")
         if kind in KUBELET_POD_CONDITIONS or (
-                kind in SHARED_POD_CONDITIONS and to_terminal and containers_stopped):
+            kind in SHARED_POD_CONDITIONS and to_terminal and containers_stopped
+        ):
             conditions.append(dict(cond))
     if to_terminal and not containers_stopped:
         for key in ("phase", "reason", "message"):
@@ -95,8 +106,9 @@ def node_status_patch(
                 status.pop(key, None)
     phase = status.get("phase")
     if phase in _TERMINAL and any(
-            c.get("type") in ("Ready", "ContainersReady") and c.get("status") == "True"
-            for c in conditions):
+        c.get("type") in ("Ready", "ContainersReady") and c.get("status") == "True"
+        for c in conditions
+    ):
         for cond in conditions:
             if cond.get("type") in ("Ready", "ContainersReady"):
                 cond.update(status="False", reason=_TERMINAL_READY_REASON[phase])
@@ -172,21 +184,36 @@ class PodStatusSync:
         target = self._target(pod)
         if isinstance(target, bool):
             return target
-        body = node_status_patch(target, pod.status.to_dict() if target == pod.uid else {},
-                                 status.to_dict(), containers_stopped=self._stopped(pod.uid))
+        body = node_status_patch(
+            target,
+            pod.status.to_dict() if target == pod.uid else {},
+            status.to_dict(),
+            containers_stopped=self._stopped(pod.uid),
+        )
         try:
-            await api_json(self.core.patch_namespaced_pod_status(
-                pod.name, pod.namespace, body, **RAW_REQUEST))
+            await api_json(
+                self.core.patch_namespaced_pod_status(pod.name, pod.namespace, body, **RAW_REQUEST)
+            )
         except ApiException as exc:
             if exc.status in (404, 409):
                 # Gone, or the name belongs to another pod now: nothing to report to
                 # (a static pod's new mirror gets the status once it is known).
-                log.info("pod %s/%s: status not written: %s %s", pod.namespace,
-                         pod.name, exc.status, exc.reason)
+                log.info(
+                    "pod %s/%s: status not written: %s %s",
+                    pod.namespace,
+                    pod.name,
+                    exc.status,
+                    exc.reason,
+                )
                 self._sent_to[pod.uid] = target
                 return True
-            log.warning("pod %s/%s: status update failed: %s %s", pod.namespace, pod.name,
-                        exc.status, exc.reason)
+            log.warning(
+                "pod %s/%s: status update failed: %s %s",
+                pod.namespace,
+                pod.name,
+                exc.status,
+                exc.reason,
+            )
             return False
         self.sent[pod.uid] = body["status"]
         self._sent_to[pod.uid] = target
@@ -197,8 +224,9 @@ class PodStatusSync:
         one its status last went to (the kubelet's status manager reconciles a
         mirror pod's status with the static pod's on every resync)."""
         for pod in self.kubelet.pods():
-            if (pod.uid in self._pending
-                    or pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION) in (None, "api")):
+            if pod.uid in self._pending or pod.metadata.annotations.get(
+                CONFIG_SOURCE_ANNOTATION
+            ) in (None, "api"):
                 continue
             target = self._target(pod)
             if isinstance(target, bool) or self._sent_to.get(pod.uid) == target:
@@ -211,18 +239,30 @@ class PodStatusSync:
         """Delete for good (grace 0, uid precondition) every API pod being deleted
         whose containers stopped and whose latest status was sent."""
         for pod in self.kubelet.pods():
-            if (pod.metadata.deletion_timestamp is None or pod.uid in self.final_deletes
-                    or pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION) != "api"
-                    or pod.uid in self._pending or not self._stopped(pod.uid)):
+            if (
+                pod.metadata.deletion_timestamp is None
+                or pod.uid in self.final_deletes
+                or pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION) != "api"
+                or pod.uid in self._pending
+                or not self._stopped(pod.uid)
+            ):
                 continue
             options = {"gracePeriodSeconds": 0, "preconditions": {"uid": pod.uid}}
             try:
-                await api_json(self.core.delete_namespaced_pod(
-                    pod.name, pod.namespace, body=options, **RAW_REQUEST))
+                await api_json(
+                    self.core.delete_namespaced_pod(
+                        pod.name, pod.namespace, body=options, **RAW_REQUEST
+                    )
+                )
             except ApiException as exc:
                 if exc.status not in (404, 409):
-                    log.warning("pod %s/%s: final delete failed: %s %s", pod.namespace,
-                                pod.name, exc.status, exc.reason)
+                    log.warning(
+                        "pod %s/%s: final delete failed: %s %s",
+                        pod.namespace,
+                        pod.name,
+                        exc.status,
+                        exc.reason,
+                    )
                     continue
             log.info("pod %s/%s: deleted from the API server", pod.namespace, pod.name)
             self.final_deletes.add(pod.uid)
@@ -234,8 +274,7 @@ class PodStatusSync:
             try:
                 done = await self.sync_one(pod, status)
             except _TRANSPORT_ERRORS as exc:
-                log.warning("pod statuses: API server unreachable: %s",
-                            exc or type(exc).__name__)
+                log.warning("pod statuses: API server unreachable: %s", exc or type(exc).__name__)
                 return
             if done and self._pending.get(uid) == (pod, status):
                 del self._pending[uid]

@@ -36,7 +36,8 @@ def parse_taint(text: str) -> dict[str, str]:
     if not sep or not spec or effect not in _EFFECTS:
         raise ConfigurationError(
             f"register-with-taints: {text!r}: want key[=value]:Effect with Effect one of "
-            f"{', '.join(_EFFECTS)}")
+            f"{', '.join(_EFFECTS)}"
+        )
     key, _, value = spec.partition("=")
     taint = {"key": key, "effect": effect}
     if value:
@@ -67,9 +68,13 @@ async def run_cluster_node(
     """
     from kubelet_kit.agent import ClusterOptions, build_agent
 
-    agent = await build_agent(config, cluster=ClusterOptions(
-        kubeconfig=kubeconfig, context=context, taints=taints,
-        lease_duration=lease_duration), **kubelet_options)
+    agent = await build_agent(
+        config,
+        cluster=ClusterOptions(
+            kubeconfig=kubeconfig, context=context, taints=taints, lease_duration=lease_duration
+        ),
+        **kubelet_options,
+    )
     await agent.run()
 
 
@@ -80,8 +85,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     if not any(a == "--kubeconfig" or a.startswith("--kubeconfig=") for a in args):
-        print("python -m kubelet_kit.cluster: give --kubeconfig (the node's kubeconfig); "
-              "this is kubelet-kit run --kubeconfig", file=sys.stderr)
+        print(
+            "python -m kubelet_kit.cluster: give --kubeconfig (the node's kubeconfig); "
+            "this is kubelet-kit run --kubeconfig",
+            file=sys.stderr,
+        )
         return 2
     # Its first flag for the node's name, under the kubelet's name now.
     args = ["--hostname-override" if a == "--node-name" else a for a in args]

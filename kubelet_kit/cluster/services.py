@@ -36,11 +36,16 @@ class APIServices:
         watch_timeout: Seconds one watch stays open before it is made again.
     """
 
-    def __init__(self, api_client: Any, *, clock: Clock | None = None,
-                 watch_timeout: float = 300.0) -> None:
+    def __init__(
+        self, api_client: Any, *, clock: Clock | None = None, watch_timeout: float = 300.0
+    ) -> None:
         self.api_client = api_client
-        self.watch = ListWatch("list_service_for_all_namespaces", what="service",
-                               clock=clock, watch_timeout=watch_timeout)
+        self.watch = ListWatch(
+            "list_service_for_all_namespaces",
+            what="service",
+            clock=clock,
+            watch_timeout=watch_timeout,
+        )
         self._services: tuple[Service, ...] | None = None
 
     def __call__(self) -> list[Service]:
@@ -51,7 +56,8 @@ class APIServices:
         """
         if self._services is None:
             raise ServicesNotSyncedError(
-                "services have not yet been read at least once, cannot construct envvars")
+                "services have not yet been read at least once, cannot construct envvars"
+            )
         return list(self._services)
 
     async def run(self) -> None:

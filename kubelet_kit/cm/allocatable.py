@@ -78,23 +78,27 @@ def _threshold_quantity(text: str, capacity: Quantity | None, path: str) -> Quan
         try:
             pct = _f32(_f32(float(text[:-1])) / 100)
         except ValueError:
-            raise ConfigurationError(f'{path}: Invalid value: "{text}"',
-                                     [FieldError(path, f'Invalid value: "{text}"')]) from None
+            raise ConfigurationError(
+                f'{path}: Invalid value: "{text}"', [FieldError(path, f'Invalid value: "{text}"')]
+            ) from None
         if pct < 0 or pct > 1:
             raise ConfigurationError(
                 f'{path}: Invalid value: "{text}": percentage must be between 0 and 100',
-                [FieldError(path, "percentage must be between 0 and 100")])
+                [FieldError(path, "percentage must be between 0 and 100")],
+            )
         cap = capacity.value() if capacity is not None else 0
         # Go: int64(float64(capacity.Value()) * float64(percentage)), truncating.
         return Quantity.from_int(int(float(cap) * pct))
     try:
         qty = Quantity.parse(text)
     except ValueError as exc:
-        raise ConfigurationError(f'{path}: Invalid value: "{text}": {exc}',
-                                 [FieldError(path, str(exc))]) from None
+        raise ConfigurationError(
+            f'{path}: Invalid value: "{text}": {exc}', [FieldError(path, str(exc))]
+        ) from None
     if qty.sign() < 0:
-        raise ConfigurationError(f'{path}: Invalid value: "{text}": must be >= 0',
-                                 [FieldError(path, "must be >= 0")])
+        raise ConfigurationError(
+            f'{path}: Invalid value: "{text}": must be >= 0', [FieldError(path, "must be >= 0")]
+        )
     return qty
 
 
@@ -117,7 +121,8 @@ def hard_eviction_reservation(
             # The kubelet reads "0%" and "100%" as "no threshold".
             continue
         out[resource] = _threshold_quantity(
-            str(text).strip(), capacity.get(resource), f"evictionHard[{signal}]")
+            str(text).strip(), capacity.get(resource), f"evictionHard[{signal}]"
+        )
     return out
 
 
@@ -159,17 +164,21 @@ def validate_reservations(
     for name in sorted(reservation):
         have = capacity.get(name, _ZERO)
         if (have - reservation[name]).sign() < 0:
-            msg = (f'Resource "{name}" has a reservation of {reservation[name]} but capacity '
-                   f"of {have}. Expected capacity >= reservation.")
+            msg = (
+                f'Resource "{name}" has a reservation of {reservation[name]} but capacity '
+                f"of {have}. Expected capacity >= reservation."
+            )
             problems.append(msg)
             errors.append(FieldError(name, msg))
     if problems:
         raise ConfigurationError(
-            "invalid Node Allocatable configuration. " + " ".join(problems), errors)
+            "invalid Node Allocatable configuration. " + " ".join(problems), errors
+        )
 
 
-def _subtract(capacity: Mapping[str, Quantity],
-              reserved: Iterable[Mapping[str, Quantity]]) -> dict[str, Quantity]:
+def _subtract(
+    capacity: Mapping[str, Quantity], reserved: Iterable[Mapping[str, Quantity]]
+) -> dict[str, Quantity]:
     total: dict[str, Quantity] = {}
     for part in reserved:
         _add(total, part)

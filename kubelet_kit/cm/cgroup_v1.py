@@ -204,13 +204,13 @@ class CgroupV1Driver:
     async def available_controllers(self) -> frozenset[str]:
         """The controllers whose mount exists."""
         return await self._run(
-            lambda: frozenset(c for c, m in self.mounts.items() if os.path.isdir(m)))
+            lambda: frozenset(c for c, m in self.mounts.items() if os.path.isdir(m))
+        )
 
     async def exists(self, path: str) -> bool:
         """Whether the cgroup exists in every controller."""
         parts = _parts(path)
-        return await self._run(
-            lambda: all(os.path.isdir(self._dir(c, parts)) for c in self.mounts))
+        return await self._run(lambda: all(os.path.isdir(self._dir(c, parts)) for c in self.mounts))
 
     # ------------------------------------------------------------------ writing
 
@@ -251,20 +251,23 @@ class CgroupV1Driver:
         if config.cpu_period:
             w.append(("cpu", "cpu.cfs_period_us", str(config.cpu_period)))
         if config.cpu_quota is not None and config.cpu_quota != 0:
-            w.append(("cpu", "cpu.cfs_quota_us", str(config.cpu_quota if config.cpu_quota > 0
-                                                      else -1)))
+            w.append(
+                ("cpu", "cpu.cfs_quota_us", str(config.cpu_quota if config.cpu_quota > 0 else -1))
+            )
         if config.memory is not None and config.memory != 0:
             w.append(("memory", "memory.limit_in_bytes", str(config.memory)))
         if config.pids_limit is not None and config.pids_limit != 0:
-            w.append(("pids", "pids.max",
-                      "max" if config.pids_limit < 0 else str(config.pids_limit)))
+            w.append(
+                ("pids", "pids.max", "max" if config.pids_limit < 0 else str(config.pids_limit))
+            )
         return w
 
     def _apply_sync(self, parts: list[str], config: ResourceConfig) -> None:
         for controller, name, value in self._writes(config):
             if controller not in self.mounts:
                 raise ConfigurationError(
-                    f"{name}: the {controller} controller is not mounted on this node")
+                    f"{name}: the {controller} controller is not mounted on this node"
+                )
             ctl = self._ctl(controller, self._node(controller, parts))
             where = os.path.join(self._dir(controller, parts), name)
             try:
@@ -296,8 +299,9 @@ class CgroupV1Driver:
             try:
                 return self._get(self._ctl(controller, self._node(controller, parts)), name)
             except OSError as exc:
-                raise self._fail("read", os.path.join(self._dir(controller, parts), name),
-                                 exc) from None
+                raise self._fail(
+                    "read", os.path.join(self._dir(controller, parts), name), exc
+                ) from None
 
         return await self._run(read)
 
@@ -311,8 +315,11 @@ class CgroupV1Driver:
                 try:
                     self._set(ctl, "cgroup.procs", str(pid))
                 except OSError as exc:
-                    raise self._fail(f"add process {pid}", os.path.join(
-                        self._dir(controller, parts), "cgroup.procs"), exc) from None
+                    raise self._fail(
+                        f"add process {pid}",
+                        os.path.join(self._dir(controller, parts), "cgroup.procs"),
+                        exc,
+                    ) from None
 
         await self._run(move)
 
@@ -405,8 +412,7 @@ class CgroupV1Driver:
             if controller not in self.mounts:
                 return ""
             try:
-                with open(os.path.join(self._dir(controller, parts), name),
-                          encoding="ascii") as f:
+                with open(os.path.join(self._dir(controller, parts), name), encoding="ascii") as f:
                     return f.read()
             except OSError:
                 return ""

@@ -194,16 +194,19 @@ class CgroupV2Driver:
         missing = sorted((self.controllers & offered) - enabled)
         if missing:
             try:
-                self.files.write(parent, "cgroup.subtree_control",
-                                 " ".join("+" + c for c in missing))
+                self.files.write(
+                    parent, "cgroup.subtree_control", " ".join("+" + c for c in missing)
+                )
             except OSError as exc:
-                raise self._fail(f"enable controllers {missing}", parent,
-                                 "cgroup.subtree_control", exc) from None
+                raise self._fail(
+                    f"enable controllers {missing}", parent, "cgroup.subtree_control", exc
+                ) from None
 
     def _create_sync(self, rel: str) -> None:
         if not self.files.is_dir(""):
             raise ConfigurationError(
-                f"{self.files.describe('')}: no cgroup2 hierarchy mounted there")
+                f"{self.files.describe('')}: no cgroup2 hierarchy mounted there"
+            )
         parts = rel.split("/") if rel else []
         parent = ""
         for part in parts:
@@ -224,7 +227,8 @@ class CgroupV2Driver:
                 # The controller is not delegated here: say which one is missing.
                 raise ConfigurationError(
                     f"{self.files.describe(rel, name)}: controller "
-                    f"{name.split('.')[0]!r} is not enabled for this cgroup")
+                    f"{name.split('.')[0]!r} is not enabled for this cgroup"
+                )
             try:
                 self.files.write(rel, name, value)
             except OSError as exc:

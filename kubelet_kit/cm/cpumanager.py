@@ -84,11 +84,15 @@ def format_cpuset(cpus: Iterable[int]) -> str:
     return ",".join(parts)
 
 
-def checkpoint_checksum(policy: str, default_cpuset: str,
-                        entries: Mapping[str, Mapping[str, str]]) -> int:
+def checkpoint_checksum(
+    policy: str, default_cpuset: str, entries: Mapping[str, Mapping[str, str]]
+) -> int:
     """FNV-1a 32-bit over the canonical JSON of the checkpoint's fields."""
-    body = json.dumps({"policyName": policy, "defaultCpuSet": default_cpuset,
-                       "entries": entries}, sort_keys=True, separators=(",", ":"))
+    body = json.dumps(
+        {"policyName": policy, "defaultCpuSet": default_cpuset, "entries": entries},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     h = 0x811C9DC5
     for byte in body.encode("utf-8"):
         h ^= byte
@@ -137,7 +141,8 @@ class CPUManager:
         if policy not in ("none", "static"):
             raise ConfigurationError(
                 f'cpuManagerPolicy: Unsupported value: "{policy}": supported values: '
-                '"none", "static"')
+                '"none", "static"'
+            )
         self.policy: str = policy
         all_cpus = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
         self.cpus: frozenset[int] = frozenset(all_cpus)
@@ -146,20 +151,24 @@ class CPUManager:
             if not reserved <= self.cpus:
                 raise ConfigurationError(
                     f'reservedSystemCPUs: "{format_cpuset(reserved)}" is not a subset of the '
-                    f'node\'s CPUs "{format_cpuset(self.cpus)}"')
+                    f'node\'s CPUs "{format_cpuset(self.cpus)}"'
+                )
         else:
             count = math.ceil(reserved_milli_cpu / 1000) if reserved_milli_cpu > 0 else 0
             if count > len(all_cpus):
                 raise ConfigurationError(
-                    f"not enough CPUs to reserve {count}: the node has {len(all_cpus)}")
+                    f"not enough CPUs to reserve {count}: the node has {len(all_cpus)}"
+                )
             reserved = frozenset(all_cpus[:count])
         if policy == "static" and not reserved:
             raise ConfigurationError(
                 "[cpumanager] the static policy requires systemreserved.cpu + "
-                "kubereserved.cpu to be greater than zero")
+                "kubereserved.cpu to be greater than zero"
+            )
         self.reserved: frozenset[int] = reserved
         self.state_file: Path | None = (
-            Path(state_dir) / CHECKPOINT_NAME if state_dir is not None else None)
+            Path(state_dir) / CHECKPOINT_NAME if state_dir is not None else None
+        )
         self.default_cpuset: frozenset[int] = frozenset()
         self.assignments: dict[str, dict[str, frozenset[int]]] = {}
         self._reuse: dict[str, frozenset[int]] = {}
@@ -185,7 +194,8 @@ class CPUManager:
         return ConfigurationError(
             f"could not restore state from checkpoint: {why}, please drain this node and "
             f'delete the CPU manager checkpoint file "{self.state_file}" before restarting '
-            "the agent")
+            "the agent"
+        )
 
     def _restore(self, path: Path) -> None:
         try:
@@ -194,17 +204,21 @@ class CPUManager:
             default = data["defaultCpuSet"]
             entries = data.get("entries") or {}
             checksum = data["checksum"]
-            ok = (isinstance(policy, str) and isinstance(default, str)
-                  and isinstance(entries, dict) and isinstance(checksum, int)
-                  and all(isinstance(v, dict) for v in entries.values()))
+            ok = (
+                isinstance(policy, str)
+                and isinstance(default, str)
+                and isinstance(entries, dict)
+                and isinstance(checksum, int)
+                and all(isinstance(v, dict) for v in entries.values())
+            )
         except (OSError, ValueError, KeyError, TypeError):
             ok = False
         if not ok or checksum != checkpoint_checksum(policy, default, entries):
             raise self._corrupt("checkpoint is corrupted")
         if policy != self.policy:
             raise self._corrupt(
-                f'configured policy "{self.policy}" differs from state checkpoint policy '
-                f'"{policy}"')
+                f'configured policy "{self.policy}" differs from state checkpoint policy "{policy}"'
+            )
         try:
             self.default_cpuset = parse_cpuset(default)
             self.assignments = {
@@ -223,27 +237,37 @@ class CPUManager:
         if not self.reserved <= self.default_cpuset:
             raise self._corrupt(
                 f'not all reserved cpus: "{format_cpuset(self.reserved)}" are present in '
-                f'defaultCpuSet: "{format_cpuset(self.default_cpuset)}"')
+                f'defaultCpuSet: "{format_cpuset(self.default_cpuset)}"'
+            )
         known = set(self.default_cpuset)
         for uid, containers in self.assignments.items():
             for name, cset in containers.items():
                 if cset & self.default_cpuset:
                     raise self._corrupt(
                         f'pod: {uid}, container: {name} cpuset: "{format_cpuset(cset)}" '
-                        f'overlaps with default cpuset "{format_cpuset(self.default_cpuset)}"')
+                        f'overlaps with default cpuset "{format_cpuset(self.default_cpuset)}"'
+                    )
                 known |= cset
         if known != self.cpus:
             raise self._corrupt(
                 f'current set of available CPUs "{format_cpuset(self.cpus)}" doesn\'t match '
-                f'with CPUs in state "{format_cpuset(known)}"')
+                f'with CPUs in state "{format_cpuset(known)}"'
+            )
 
     def checkpoint(self) -> dict[str, Any]:
         """The checkpoint as written: policyName, defaultCpuSet, entries, checksum."""
         default = format_cpuset(self.default_cpuset)
-        entries = {uid: {name: format_cpuset(c) for name, c in sorted(cs.items())}
-                   for uid, cs in sorted(self.assignments.items()) if cs}
-        return {"policyName": self.policy, "defaultCpuSet": default, "entries": entries,
-                "checksum": checkpoint_checksum(self.policy, default, entries)}
+        entries = {
+            uid: {name: format_cpuset(c) for name, c in sorted(cs.items())}
+            for uid, cs in sorted(self.assignments.items())
+            if cs
+        }
+        return {
+            "policyName": self.policy,
+            "defaultCpuSet": default,
+            "entries": entries,
+            "checksum": checkpoint_checksum(self.policy, default, entries),
+        }
 
     def _store(self) -> None:
         if self.state_file is None:
@@ -278,8 +302,10 @@ class CPUManager:
         reusable = self._reuse.get(uid, frozenset())
         allocatable = self.available() | reusable
         if count > len(allocatable):
-            return (f"not enough cpus available to satisfy request: requested={count}, "
-                    f"available={len(allocatable)}")
+            return (
+                f"not enough cpus available to satisfy request: requested={count}, "
+                f"available={len(allocatable)}"
+            )
         chosen = frozenset(sorted(allocatable)[:count])
         self.assignments.setdefault(uid, {})[container.name] = chosen
         self.default_cpuset -= chosen
@@ -313,8 +339,8 @@ class CPUManager:
                 self.default_cpuset, self.assignments = before_default, before
                 self._reuse.pop(pod.uid, None)
                 return AdmitResult.refuse(
-                    "UnexpectedAdmissionError",
-                    f"Allocate failed due to {err}, which is unexpected")
+                    "UnexpectedAdmissionError", f"Allocate failed due to {err}, which is unexpected"
+                )
         self._store()
         return AdmitResult.ok()
 

@@ -278,8 +278,14 @@ def resource_config_for_pod(
         elif qos == "Burstable":
             unified["memory.low"] = str(mem_req)
     if qos == "Guaranteed":
-        return ResourceConfig(cpu_shares=shares, cpu_quota=quota, cpu_period=cpu_period,
-                              memory=mem_lim, pids_limit=pids, unified=unified)
+        return ResourceConfig(
+            cpu_shares=shares,
+            cpu_quota=quota,
+            cpu_period=cpu_period,
+            memory=mem_lim,
+            pids_limit=pids,
+            unified=unified,
+        )
     if qos == "Burstable":
         cpu_declared, mem_declared = _limits_declared(pod)
         return ResourceConfig(

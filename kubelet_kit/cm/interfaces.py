@@ -38,6 +38,8 @@ class ContainerRunOptions:
     mounts: tuple[Mount, ...] = ()
     devices: tuple[Device, ...] = ()
     annotations: Mapping[str, str] = attrs.field(factory=dict)
+
+
 # --- end device plugins ---
 
 
@@ -82,9 +84,7 @@ class ContainerManager(Protocol):
     async def remove_pod_cgroup(self, pod: Pod) -> None:
         """Remove the pod's cgroup after its containers are gone. Idempotent."""
 
-    def container_resources(
-        self, pod: Pod, container: Container
-    ) -> LinuxContainerResources | None:
+    def container_resources(self, pod: Pod, container: Container) -> LinuxContainerResources | None:
         """Linux resources for one container (shares, quota, memory limit,
         oom_score_adj, cpuset), or None to let the runtime decide. Never blocks."""
 
@@ -106,4 +106,5 @@ class ContainerManager(Protocol):
             PodSyncError: ``CreateContainerConfigError`` when the devices cannot be
                 allocated or a plugin call fails (naming the resource).
         """
+
     # --- end device plugins ---

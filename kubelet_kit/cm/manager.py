@@ -78,9 +78,16 @@ __all__ = [
 ]
 
 _REQUIRED: Final = frozenset({"cpu", "memory", "pids"})
-_ENFORCE_VALUES: Final = frozenset({"pods", "none", "system-reserved", "kube-reserved",
-                                    "system-reserved-compressible",
-                                    "kube-reserved-compressible"})
+_ENFORCE_VALUES: Final = frozenset(
+    {
+        "pods",
+        "none",
+        "system-reserved",
+        "kube-reserved",
+        "system-reserved-compressible",
+        "kube-reserved-compressible",
+    }
+)
 # The scheduler's order of checks: pods, cpu, memory, ephemeral storage, the rest.
 _FIRST: Final = ("cpu", "memory", "ephemeral-storage")
 
@@ -186,22 +193,27 @@ class CgroupContainerManager:
         if unknown:
             raise ConfigurationError(
                 f'enforceNodeAllocatable: Unsupported value: "{unknown[0]}": supported values: '
-                '"pods", "system-reserved", "kube-reserved", "none"')
+                '"pods", "system-reserved", "kube-reserved", "none"'
+            )
         beyond = sorted(set(c.enforce_node_allocatable) - {"pods", "none"})
         if beyond:
             raise ConfigurationError(
                 f'enforceNodeAllocatable: "{beyond[0]}" needs a reserved cgroup, which this '
-                "manager does not manage; use \"pods\"")
+                'manager does not manage; use "pods"'
+            )
         if c.cgroup_driver not in ("cgroupfs", "systemd"):
             raise ConfigurationError(
                 f'cgroupDriver: Unsupported value: "{c.cgroup_driver}": supported values: '
-                '"cgroupfs", "systemd"')
+                '"cgroupfs", "systemd"'
+            )
         self.driver_name: CgroupDriverName = (
-            "systemd" if c.cgroup_driver == "systemd" else "cgroupfs")
+            "systemd" if c.cgroup_driver == "systemd" else "cgroupfs"
+        )
         self._driver = driver
         self._clock = clock
         self.capacity: dict[str, Quantity] = (
-            dict(capacity) if capacity is not None else detect_capacity(max_pods=c.max_pods))
+            dict(capacity) if capacity is not None else detect_capacity(max_pods=c.max_pods)
+        )
         self.system_reserved = parse_reserved(c.system_reserved, "systemReserved")
         self.kube_reserved = parse_reserved(c.kube_reserved, "kubeReserved")
         self.enforce_memory_qos = enforce_memory_qos
@@ -210,17 +222,28 @@ class CgroupContainerManager:
         try:
             root = root_cgroup_name(c.cgroup_root, self.driver_name)
         except ValueError as exc:
-            raise ConfigurationError(f'cgroupRoot: Invalid value: "{c.cgroup_root}": {exc}'
-                                     ) from None
+            raise ConfigurationError(
+                f'cgroupRoot: Invalid value: "{c.cgroup_root}": {exc}'
+            ) from None
         self.root: CgroupName = root
         if cpu_manager is None:
-            reserved_milli = sum(r["cpu"].milli_value()
-                                 for r in (self.system_reserved, self.kube_reserved) if "cpu" in r)
+            reserved_milli = sum(
+                r["cpu"].milli_value()
+                for r in (self.system_reserved, self.kube_reserved)
+                if "cpu" in r
+            )
             # With a given capacity the CPU ids are 0..n-1; else those this process may use.
-            cpus = (range(self.capacity["cpu"].value())
-                    if capacity is not None and "cpu" in self.capacity else None)
-            cpu_manager = CPUManager(c.cpu_manager_policy, cpus=cpus,
-                                     reserved_milli_cpu=reserved_milli, state_dir=state_dir)
+            cpus = (
+                range(self.capacity["cpu"].value())
+                if capacity is not None and "cpu" in self.capacity
+                else None
+            )
+            cpu_manager = CPUManager(
+                c.cpu_manager_policy,
+                cpus=cpus,
+                reserved_milli_cpu=reserved_milli,
+                state_dir=state_dir,
+            )
         self.cpu_manager = cpu_manager
         self._pods: dict[str, Pod] = {}
         self._requests_cache: dict[str, tuple[Pod, dict[str, int]]] = {}
@@ -257,11 +280,17 @@ class CgroupContainerManager:
         """
         if self.device_manager is not None:
             await self.device_manager.start()
-        validate_reservations(self.capacity, node_allocatable_reservation(
-            self.capacity, system_reserved=self.system_reserved,
-            kube_reserved=self.kube_reserved,
-            eviction_reservation=hard_eviction_reservation(self.config.eviction_hard,
-                                                           self.capacity)))
+        validate_reservations(
+            self.capacity,
+            node_allocatable_reservation(
+                self.capacity,
+                system_reserved=self.system_reserved,
+                kube_reserved=self.kube_reserved,
+                eviction_reservation=hard_eviction_reservation(
+                    self.config.eviction_hard, self.capacity
+                ),
+            ),
+        )
         self.cpu_manager.start()
         if not self.config.cgroups_per_qos:
             self._started = True
@@ -272,11 +301,13 @@ class CgroupContainerManager:
             raise ConfigurationError(
                 f"cgroup v{self.driver.version} hierarchy lacks the controllers "
                 f"{', '.join(missing)} the pods' cgroups need (it offers: "
-                f"{', '.join(sorted(have)) or 'none'})")
+                f"{', '.join(sorted(have)) or 'none'})"
+            )
         await self.driver.create(self.kubepods_path(), self._kubepods_config())
         for qos in ("Burstable", "BestEffort"):
-            await self.driver.create(self._path(qos_cgroup_name(self.root, qos)),
-                                     ResourceConfig(cpu_shares=MIN_SHARES))
+            await self.driver.create(
+                self._path(qos_cgroup_name(self.root, qos)), ResourceConfig(cpu_shares=MIN_SHARES)
+            )
         await self._update_qos()
         self._started = True
 
@@ -290,10 +321,14 @@ class CgroupContainerManager:
     def _kubepods_config(self) -> ResourceConfig:
         values = self.capacity
         if "pods" in self.config.enforce_node_allocatable:
-            values = allocatable_absolute(self.capacity, system_reserved=self.system_reserved,
-                                          kube_reserved=self.kube_reserved)
+            values = allocatable_absolute(
+                self.capacity,
+                system_reserved=self.system_reserved,
+                kube_reserved=self.kube_reserved,
+            )
         return ResourceConfig(
-            cpu_shares=milli_cpu_to_shares(values["cpu"].milli_value()) if "cpu" in values
+            cpu_shares=milli_cpu_to_shares(values["cpu"].milli_value())
+            if "cpu" in values
             else None,
             memory=values["memory"].value() if "memory" in values else None,
             pids_limit=values["pid"].value() if "pid" in values else None,
@@ -311,18 +346,25 @@ class CgroupContainerManager:
                 mem_by_qos[qos] = mem_by_qos.get(qos, 0) + reqs["memory"].value()
         limits: dict[str, int] = {}
         if self.qos_reserved_memory_percent > 0:
-            absolute = allocatable_absolute(self.capacity, system_reserved=self.system_reserved,
-                                            kube_reserved=self.kube_reserved)
+            absolute = allocatable_absolute(
+                self.capacity,
+                system_reserved=self.system_reserved,
+                kube_reserved=self.kube_reserved,
+            )
             if "memory" in absolute:
-                limits = qos_memory_limits(absolute["memory"].value(), mem_by_qos,
-                                           self.qos_reserved_memory_percent)
+                limits = qos_memory_limits(
+                    absolute["memory"].value(), mem_by_qos, self.qos_reserved_memory_percent
+                )
         await self.driver.update(
             self._path(qos_cgroup_name(self.root, "Burstable")),
-            ResourceConfig(cpu_shares=milli_cpu_to_shares(burstable_milli),
-                           memory=limits.get("Burstable")))
+            ResourceConfig(
+                cpu_shares=milli_cpu_to_shares(burstable_milli), memory=limits.get("Burstable")
+            ),
+        )
         await self.driver.update(
             self._path(qos_cgroup_name(self.root, "BestEffort")),
-            ResourceConfig(cpu_shares=MIN_SHARES, memory=limits.get("BestEffort")))
+            ResourceConfig(cpu_shares=MIN_SHARES, memory=limits.get("BestEffort")),
+        )
 
     # ------------------------------------------------------------------ resources
 
@@ -335,9 +377,12 @@ class CgroupContainerManager:
     def node_allocatable(self) -> Mapping[str, Quantity]:
         """Capacity less system/kube reservations and the hard eviction thresholds
         (and the healthy devices of device plugins)."""
-        out = node_allocatable(self.capacity, system_reserved=self.system_reserved,
-                               kube_reserved=self.kube_reserved,
-                               eviction_hard=self.config.eviction_hard)
+        out = node_allocatable(
+            self.capacity,
+            system_reserved=self.system_reserved,
+            kube_reserved=self.kube_reserved,
+            eviction_hard=self.config.eviction_hard,
+        )
         if self.device_manager is not None:
             return {**out, **self.device_manager.allocatable_quantities()}
         return out
@@ -368,8 +413,10 @@ class CgroupContainerManager:
             cap = allocatable["pods"].value()
             if len(others) + 1 > cap:
                 return AdmitResult.refuse(
-                    "OutOfpods", f"Node didn't have enough resource: pods, requested: 1, "
-                                 f"used: {len(others)}, capacity: {cap}")
+                    "OutOfpods",
+                    f"Node didn't have enough resource: pods, requested: 1, "
+                    f"used: {len(others)}, capacity: {cap}",
+                )
         wanted = {k: v for k, v in pod_requests(pod).items() if not v.is_zero() and k != "pods"}
         order = [r for r in _FIRST if r in wanted] + sorted(set(wanted) - set(_FIRST))
         used: dict[str, int] = {}
@@ -381,8 +428,10 @@ class CgroupContainerManager:
             cap = _scaled(name, allocatable[name]) if name in allocatable else 0
             if req + used.get(name, 0) > cap:
                 return AdmitResult.refuse(
-                    f"OutOf{name}", f"Node didn't have enough resource: {name}, requested: "
-                                    f"{req}, used: {used.get(name, 0)}, capacity: {cap}")
+                    f"OutOf{name}",
+                    f"Node didn't have enough resource: {name}, requested: "
+                    f"{req}, used: {used.get(name, 0)}, capacity: {cap}",
+                )
         return self.cpu_manager.allocate_pod(pod)
 
     def _scaled_requests(self, pod: Pod) -> dict[str, int]:
@@ -398,14 +447,14 @@ class CgroupContainerManager:
         self._requests_cache[pod.uid] = (pod, scaled)
         return scaled
 
-    def container_resources(
-        self, pod: Pod, container: Container
-    ) -> LinuxContainerResources | None:
+    def container_resources(self, pod: Pod, container: Container) -> LinuxContainerResources | None:
         """Shares, quota/period, memory limit, oom_score_adj and cpuset. Never blocks."""
         memory = self.capacity.get("memory")
         return container_linux_resources(
-            pod, container,
-            memory_capacity_bytes=memory.value() if memory is not None and memory.value() > 0
+            pod,
+            container,
+            memory_capacity_bytes=memory.value()
+            if memory is not None and memory.value() > 0
             else 1,
             cpu_cfs_quota=self.config.cpu_cfs_quota,
             cpu_period=self.cpu_period,
@@ -426,10 +475,16 @@ class CgroupContainerManager:
             await self.start()
         path = self.pod_cgroup_path(pod)
         pids = self.config.pod_pids_limit
-        await self.driver.create(path, resource_config_for_pod(
-            pod, enforce_cpu_limits=self.config.cpu_cfs_quota, cpu_period=self.cpu_period,
-            enforce_memory_qos=self.enforce_memory_qos and self.driver.version == 2,
-            pids_limit=pids if pids > 0 else None))
+        await self.driver.create(
+            path,
+            resource_config_for_pod(
+                pod,
+                enforce_cpu_limits=self.config.cpu_cfs_quota,
+                cpu_period=self.cpu_period,
+                enforce_memory_qos=self.enforce_memory_qos and self.driver.version == 2,
+                pids_limit=pids if pids > 0 else None,
+            ),
+        )
         known = pod.uid in self._pods
         self._pods[pod.uid] = pod
         if not known:

@@ -27,8 +27,7 @@ class StubContainerManager:
         device_manager: Device plugins' extended resources (none by default).
     """
 
-    def __init__(self, *, max_pods: int = 110,
-                 device_manager: DeviceManager | None = None) -> None:
+    def __init__(self, *, max_pods: int = 110, device_manager: DeviceManager | None = None) -> None:
         self.max_pods = max_pods
         self.device_manager = device_manager
         self._capacity: dict[str, Quantity] = detect_capacity(max_pods=max_pods)
@@ -74,9 +73,7 @@ class StubContainerManager:
         if self.device_manager is not None:
             await self.device_manager.remove_pod(pod.uid)
 
-    def container_resources(
-        self, pod: Pod, container: Container
-    ) -> LinuxContainerResources | None:
+    def container_resources(self, pod: Pod, container: Container) -> LinuxContainerResources | None:
         """None: the runtime decides."""
         return None
 

@@ -220,13 +220,19 @@ def run_plugin(
             cmd, env = _read_env(environ)
         except CNIError:
             if not environ.get("CNI_COMMAND") and about:
-                return 0, "", f"{about}\nCNI protocol versions supported: " + ", ".join(
-                    supported_versions
-                ) + "\n"
+                return (
+                    0,
+                    "",
+                    f"{about}\nCNI protocol versions supported: "
+                    + ", ".join(supported_versions)
+                    + "\n",
+                )
             raise
         if cmd == "VERSION":
-            body = {"cniVersion": supported_versions[-1],
-                    "supportedVersions": list(supported_versions)}
+            body = {
+                "cniVersion": supported_versions[-1],
+                "supportedVersions": list(supported_versions),
+            }
             return 0, json.dumps(body) + "\n", ""
         if cmd not in ("ADD", "DEL", "CHECK", "STATUS"):
             raise CNIError(ERR_INVALID_ENVIRONMENT_VARIABLES, f"unknown CNI_COMMAND: {cmd}")
@@ -256,7 +262,9 @@ def run_plugin(
             out = attrs.evolve(result, cni_version=version).to_json()
             return 0, json.dumps(out) + "\n", ""
         handler: Callable[[CmdArgs], None] = {
-            "DEL": plugin.delete, "CHECK": plugin.check, "STATUS": plugin.status
+            "DEL": plugin.delete,
+            "CHECK": plugin.check,
+            "STATUS": plugin.status,
         }[cmd]
         handler(args)
         return 0, "", ""

@@ -320,9 +320,7 @@ def validate_network_name(name: str) -> None:
     if not name:
         raise CNIError(ERR_INVALID_NETWORK_CONFIG, "missing network name")
     if not _NAME_RE.match(name):
-        raise CNIError(
-            ERR_INVALID_NETWORK_CONFIG, "invalid characters found in network name", name
-        )
+        raise CNIError(ERR_INVALID_NETWORK_CONFIG, "invalid characters found in network name", name)
 
 
 def parse_cni_args(value: str) -> list[tuple[str, str]]:

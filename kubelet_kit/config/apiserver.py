@@ -36,8 +36,15 @@ from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.config.interfaces import CONFIG_MIRROR_ANNOTATION, SourceSnapshot
 from kubelet_kit.errors import ValidationError
 
-__all__ = ["API_TIMEOUT", "RAW_REQUEST", "APIServerSource", "Backoff", "ListWatch",
-           "api_json", "pods_snapshot"]
+__all__ = [
+    "API_TIMEOUT",
+    "RAW_REQUEST",
+    "APIServerSource",
+    "Backoff",
+    "ListWatch",
+    "api_json",
+    "pods_snapshot",
+]
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +108,17 @@ _TERMINAL_PHASES = ("Succeeded", "Failed")
 
 def _created(obj: Mapping[str, Any]) -> tuple[str, str, str]:
     md = obj.get("metadata") or {}
-    return (str(md.get("creationTimestamp") or ""), str(md.get("namespace") or ""),
-            str(md.get("name") or ""))
+    return (
+        str(md.get("creationTimestamp") or ""),
+        str(md.get("namespace") or ""),
+        str(md.get("name") or ""),
+    )
 
 
 def pods_snapshot(
-    objects: Mapping[str, Mapping[str, Any]], *, node_name: str,
+    objects: Mapping[str, Mapping[str, Any]],
+    *,
+    node_name: str,
     cache: dict[tuple[str, str], Pod] | None = None,
     seen_active: set[str] | None = None,
 ) -> SourceSnapshot:
@@ -158,9 +170,13 @@ def pods_snapshot(
                 cache[key] = pod
         pods.append(pod)
     if cache is not None:
-        live = {(str((o.get("metadata") or {}).get("uid") or ""),
-                 str((o.get("metadata") or {}).get("resourceVersion") or ""))
-                for o in objects.values()}
+        live = {
+            (
+                str((o.get("metadata") or {}).get("uid") or ""),
+                str((o.get("metadata") or {}).get("resourceVersion") or ""),
+            )
+            for o in objects.values()
+        }
         for stale in [k for k in cache if k not in live]:
             del cache[stale]
     return SourceSnapshot(tuple(pods), tuple(problems))
@@ -212,14 +228,15 @@ class ListWatch:
         self.resource_version: str | None = None
 
     async def _list(self, core: Any) -> None:
-        data = await api_json(getattr(core, self.list_call)(
-            field_selector=self.field_selector, _preload_content=False,
-            _request_timeout=self.request_timeout,
-        ))
+        data = await api_json(
+            getattr(core, self.list_call)(
+                field_selector=self.field_selector,
+                _preload_content=False,
+                _request_timeout=self.request_timeout,
+            )
+        )
         self.lists += 1
-        self.objects = {
-            str(item["metadata"]["uid"]): item for item in data.get("items") or ()
-        }
+        self.objects = {str(item["metadata"]["uid"]): item for item in data.get("items") or ()}
         self.resource_version = str(data["metadata"]["resourceVersion"])
 
     def _apply(self, event: Mapping[str, Any]) -> bool:
@@ -272,16 +289,21 @@ class ListWatch:
             except ApiException as exc:
                 if exc.status == 410:
                     # Compacted away: only a fresh list can tell what changed.
-                    log.info("%s watch: resourceVersion %s is too old (410 Gone); "
-                             "listing again", what, self.resource_version)
+                    log.info(
+                        "%s watch: resourceVersion %s is too old (410 Gone); listing again",
+                        what,
+                        self.resource_version,
+                    )
                     self.resource_version = None
                     continue
-                log.warning("%s list/watch on the API server failed: %s %s",
-                            what, exc.status, exc.reason)
+                log.warning(
+                    "%s list/watch on the API server failed: %s %s", what, exc.status, exc.reason
+                )
                 await self._clock.sleep(self.backoff.next())
             except (aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError) as exc:
-                log.warning("%s list/watch on the API server failed: %s",
-                            what, exc or type(exc).__name__)
+                log.warning(
+                    "%s list/watch on the API server failed: %s", what, exc or type(exc).__name__
+                )
                 await self._clock.sleep(self.backoff.next())
             except Exception:
                 # Whatever else goes wrong (a malformed answer), the watch must not
@@ -319,9 +341,13 @@ class APIServerSource:
         self.api_client = api_client
         self.node_name = node_name
         self.pods = ListWatch(
-            "list_pod_for_all_namespaces", what="pod",
-            field_selector=f"spec.nodeName={node_name}", clock=clock,
-            watch_timeout=watch_timeout, backoff=backoff, request_timeout=request_timeout,
+            "list_pod_for_all_namespaces",
+            what="pod",
+            field_selector=f"spec.nodeName={node_name}",
+            clock=clock,
+            watch_timeout=watch_timeout,
+            backoff=backoff,
+            request_timeout=request_timeout,
         )
         self._cache: dict[tuple[str, str], Pod] = {}
         self._seen_active: set[str] = set()
@@ -351,5 +377,9 @@ class APIServerSource:
         list and after each change. Runs until cancelled; errors are logged and
         retried with back-off, the last pods staying as they are."""
         async for _ in self.pods.changes(self.api_client):
-            yield pods_snapshot(self.pods.objects, node_name=self.node_name,
-                                cache=self._cache, seen_active=self._seen_active)
+            yield pods_snapshot(
+                self.pods.objects,
+                node_name=self.node_name,
+                cache=self._cache,
+                seen_active=self._seen_active,
+            )

@@ -80,8 +80,14 @@ class FileSource:
                 # The loader reports bad content itself; this is a bug in it. The
                 # file is treated as bad (reported, skipped, re-read when it changes).
                 log.exception("reading %s failed", file)
-                results.append(ManifestResult(str(file), None, None, (FieldError(
-                    "", f"cannot load: {type(exc).__name__}: {exc}"),)))
+                results.append(
+                    ManifestResult(
+                        str(file),
+                        None,
+                        None,
+                        (FieldError("", f"cannot load: {type(exc).__name__}: {exc}"),),
+                    )
+                )
         by_file: dict[str, list[Pod]] = {}
         bad_files: set[str] = set()
         problems: list[str] = []

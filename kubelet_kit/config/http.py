@@ -85,8 +85,7 @@ class HTTPSource:
                 continue
             has_uid = isinstance(obj, Mapping) and bool((obj.get("metadata") or {}).get("uid"))
             if not has_uid:
-                uid = static_pod_uid(pod, source=self.url, node_name=self.node_name,
-                                     is_file=False)
+                uid = static_pod_uid(pod, source=self.url, node_name=self.node_name, is_file=False)
                 pod = attrs.evolve(pod, metadata=attrs.evolve(pod.metadata, uid=uid))
             pods.append(static_pod_defaults(pod, node_name=self.node_name, source="http"))
         if problems:
@@ -108,8 +107,9 @@ class HTTPSource:
             async for chunk in resp.content.iter_chunked(64 * 1024):
                 body += chunk
                 if len(body) > MAX_MANIFEST_BYTES:
-                    raise ValueError(f"{self.url}: the manifest is larger than "
-                                     f"{MAX_MANIFEST_BYTES} bytes")
+                    raise ValueError(
+                        f"{self.url}: the manifest is larger than {MAX_MANIFEST_BYTES} bytes"
+                    )
             return bytes(body)
 
     async def snapshots(self) -> AsyncIterator[SourceSnapshot]:
@@ -130,9 +130,7 @@ class HTTPSource:
                             snapshot = self.parse(body)
                         except ValidationError as exc:
                             log.warning("manifest URL %s rejected: %s", self.url, exc)
-                            yield SourceSnapshot(
-                                self._last_pods, tuple(str(e) for e in exc.errors)
-                            )
+                            yield SourceSnapshot(self._last_pods, tuple(str(e) for e in exc.errors))
                         else:
                             last_body = body
                             self._last_pods = snapshot.pods

@@ -37,7 +37,6 @@ __all__ = [
 ]
 
 
-
 class PodOperation(enum.Enum):
     """What a :class:`PodUpdate` asks of the agent (the kubelet's PodOperation)."""
 

@@ -88,8 +88,7 @@ class PodStorage:
             key = (pod.metadata.namespace, pod.metadata.name)
             if uid in new or taken.get(key, uid) != uid:
                 problems.append(
-                    f"{pod.source or source}: metadata.name: Duplicate value: "
-                    f'"{key[0]}/{key[1]}"'
+                    f'{pod.source or source}: metadata.name: Duplicate value: "{key[0]}/{key[1]}"'
                 )
                 continue
             taken[key] = uid

@@ -46,7 +46,8 @@ class PodConfig:
             raise ValueError(
                 f"pod sources need distinct names, got {names}: the API server's source "
                 "and ProgrammaticSource are both 'api' by default; name one of them "
-                "otherwise, e.g. ProgrammaticSource('local')")
+                "otherwise, e.g. ProgrammaticSource('local')"
+            )
         self.sources = list(sources)
         self._clock = clock or RealClock()
         self._storage = PodStorage()
@@ -95,11 +96,13 @@ class PodConfig:
                             queue.put_nowait(update)
                     return
                 except Exception as exc:
-                    log.exception("pod source %s failed; restarting it in %.0fs",
-                                  source.name, delay)
+                    log.exception(
+                        "pod source %s failed; restarting it in %.0fs", source.name, delay
+                    )
                     if self._on_problem is not None:
-                        self._on_problem(f"pod source {source.name} failed: "
-                                         f"{type(exc).__name__}: {exc}")
+                        self._on_problem(
+                            f"pod source {source.name} failed: {type(exc).__name__}: {exc}"
+                        )
                 await self._clock.sleep(delay)
                 delay = min(delay * 2, _MAX_RETRY_PERIOD)
 
@@ -108,9 +111,7 @@ class PodConfig:
         try:
             while True:
                 get = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait(
-                    [get, *tasks], return_when=asyncio.FIRST_COMPLETED
-                )
+                done, _ = await asyncio.wait([get, *tasks], return_when=asyncio.FIRST_COMPLETED)
                 if get in done:
                     yield get.result()
                     continue

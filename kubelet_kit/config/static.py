@@ -40,6 +40,7 @@ def static_pod_defaults(pod: Pod, *, node_name: str, source: str) -> Pod:
     return attrs.evolve(
         pod,
         metadata=attrs.evolve(meta, name=name, annotations=annotations),
-        spec=attrs.evolve(pod.spec, node_name=node_name or pod.spec.node_name,
-                          tolerations=tolerations),
+        spec=attrs.evolve(
+            pod.spec, node_name=node_name or pod.spec.node_name, tolerations=tolerations
+        ),
     )

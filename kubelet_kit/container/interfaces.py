@@ -559,9 +559,7 @@ class Runtime(Protocol):
     async def pod_sandbox_status(self, pod_sandbox_id: str) -> PodSandboxStatus:
         """Status of one sandbox. Raises NotFoundError for an unknown id."""
 
-    async def list_pod_sandboxes(
-        self, filter: PodSandboxFilter | None = None
-    ) -> list[PodSandbox]:
+    async def list_pod_sandboxes(self, filter: PodSandboxFilter | None = None) -> list[PodSandbox]:
         """Every sandbox matching ``filter``."""
 
     # -- containers

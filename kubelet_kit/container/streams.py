@@ -99,8 +99,9 @@ class StreamingRuntime(Protocol):
         the container exits or the client goes (stdin at its end). Needs a
         container started with ``stdin`` (and ``tty`` to match)."""
 
-    async def port_forward_stream(self, sandbox_id: str, port: int, source: ByteSource,
-                                  sink: ByteSink) -> None:
+    async def port_forward_stream(
+        self, sandbox_id: str, port: int, source: ByteSource, sink: ByteSink
+    ) -> None:
         """Connect to ``port`` inside the sandbox's network and copy bytes both
         ways until either side closes. Raises ContainerRuntimeError when nothing
         listens there."""
@@ -111,12 +112,21 @@ class StreamURLRuntime(Protocol):
     """A runtime whose own streaming server serves exec, attach and port-forward at
     a URL it hands out (CRI ``Exec``, ``Attach``, ``PortForward``)."""
 
-    async def get_exec_url(self, container_id: str, cmd: Sequence[str], *, tty: bool,
-                           stdin: bool, stdout: bool, stderr: bool) -> str:
+    async def get_exec_url(
+        self,
+        container_id: str,
+        cmd: Sequence[str],
+        *,
+        tty: bool,
+        stdin: bool,
+        stdout: bool,
+        stderr: bool,
+    ) -> str:
         """The URL of one exec session (single use, short-lived)."""
 
-    async def get_attach_url(self, container_id: str, *, tty: bool, stdin: bool,
-                             stdout: bool, stderr: bool) -> str:
+    async def get_attach_url(
+        self, container_id: str, *, tty: bool, stdin: bool, stdout: bool, stderr: bool
+    ) -> str:
         """The URL of one attach session (single use, short-lived)."""
 
     async def get_port_forward_url(self, sandbox_id: str, ports: Sequence[int]) -> str:

@@ -140,15 +140,19 @@ def log_tail_message(
         # The kubelet resolves symlinks first; an empty path stays empty, as in Go.
         real = os.path.realpath(log_path, strict=True) if log_path else log_path
     except OSError as exc:
-        return ("Error on reading termination message from logs: failed to try resolving "
-                f"symlinks in path {json.dumps(log_path)}: {go_path_error('lstat', log_path, exc)}")
+        return (
+            "Error on reading termination message from logs: failed to try resolving "
+            f"symlinks in path {json.dumps(log_path)}: {go_path_error('lstat', log_path, exc)}"
+        )
     try:
         with open(real, "rb") as f:
             f.seek(tail_start(f, lines))
             raw = f.read()
     except OSError as exc:
-        return ("Error on reading termination message from logs: failed to open log file "
-                f"{json.dumps(real)}: {go_path_error('open', real, exc)}")
+        return (
+            "Error on reading termination message from logs: failed to open log file "
+            f"{json.dumps(real)}: {go_path_error('open', real, exc)}"
+        )
     records = []
     for line in raw.splitlines(keepends=True):
         try:

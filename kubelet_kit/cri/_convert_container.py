@@ -45,9 +45,7 @@ from kubelet_kit.cri.gen import api_pb2 as pb
 def _security_context_to_pb(
     sc: LinuxContainerSecurityContext | None, namespaces: NamespaceOptions
 ) -> Message:
-    msg = pb.LinuxContainerSecurityContext(
-        namespace_options=_namespace_option_to_pb(namespaces)
-    )
+    msg = pb.LinuxContainerSecurityContext(namespace_options=_namespace_option_to_pb(namespaces))
     if sc is None:
         return msg
     msg.privileged = sc.privileged
@@ -107,8 +105,9 @@ def container_config_to_pb(
         envs=[pb.KeyValue(key=e.key, value=e.value) for e in config.envs],
         mounts=[_mount_to_pb(m) for m in config.mounts],
         devices=[
-            pb.Device(container_path=d.container_path, host_path=d.host_path,
-                      permissions=d.permissions)
+            pb.Device(
+                container_path=d.container_path, host_path=d.host_path, permissions=d.permissions
+            )
             for d in config.devices
         ],
         labels=_map(config.labels),
@@ -143,8 +142,9 @@ def container_config_from_pb(msg: Message) -> ContainerConfig:
         envs=tuple(KeyValue(key=e.key, value=e.value) for e in msg.envs),
         mounts=tuple(_mount_from_pb(m) for m in msg.mounts),
         devices=tuple(
-            Device(container_path=d.container_path, host_path=d.host_path,
-                   permissions=d.permissions)
+            Device(
+                container_path=d.container_path, host_path=d.host_path, permissions=d.permissions
+            )
             for d in msg.devices
         ),
         labels=msg.labels,
@@ -279,5 +279,6 @@ def container_stats_filter_to_pb(flt: ContainerFilter | None) -> Message | None:
 
 def exec_result_from_pb(msg: Message) -> ExecResult:
     """A ``runtime.v1.ExecSyncResponse`` as :class:`ExecResult`."""
-    return ExecResult(exit_code=int(msg.exit_code), stdout=bytes(msg.stdout),
-                      stderr=bytes(msg.stderr))
+    return ExecResult(
+        exit_code=int(msg.exit_code), stdout=bytes(msg.stdout), stderr=bytes(msg.stderr)
+    )

@@ -37,8 +37,10 @@ def image_from_pb(msg: Message) -> Image:
 
 def filesystem_usage_to_pb(usage: FilesystemUsage) -> Message:
     """A :class:`FilesystemUsage` as ``runtime.v1.FilesystemUsage``."""
-    msg = pb.FilesystemUsage(timestamp=seconds_to_ns(usage.timestamp),
-                             fs_id=pb.FilesystemIdentifier(mountpoint=usage.mountpoint))
+    msg = pb.FilesystemUsage(
+        timestamp=seconds_to_ns(usage.timestamp),
+        fs_id=pb.FilesystemIdentifier(mountpoint=usage.mountpoint),
+    )
     if usage.used_bytes is not None:
         msg.used_bytes.value = usage.used_bytes
     if usage.inodes_used is not None:

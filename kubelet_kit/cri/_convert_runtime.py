@@ -45,8 +45,7 @@ def runtime_status_to_pb(status: RuntimeStatus) -> Message:
     """A :class:`RuntimeStatus` as ``runtime.v1.RuntimeStatus``."""
     return pb.RuntimeStatus(
         conditions=[
-            pb.RuntimeCondition(type=c.type, status=c.status, reason=c.reason,
-                                message=c.message)
+            pb.RuntimeCondition(type=c.type, status=c.status, reason=c.reason, message=c.message)
             for c in status.conditions
         ]
     )

@@ -96,9 +96,7 @@ def sandbox_config_from_pb(msg: Message, runtime_handler: str = "") -> PodSandbo
         labels=msg.labels,
         annotations=msg.annotations,
         cgroup_parent=msg.linux.cgroup_parent,
-        namespace_options=_namespace_option_from_pb(
-            msg.linux.security_context.namespace_options
-        ),
+        namespace_options=_namespace_option_from_pb(msg.linux.security_context.namespace_options),
         sysctls=msg.linux.sysctls,
         runtime_handler=runtime_handler,
         privileged=sc.privileged,

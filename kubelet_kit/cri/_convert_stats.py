@@ -70,8 +70,7 @@ def sandbox_stats_to_pb(s: PodSandboxStats) -> Message:
     _set_u64(linux.cpu, "usage_core_nano_seconds", s.cpu_usage_core_nanoseconds)
     _set_u64(linux.memory, "working_set_bytes", s.memory_working_set_bytes)
     _set_u64(linux.process, "process_count", s.process_count)
-    return pb.PodSandboxStats(attributes=pb.PodSandboxAttributes(id=s.pod_sandbox_id),
-                              linux=linux)
+    return pb.PodSandboxStats(attributes=pb.PodSandboxAttributes(id=s.pod_sandbox_id), linux=linux)
 
 
 def sandbox_stats_from_pb(msg: Message) -> PodSandboxStats:

@@ -93,8 +93,15 @@ def _state(value: enum.Enum) -> str:
 def pods_table(pods: Sequence[PodSandbox], now: float) -> str:
     """The ``pods`` table."""
     rows = [
-        [p.id[:_SHORT_ID], format_age(p.created_at, now), _state(p.state), p.metadata.name,
-         p.metadata.namespace, str(p.metadata.attempt), p.runtime_handler or "(default)"]
+        [
+            p.id[:_SHORT_ID],
+            format_age(p.created_at, now),
+            _state(p.state),
+            p.metadata.name,
+            p.metadata.namespace,
+            str(p.metadata.attempt),
+            p.runtime_handler or "(default)",
+        ]
         for p in pods
     ]
     return format_table(
@@ -105,8 +112,15 @@ def pods_table(pods: Sequence[PodSandbox], now: float) -> str:
 def ps_table(containers: Sequence[ContainerInfo], now: float) -> str:
     """The ``ps`` table."""
     rows = [
-        [c.id[:_SHORT_ID], c.image, format_age(c.created_at, now), _state(c.state),
-         c.metadata.name, str(c.metadata.attempt), c.pod_sandbox_id[:_SHORT_ID]]
+        [
+            c.id[:_SHORT_ID],
+            c.image,
+            format_age(c.created_at, now),
+            _state(c.state),
+            c.metadata.name,
+            str(c.metadata.attempt),
+            c.pod_sandbox_id[:_SHORT_ID],
+        ]
         for c in containers
     ]
     return format_table(
@@ -138,10 +152,14 @@ def images_table(images: Sequence[Image]) -> str:
 
 def imagefs_table(filesystems: Sequence[FilesystemUsage]) -> str:
     """The ``imagefsinfo`` table: where the runtime keeps images, and what they use."""
-    rows = [[fs.mountpoint,
-             _human_size(fs.used_bytes) if fs.used_bytes is not None else "-",
-             str(fs.inodes_used) if fs.inodes_used is not None else "-"]
-            for fs in filesystems]
+    rows = [
+        [
+            fs.mountpoint,
+            _human_size(fs.used_bytes) if fs.used_bytes is not None else "-",
+            str(fs.inodes_used) if fs.inodes_used is not None else "-",
+        ]
+        for fs in filesystems
+    ]
     return format_table(["MOUNTPOINT", "USED", "INODES"], rows)
 
 
@@ -279,9 +297,14 @@ async def _version(rt: CRIRuntime, args: argparse.Namespace, out: TextIO) -> int
 
 
 _COMMANDS = {
-    "pods": _pods, "ps": _ps, "images": _images, "imagefsinfo": _imagefsinfo,
+    "pods": _pods,
+    "ps": _ps,
+    "images": _images,
+    "imagefsinfo": _imagefsinfo,
     "inspect": _inspect,
-    "logs": _logs, "exec": _exec, "version": _version,
+    "logs": _logs,
+    "exec": _exec,
+    "version": _version,
 }
 
 
@@ -308,11 +331,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         The ``cri`` parser.
     """
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "cri", help="inspect a CRI runtime (a small crictl)",
+        "cri",
+        help="inspect a CRI runtime (a small crictl)",
         description="Talk to any CRI (runtime.v1) runtime.",
     )
     parser.add_argument(
-        "--runtime-endpoint", "-r",
+        "--runtime-endpoint",
+        "-r",
         default=os.environ.get("CONTAINER_RUNTIME_ENDPOINT", DEFAULT_ENDPOINT),
         help="unix:///path, /path or tcp://host:port (default: %(default)s)",
     )

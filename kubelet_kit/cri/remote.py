@@ -262,9 +262,7 @@ class CRIRuntime:
                     response = await fn(request, timeout=deadline)
                 else:
                     # An injected clock must be able to expire the call without waiting.
-                    response = await wait_for(
-                        self._clock, fn(request, timeout=deadline), deadline
-                    )
+                    response = await wait_for(self._clock, fn(request, timeout=deadline), deadline)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() in RETRYABLE_CODES:
                     self._ready = False
@@ -361,7 +359,10 @@ class CRIRuntime:
         for item in resp.items:
             got = item.metadata
             if (got.uid, got.name, got.namespace, got.attempt) == (
-                meta.uid, meta.name, meta.namespace, meta.attempt,
+                meta.uid,
+                meta.name,
+                meta.namespace,
+                meta.attempt,
             ):
                 return convert.sandbox_from_pb(item)
         return None
@@ -369,34 +370,42 @@ class CRIRuntime:
     async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None:
         """Stop the sandbox and its containers. Idempotent; retried on UNAVAILABLE."""
         await self._call(
-            "runtime", "StopPodSandbox",
+            "runtime",
+            "StopPodSandbox",
             pb.StopPodSandboxRequest(pod_sandbox_id=pod_sandbox_id),
-            target=pod_sandbox_id, retry=True,
+            target=pod_sandbox_id,
+            retry=True,
         )
 
     async def remove_pod_sandbox(self, pod_sandbox_id: str) -> None:
         """Remove the sandbox and its containers. Idempotent: an unknown id succeeds."""
         with contextlib.suppress(NotFoundError):
             await self._call(
-                "runtime", "RemovePodSandbox",
+                "runtime",
+                "RemovePodSandbox",
                 pb.RemovePodSandboxRequest(pod_sandbox_id=pod_sandbox_id),
-                target=pod_sandbox_id, retry=True,
+                target=pod_sandbox_id,
+                retry=True,
             )
 
     async def pod_sandbox_status(self, pod_sandbox_id: str) -> PodSandboxStatus:
         """Status of one sandbox. Raises NotFoundError for an unknown id."""
         resp = await self._call(
-            "runtime", "PodSandboxStatus",
+            "runtime",
+            "PodSandboxStatus",
             pb.PodSandboxStatusRequest(pod_sandbox_id=pod_sandbox_id),
-            target=pod_sandbox_id, retry=True,
+            target=pod_sandbox_id,
+            retry=True,
         )
         return self._sandbox_statuses.of_message(resp.status)
 
     async def list_pod_sandboxes(self, filter: PodSandboxFilter | None = None) -> list[PodSandbox]:
         """Every sandbox matching ``filter``. Retried on UNAVAILABLE."""
         resp = await self._call(
-            "runtime", "ListPodSandbox",
-            pb.ListPodSandboxRequest(filter=convert.sandbox_filter_to_pb(filter)), retry=True,
+            "runtime",
+            "ListPodSandbox",
+            pb.ListPodSandboxRequest(filter=convert.sandbox_filter_to_pb(filter)),
+            retry=True,
         )
         memo = self._sandboxes.of_message
         return [memo(item) for item in resp.items]
@@ -413,7 +422,8 @@ class CRIRuntime:
             ContainerStartError: the runtime could not create it.
         """
         resp = await self._call(
-            "runtime", "CreateContainer",
+            "runtime",
+            "CreateContainer",
             pb.CreateContainerRequest(
                 pod_sandbox_id=pod_sandbox_id,
                 config=convert.container_config_to_pb(config, sandbox_config),
@@ -426,8 +436,10 @@ class CRIRuntime:
     async def start_container(self, container_id: str) -> None:
         """Start a created container. Not retried. Raises ContainerStartError."""
         await self._call(
-            "runtime", "StartContainer",
-            pb.StartContainerRequest(container_id=container_id), target=container_id,
+            "runtime",
+            "StartContainer",
+            pb.StartContainerRequest(container_id=container_id),
+            target=container_id,
         )
 
     async def stop_container(self, container_id: str, timeout: float) -> None:
@@ -436,25 +448,32 @@ class CRIRuntime:
         Idempotent; retried on UNAVAILABLE."""
         grace = max(0, math.ceil(timeout))
         await self._call(
-            "runtime", "StopContainer",
+            "runtime",
+            "StopContainer",
             pb.StopContainerRequest(container_id=container_id, timeout=grace),
-            target=container_id, timeout=self._timeout + grace, retry=True,
+            target=container_id,
+            timeout=self._timeout + grace,
+            retry=True,
         )
 
     async def remove_container(self, container_id: str) -> None:
         """Remove a container. Idempotent: an unknown id succeeds."""
         with contextlib.suppress(NotFoundError):
             await self._call(
-                "runtime", "RemoveContainer",
+                "runtime",
+                "RemoveContainer",
                 pb.RemoveContainerRequest(container_id=container_id),
-                target=container_id, retry=True,
+                target=container_id,
+                retry=True,
             )
 
     async def list_containers(self, filter: ContainerFilter | None = None) -> list[ContainerInfo]:
         """Every container matching ``filter``. Retried on UNAVAILABLE."""
         resp = await self._call(
-            "runtime", "ListContainers",
-            pb.ListContainersRequest(filter=convert.container_filter_to_pb(filter)), retry=True,
+            "runtime",
+            "ListContainers",
+            pb.ListContainersRequest(filter=convert.container_filter_to_pb(filter)),
+            retry=True,
         )
         memo = self._containers.of_message
         return [memo(c) for c in resp.containers]
@@ -462,9 +481,11 @@ class CRIRuntime:
     async def container_status(self, container_id: str) -> ContainerStatus:
         """Status of one container. Raises NotFoundError for an unknown id."""
         resp = await self._call(
-            "runtime", "ContainerStatus",
+            "runtime",
+            "ContainerStatus",
             pb.ContainerStatusRequest(container_id=container_id),
-            target=container_id, retry=True,
+            target=container_id,
+            retry=True,
         )
         return self._container_statuses.of_message(resp.status)
 
@@ -484,7 +505,8 @@ class CRIRuntime:
         seconds = math.ceil(timeout) if timeout else 0
         try:
             resp = await self._call(
-                "runtime", "ExecSync",
+                "runtime",
+                "ExecSync",
                 pb.ExecSyncRequest(container_id=container_id, cmd=list(cmd), timeout=seconds),
                 target=container_id,
                 timeout=self._timeout + seconds if seconds else None,
@@ -496,8 +518,16 @@ class CRIRuntime:
             ) from None
         return convert.exec_result_from_pb(resp)
 
-    async def get_exec_url(self, container_id: str, cmd: Sequence[str], *, tty: bool,
-                           stdin: bool, stdout: bool, stderr: bool) -> str:
+    async def get_exec_url(
+        self,
+        container_id: str,
+        cmd: Sequence[str],
+        *,
+        tty: bool,
+        stdin: bool,
+        stdout: bool,
+        stderr: bool,
+    ) -> str:
         """The runtime's streaming URL for one exec session (CRI ``Exec``; see
         :class:`~kubelet_kit.container.streams.StreamURLRuntime`). Not retried.
 
@@ -505,24 +535,34 @@ class CRIRuntime:
             NotFoundError: unknown container.
         """
         resp = await self._call(
-            "runtime", "Exec",
-            pb.ExecRequest(container_id=container_id, cmd=list(cmd), tty=tty, stdin=stdin,
-                           stdout=stdout, stderr=stderr),
+            "runtime",
+            "Exec",
+            pb.ExecRequest(
+                container_id=container_id,
+                cmd=list(cmd),
+                tty=tty,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+            ),
             target=container_id,
         )
         return str(resp.url)
 
-    async def get_attach_url(self, container_id: str, *, tty: bool, stdin: bool,
-                             stdout: bool, stderr: bool) -> str:
+    async def get_attach_url(
+        self, container_id: str, *, tty: bool, stdin: bool, stdout: bool, stderr: bool
+    ) -> str:
         """The runtime's streaming URL for one attach session (CRI ``Attach``).
 
         Raises:
             NotFoundError: unknown container.
         """
         resp = await self._call(
-            "runtime", "Attach",
-            pb.AttachRequest(container_id=container_id, tty=tty, stdin=stdin, stdout=stdout,
-                             stderr=stderr),
+            "runtime",
+            "Attach",
+            pb.AttachRequest(
+                container_id=container_id, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr
+            ),
             target=container_id,
         )
         return str(resp.url)
@@ -535,7 +575,8 @@ class CRIRuntime:
             NotFoundError: unknown sandbox.
         """
         resp = await self._call(
-            "runtime", "PortForward",
+            "runtime",
+            "PortForward",
             pb.PortForwardRequest(pod_sandbox_id=sandbox_id, port=list(ports)),
             target=sandbox_id,
         )
@@ -546,7 +587,8 @@ class CRIRuntime:
     ) -> None:
         """Change a container's Linux resources. Not retried."""
         await self._call(
-            "runtime", "UpdateContainerResources",
+            "runtime",
+            "UpdateContainerResources",
             pb.UpdateContainerResourcesRequest(
                 container_id=container_id, linux=convert.resources_to_pb(resources)
             ),
@@ -556,9 +598,11 @@ class CRIRuntime:
     async def container_stats(self, container_id: str) -> ContainerStats:
         """Resource usage of one container. Retried on UNAVAILABLE."""
         resp = await self._call(
-            "runtime", "ContainerStats",
+            "runtime",
+            "ContainerStats",
             pb.ContainerStatsRequest(container_id=container_id),
-            target=container_id, retry=True,
+            target=container_id,
+            retry=True,
         )
         return convert.container_stats_from_pb(resp.stats)
 
@@ -571,7 +615,8 @@ class CRIRuntime:
         by listing the containers in that state.
         """
         resp = await self._call(
-            "runtime", "ListContainerStats",
+            "runtime",
+            "ListContainerStats",
             pb.ListContainerStatsRequest(filter=convert.container_stats_filter_to_pb(filter)),
             retry=True,
         )
@@ -584,9 +629,11 @@ class CRIRuntime:
     async def pod_sandbox_stats(self, pod_sandbox_id: str) -> PodSandboxStats:
         """Resource usage of a sandbox and its containers. Retried on UNAVAILABLE."""
         resp = await self._call(
-            "runtime", "PodSandboxStats",
+            "runtime",
+            "PodSandboxStats",
             pb.PodSandboxStatsRequest(pod_sandbox_id=pod_sandbox_id),
-            target=pod_sandbox_id, retry=True,
+            target=pod_sandbox_id,
+            retry=True,
         )
         return convert.sandbox_stats_from_pb(resp.stats)
 
@@ -617,9 +664,11 @@ class CRIRuntime:
     async def image_status(self, image: ImageSpec) -> Image | None:
         """The image, or None if the runtime does not have it. Retried on UNAVAILABLE."""
         resp = await self._call(
-            "image", "ImageStatus",
+            "image",
+            "ImageStatus",
             pb.ImageStatusRequest(image=convert.image_spec_to_pb(image)),
-            target=image.image, retry=True,
+            target=image.image,
+            retry=True,
         )
         return convert.image_from_pb(resp.image) if resp.HasField("image") else None
 
@@ -631,8 +680,10 @@ class CRIRuntime:
             NotFoundError: unknown container.
         """
         await self._call(
-            "runtime", "ReopenContainerLog",
-            pb.ReopenContainerLogRequest(container_id=container_id), target=container_id,
+            "runtime",
+            "ReopenContainerLog",
+            pb.ReopenContainerLogRequest(container_id=container_id),
+            target=container_id,
         )
 
     async def image_fs_info(self) -> list[FilesystemUsage]:
@@ -650,9 +701,11 @@ class CRIRuntime:
         """Remove an image. Idempotent: a missing image succeeds."""
         with contextlib.suppress(NotFoundError):
             await self._call(
-                "image", "RemoveImage",
+                "image",
+                "RemoveImage",
                 pb.RemoveImageRequest(image=convert.image_spec_to_pb(image)),
-                target=image.image, retry=True,
+                target=image.image,
+                retry=True,
             )
 
     # ---------------------------------------------------------------- events

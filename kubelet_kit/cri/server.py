@@ -77,8 +77,9 @@ def _all_rpcs(service: str) -> list[Any]:
 class _Servicer:
     """The RPC bodies: a protobuf request in, a protobuf response out."""
 
-    def __init__(self, runtime: Runtime, clock: Clock,
-                 urls: StreamURLRuntime | None = None) -> None:
+    def __init__(
+        self, runtime: Runtime, clock: Clock, urls: StreamURLRuntime | None = None
+    ) -> None:
         self.rt = runtime
         self.clock = clock
         self.urls = urls
@@ -103,20 +104,26 @@ class _Servicer:
             raise InvalidArgumentError("Exec: cmd is empty")
         self._check_streams("Exec", req)
         url = await self._streams("Exec").get_exec_url(
-            req.container_id, list(req.cmd), tty=req.tty, stdin=req.stdin, stdout=req.stdout,
-            stderr=req.stderr)
+            req.container_id,
+            list(req.cmd),
+            tty=req.tty,
+            stdin=req.stdin,
+            stdout=req.stdout,
+            stderr=req.stderr,
+        )
         return pb.ExecResponse(url=url)
 
     async def Attach(self, req: Any) -> Any:
         self._check_streams("Attach", req)
         url = await self._streams("Attach").get_attach_url(
-            req.container_id, tty=req.tty, stdin=req.stdin, stdout=req.stdout,
-            stderr=req.stderr)
+            req.container_id, tty=req.tty, stdin=req.stdin, stdout=req.stdout, stderr=req.stderr
+        )
         return pb.AttachResponse(url=url)
 
     async def PortForward(self, req: Any) -> Any:
         url = await self._streams("PortForward").get_port_forward_url(
-            req.pod_sandbox_id, list(req.port))
+            req.pod_sandbox_id, list(req.port)
+        )
         return pb.PortForwardResponse(url=url)
 
     # ----------------------------------------------------------- runtime info
@@ -311,18 +318,19 @@ class _Servicer:
 
     async def ReopenContainerLog(self, req: Any) -> Any:
         if not isinstance(self.rt, LogReopener):
-            raise UnimplementedError(
-                "ReopenContainerLog: the runtime cannot reopen container logs")
+            raise UnimplementedError("ReopenContainerLog: the runtime cannot reopen container logs")
         await self.rt.reopen_container_log(req.container_id)
         return pb.ReopenContainerLogResponse()
 
     async def ImageFsInfo(self, req: Any) -> Any:
         if not isinstance(self.rt, ImageFsReporter):
             raise UnimplementedError(
-                "ImageFsInfo: the runtime does not report its image filesystem")
+                "ImageFsInfo: the runtime does not report its image filesystem"
+            )
         usage = await self.rt.image_fs_info()
         return pb.ImageFsInfoResponse(
-            image_filesystems=[convert.filesystem_usage_to_pb(u) for u in usage])
+            image_filesystems=[convert.filesystem_usage_to_pb(u) for u in usage]
+        )
 
     async def RemoveImage(self, req: Any) -> Any:
         await self.rt.remove_image(convert.image_spec_from_pb(req.image))
@@ -468,7 +476,7 @@ class CRIServer:
             options=[
                 ("grpc.max_receive_message_length", self._max),
                 ("grpc.max_send_message_length", self._max),
-            ]
+            ],
         )
         urls: StreamURLRuntime | None = None
         mode = stream_mode(self._runtime)
@@ -477,7 +485,10 @@ class CRIServer:
 
             streaming = StreamingServer(
                 self._runtime,  # type: ignore[arg-type]  # stream_mode checked it
-                address=self._streaming_address, port=self._streaming_port, clock=self._clock)
+                address=self._streaming_address,
+                port=self._streaming_port,
+                clock=self._clock,
+            )
             await streaming.start()
             self._streaming = urls = streaming
         elif mode == "url":

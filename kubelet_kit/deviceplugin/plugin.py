@@ -115,10 +115,20 @@ class ContainerAllocation:
         """The ``ContainerAllocateResponse`` message."""
         return pb.ContainerAllocateResponse(
             envs=dict(self.envs),
-            mounts=[pb.Mount(container_path=m.container_path, host_path=m.host_path,
-                             read_only=m.read_only) for m in self.mounts],
-            devices=[pb.DeviceSpec(container_path=d.container_path, host_path=d.host_path,
-                                   permissions=d.permissions) for d in self.devices],
+            mounts=[
+                pb.Mount(
+                    container_path=m.container_path, host_path=m.host_path, read_only=m.read_only
+                )
+                for m in self.mounts
+            ],
+            devices=[
+                pb.DeviceSpec(
+                    container_path=d.container_path,
+                    host_path=d.host_path,
+                    permissions=d.permissions,
+                )
+                for d in self.devices
+            ],
             annotations=dict(self.annotations),
             cdi_devices=[pb.CDIDevice(name=n) for n in self.cdi_devices],
         )
@@ -158,13 +168,15 @@ class DevicePlugin:
         self.resource_name = resource_name
         self.plugins_dir = Path(plugins_dir)
         self.socket_name = socket_name or (
-            resource_name.replace("/", "-").replace(".", "_") + ".sock")
+            resource_name.replace("/", "-").replace(".", "_") + ".sock"
+        )
         if "/" in self.socket_name:
             raise ConfigurationError(f"socket_name: {self.socket_name!r} must be a file name")
         overridden = type(self).pre_start_container is not DevicePlugin.pre_start_container
         self.pre_start_required = overridden if pre_start_required is None else pre_start_required
         self.preferred_allocation_available = (
-            type(self).get_preferred_allocation is not DevicePlugin.get_preferred_allocation)
+            type(self).get_preferred_allocation is not DevicePlugin.get_preferred_allocation
+        )
         self.clock: Clock = clock or RealClock()
         self.watch_interval = watch_interval
         self._initial = tuple(devices)
@@ -282,19 +294,25 @@ class DevicePlugin:
         if identity is None:
             raise ConnectionError(f"no kubelet socket at {self.kubelet_socket}")
         request = pb.RegisterRequest(
-            version=VERSION, endpoint=self.socket_name, resource_name=self.resource_name,
+            version=VERSION,
+            endpoint=self.socket_name,
+            resource_name=self.resource_name,
             options=pb.DevicePluginOptions(
                 pre_start_required=self.pre_start_required,
-                get_preferred_allocation_available=self.preferred_allocation_available))
+                get_preferred_allocation_available=self.preferred_allocation_available,
+            ),
+        )
         async with grpc.aio.insecure_channel(f"unix://{self.kubelet_socket}") as channel:
             try:
                 await pb_grpc.RegistrationStub(channel).Register(request, timeout=_REGISTER_TIMEOUT)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise ConnectionError(
-                        f"kubelet at {self.kubelet_socket}: {exc.details()}") from None
+                        f"kubelet at {self.kubelet_socket}: {exc.details()}"
+                    ) from None
                 raise ConfigurationError(
-                    f"registration of {self.resource_name} refused: {exc.details()}") from None
+                    f"registration of {self.resource_name} refused: {exc.details()}"
+                ) from None
         self._kubelet_id = identity
         self.registrations += 1
         log.info("device plugin %s registered at %s", self.resource_name, self.kubelet_socket)
@@ -338,8 +356,11 @@ class DevicePlugin:
         # Gone, or another file: also when it vanished before serve() could note
         # it (the kubelet clearing its directory as it starts), so both are None.
         if self._server is not None and (current is None or current != self._socket_id):
-            log.info("device plugin %s: socket %s removed, serving again",
-                     self.resource_name, self.socket_path)
+            log.info(
+                "device plugin %s: socket %s removed, serving again",
+                self.resource_name,
+                self.socket_path,
+            )
             await self.close()
         await self.serve()
         kubelet = _identity(self.kubelet_socket)
@@ -364,11 +385,18 @@ class DevicePlugin:
     # ------------------------------------------------------------------ RPC helpers
 
     def _list_response(self) -> Any:
-        return pb.ListAndWatchResponse(devices=[
-            pb.Device(ID=d.id, health=d.health,
-                      topology=pb.TopologyInfo(nodes=[pb.NUMANode(ID=n) for n in d.numa_nodes])
-                      if d.numa_nodes else None)
-            for d in self.devices])
+        return pb.ListAndWatchResponse(
+            devices=[
+                pb.Device(
+                    ID=d.id,
+                    health=d.health,
+                    topology=pb.TopologyInfo(nodes=[pb.NUMANode(ID=n) for n in d.numa_nodes])
+                    if d.numa_nodes
+                    else None,
+                )
+                for d in self.devices
+            ]
+        )
 
     async def _watch(self) -> AsyncIterator[Any]:
         while self._server is not None:
@@ -399,7 +427,8 @@ class _Servicer:
         """The plugin's options."""
         return pb.DevicePluginOptions(
             pre_start_required=self._p.pre_start_required,
-            get_preferred_allocation_available=self._p.preferred_allocation_available)
+            get_preferred_allocation_available=self._p.preferred_allocation_available,
+        )
 
     async def ListAndWatch(self, request: Any, context: Any) -> AsyncIterator[Any]:
         """The device list, then again on every change."""
@@ -412,8 +441,10 @@ class _Servicer:
         for req in request.container_requests:
             try:
                 ids = await self._p.get_preferred_allocation(
-                    list(req.available_deviceIDs), list(req.must_include_deviceIDs),
-                    req.allocation_size)
+                    list(req.available_deviceIDs),
+                    list(req.must_include_deviceIDs),
+                    req.allocation_size,
+                )
             except Exception as exc:  # the kubelet gets the message, the plugin lives on
                 await context.abort(grpc.StatusCode.UNKNOWN, str(exc))
             out.append(pb.ContainerPreferredAllocationResponse(deviceIDs=list(ids)))
@@ -426,8 +457,10 @@ class _Servicer:
             ids = list(req.devices_ids)
             unknown = self._p._unknown(ids)
             if unknown:
-                await context.abort(grpc.StatusCode.UNKNOWN,
-                                    f"invalid allocation request: unknown devices: {unknown}")
+                await context.abort(
+                    grpc.StatusCode.UNKNOWN,
+                    f"invalid allocation request: unknown devices: {unknown}",
+                )
             try:
                 allocation = await self._p.allocate(ids)
             except Exception as exc:
@@ -442,4 +475,3 @@ class _Servicer:
         except Exception as exc:
             await context.abort(grpc.StatusCode.UNKNOWN, str(exc))
         return pb.PreStartContainerResponse()
-

@@ -111,6 +111,10 @@ __all__ = [
 ]
 
 # EvictionMetrics (and prometheus_client with it) loads when first asked for.
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "EvictionMetrics": "kubelet_kit.eviction.metrics",
-}, __all__)
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "EvictionMetrics": "kubelet_kit.eviction.metrics",
+    },
+    __all__,
+)

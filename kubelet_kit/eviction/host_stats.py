@@ -318,9 +318,7 @@ class HostStatsProvider:
             volumes=volumes,
         )
 
-    async def _runtime_usage(
-        self, pod: Pod
-    ) -> tuple[list[ContainerUsage], int | None, int | None]:
+    async def _runtime_usage(self, pod: Pod) -> tuple[list[ContainerUsage], int | None, int | None]:
         assert self.runtime is not None
         selector = {labels.POD_UID: pod.uid}
         memory: int | None = None
@@ -348,12 +346,14 @@ class HostStatsProvider:
                 with contextlib.suppress(OSError):
                     st = await asyncio.to_thread(os.stat, status.log_path)
                     logs_bytes, logs_inodes = st.st_blocks * 512, 1
-            containers.append(ContainerUsage(
-                name=info.metadata.name,
-                memory_working_set_bytes=cs.memory_working_set_bytes,
-                rootfs_used_bytes=cs.writable_layer_bytes,
-                rootfs_inodes_used=cs.writable_layer_inodes,
-                logs_used_bytes=logs_bytes,
-                logs_inodes_used=logs_inodes,
-            ))
+            containers.append(
+                ContainerUsage(
+                    name=info.metadata.name,
+                    memory_working_set_bytes=cs.memory_working_set_bytes,
+                    rootfs_used_bytes=cs.writable_layer_bytes,
+                    rootfs_inodes_used=cs.writable_layer_inodes,
+                    logs_used_bytes=logs_bytes,
+                    logs_inodes_used=logs_inodes,
+                )
+            )
         return containers, memory, processes

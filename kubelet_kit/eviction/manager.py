@@ -120,7 +120,8 @@ class ThresholdEvictionManager:
     ) -> None:
         if eviction_config is None:
             eviction_config = (
-                EvictionConfig.from_kubelet_config(config) if config is not None
+                EvictionConfig.from_kubelet_config(config)
+                if config is not None
                 else EvictionConfig.from_kubelet_config(KubeletConfiguration())
             )
         cfg = eviction_config
@@ -281,8 +282,9 @@ class ThresholdEvictionManager:
         """Seconds ``pod`` is given when evicted for ``threshold``."""
         if threshold.hard:
             return self.hard_eviction_grace_period
-        return float(min(max(0, self.max_pod_grace_period),
-                         pod.spec.termination_grace_period_seconds))
+        return float(
+            min(max(0, self.max_pod_grace_period), pod.spec.termination_grace_period_seconds)
+        )
 
     async def _evict(
         self,

@@ -104,9 +104,7 @@ def admit_under_pressure(pod: Pod, conditions: Sequence[str]) -> AdmitResult:
             return AdmitResult.ok()
         if tolerates_taint(pod.spec.tolerations, TAINT_MEMORY_PRESSURE, "NoSchedule"):
             return AdmitResult.ok()
-    return AdmitResult.refuse(
-        EVICTED_REASON, f"The node had condition: [{' '.join(conditions)}]. "
-    )
+    return AdmitResult.refuse(EVICTED_REASON, f"The node had condition: [{' '.join(conditions)}]. ")
 
 
 def eviction_message(

@@ -61,7 +61,6 @@ FS_LOGS: Final = "logs"
 FS_LOCAL_VOLUMES: Final = "localVolumeSource"
 
 
-
 class RankFunc(Protocol):
     """``rank(pods, stats_by_uid, cache=None) -> pods in eviction order``."""
 
@@ -235,7 +234,11 @@ def rank_memory_pressure(
     keys: list[int] = []
     append = keys.append
     prio_offset, value_bits, value_offset, value_max = (
-        _PRIO_OFFSET, _VALUE_BITS, _VALUE_OFFSET, _VALUE_MAX)
+        _PRIO_OFFSET,
+        _VALUE_BITS,
+        _VALUE_OFFSET,
+        _VALUE_MAX,
+    )
     for pod in pods:
         usage = get(pod.metadata.uid)
         priority = (pod.spec.priority or 0) + prio_offset
@@ -313,10 +316,12 @@ def rank_disk_pressure(
         for c in usage.containers:
             if inodes:
                 used += ((c.rootfs_inodes_used or 0) if root else 0) + (
-                    (c.logs_inodes_used or 0) if logs else 0)
+                    (c.logs_inodes_used or 0) if logs else 0
+                )
             else:
                 used += ((c.rootfs_used_bytes or 0) if root else 0) + (
-                    (c.logs_used_bytes or 0) if logs else 0)
+                    (c.logs_used_bytes or 0) if logs else 0
+                )
         if volumes and usage.volumes:
             for name in local_volume_names(pod):
                 vol = usage.volumes.get(name)

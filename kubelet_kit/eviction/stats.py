@@ -164,8 +164,10 @@ def make_observations(summary: NodeSummary) -> dict[str, Observation]:
     """The signals a summary shows (upstream ``makeSignalObservations``)."""
     t = summary.time
     out: dict[str, Observation] = {}
-    for signal, stats in ((MEMORY_AVAILABLE, summary.memory),
-                          (ALLOCATABLE_MEMORY_AVAILABLE, summary.allocatable_memory)):
+    for signal, stats in (
+        (MEMORY_AVAILABLE, summary.memory),
+        (ALLOCATABLE_MEMORY_AVAILABLE, summary.allocatable_memory),
+    ):
         mem = _mem(stats)
         if mem is not None:
             out[signal] = Observation(mem[0], mem[1], t)

@@ -255,12 +255,14 @@ def _parse_value(
             errors.append(FieldError(path, f'"{text}": {exc}'))
             return None
         if pct < 0:
-            errors.append(FieldError(
-                path, f"eviction percentage threshold {signal} must be >= 0%: {text}"))
+            errors.append(
+                FieldError(path, f"eviction percentage threshold {signal} must be >= 0%: {text}")
+            )
             return None
         if pct > 1:
-            errors.append(FieldError(
-                path, f"eviction percentage threshold {signal} must be <= 100%: {text}"))
+            errors.append(
+                FieldError(path, f"eviction percentage threshold {signal} must be <= 100%: {text}")
+            )
             return None
         return ThresholdValue(percentage=pct)
     try:
@@ -331,8 +333,12 @@ def parse_threshold_config(
             errors.append(FieldError(path, str(exc)))
             continue
         if seconds < 0:
-            errors.append(FieldError(
-                path, f"invalid eviction grace period specified: {text}, must be a positive value"))
+            errors.append(
+                FieldError(
+                    path,
+                    f"invalid eviction grace period specified: {text}, must be a positive value",
+                )
+            )
             continue
         grace[signal] = seconds
     reclaim: dict[str, ThresholdValue] = {}
@@ -348,8 +354,12 @@ def parse_threshold_config(
                 errors.append(FieldError(path, f'"{text}": {exc}'))
                 continue
             if pct <= 0:
-                errors.append(FieldError(
-                    path, f"eviction percentage minimum reclaim {signal} must be positive: {text}"))
+                errors.append(
+                    FieldError(
+                        path,
+                        f"eviction percentage minimum reclaim {signal} must be positive: {text}",
+                    )
+                )
                 continue
             reclaim[signal] = ThresholdValue(percentage=pct)
             continue
@@ -359,15 +369,19 @@ def parse_threshold_config(
             errors.append(FieldError(path, f'"{text}": {exc}'))
             continue
         if qty.sign() < 0:
-            errors.append(FieldError(
-                path, f"negative eviction minimum reclaim specified for {signal}"))
+            errors.append(
+                FieldError(path, f"negative eviction minimum reclaim specified for {signal}")
+            )
             continue
         reclaim[signal] = ThresholdValue(quantity=qty)
     for i, t in enumerate(soft):
         if t.signal not in grace:
-            errors.append(FieldError(
-                f"evictionSoftGracePeriod[{t.signal}]",
-                f"grace period must be specified for the soft eviction threshold {t.signal}"))
+            errors.append(
+                FieldError(
+                    f"evictionSoftGracePeriod[{t.signal}]",
+                    f"grace period must be specified for the soft eviction threshold {t.signal}",
+                )
+            )
             continue
         soft[i] = attrs.evolve(t, grace_period=grace[t.signal])
     if errors:
@@ -436,9 +450,12 @@ class EvictionConfig:
         except ValueError as exc:
             errors.append(FieldError("evictionPressureTransitionPeriod", str(exc)))
         if transition < 0:
-            errors.append(FieldError(
-                "evictionPressureTransitionPeriod",
-                f'Invalid value: "{config.eviction_pressure_transition_period}": must be >= 0'))
+            errors.append(
+                FieldError(
+                    "evictionPressureTransitionPeriod",
+                    f'Invalid value: "{config.eviction_pressure_transition_period}": must be >= 0',
+                )
+            )
         if errors:
             raise ValidationError(errors)
         return cls(
@@ -556,4 +573,3 @@ def sort_by_eviction_priority(thresholds: Iterable[Threshold]) -> list[Threshold
         return 1 if t.signal in SIGNAL_TO_RESOURCE else 2
 
     return sorted(thresholds, key=key)
-

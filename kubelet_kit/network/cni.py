@@ -100,8 +100,11 @@ class NetworkConfigList:
         if "plugins" not in data and "type" in data:
             # A single plugin's configuration is a list of one.
             plugin = {k: v for k, v in data.items() if k not in ("name", "cniVersion")}
-            data = {"name": data.get("name"), "cniVersion": data.get("cniVersion"),
-                    "plugins": [plugin]}
+            data = {
+                "name": data.get("name"),
+                "cniVersion": data.get("cniVersion"),
+                "plugins": [plugin],
+            }
         name = data.get("name")
         if not isinstance(name, str):
             raise CNIError(ERR_INVALID_NETWORK_CONFIG, f"{where}name: missing network name")
@@ -118,9 +121,7 @@ class NetworkConfigList:
             raise CNIError(exc.code, f"{where}cniVersion: {exc.msg}") from None
         plugins = data.get("plugins")
         if not isinstance(plugins, list) or not plugins:
-            raise CNIError(
-                ERR_INVALID_NETWORK_CONFIG, f"{where}plugins: no plugins in the list"
-            )
+            raise CNIError(ERR_INVALID_NETWORK_CONFIG, f"{where}plugins: no plugins in the list")
         for i, p in enumerate(plugins):
             if not isinstance(p, Mapping) or not isinstance(p.get("type"), str) or not p["type"]:
                 raise CNIError(ERR_INVALID_NETWORK_CONFIG, f"{where}plugins[{i}].type: missing")
@@ -161,9 +162,7 @@ def load_conf_dir(conf_dir: str | Path) -> NetworkConfigList:
             the file's own error.
     """
     try:
-        names = sorted(
-            n for n in os.listdir(conf_dir) if n.endswith(_CONF_EXTENSIONS)
-        )
+        names = sorted(n for n in os.listdir(conf_dir) if n.endswith(_CONF_EXTENSIONS))
     except OSError as exc:
         raise CNIError(ERR_IO_FAILURE, f"{conf_dir}: {exc.strerror}") from None
     if not names:
@@ -223,9 +222,7 @@ class CNIExec:
             plugin=plugin_type,
         )
 
-    async def run(
-        self, plugin_type: str, stdin: bytes, env: Mapping[str, str]
-    ) -> bytes:
+    async def run(self, plugin_type: str, stdin: bytes, env: Mapping[str, str]) -> bytes:
         """Run a plugin; returns its standard output when it succeeds.
 
         Raises:
@@ -314,8 +311,13 @@ class CNIInvoker:
     def _write_cache(self, net: NetworkConfigList, rt: RuntimeConf, result: Result) -> None:
         path = self._cache_path(net, rt)
         path.parent.mkdir(parents=True, exist_ok=True)
-        config = json.dumps({"cniVersion": net.cni_version, "name": net.name,
-                             "plugins": [dict(p) for p in net.plugins]}).encode()
+        config = json.dumps(
+            {
+                "cniVersion": net.cni_version,
+                "name": net.name,
+                "plugins": [dict(p) for p in net.plugins],
+            }
+        ).encode()
         # libcni's cache record, so its tools can read ours.
         record = {
             "kind": "cniCacheV1",
@@ -475,8 +477,9 @@ class CNIInvoker:
             CNIError: the plugin failed, or answered no ``supportedVersions``.
         """
         out = await self.exec.run(
-            plugin_type, b"", {"CNI_COMMAND": "VERSION",
-                               "CNI_PATH": os.pathsep.join(self.exec.bin_dirs)}
+            plugin_type,
+            b"",
+            {"CNI_COMMAND": "VERSION", "CNI_PATH": os.pathsep.join(self.exec.bin_dirs)},
         )
         try:
             versions = json.loads(out)["supportedVersions"]

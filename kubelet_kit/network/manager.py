@@ -123,8 +123,8 @@ class CNINetwork:
         self.conf_dir = Path(conf_dir)
         self.netns_dir = Path(netns_dir)
         self.ifname = ifname
-        self.exec = exec if exec is not None else CNIExec(
-            bin_dirs, clock=clock, timeout=plugin_timeout
+        self.exec = (
+            exec if exec is not None else CNIExec(bin_dirs, clock=clock, timeout=plugin_timeout)
         )
         self.invoker = CNIInvoker(self.exec, cache_dir)
 
@@ -137,7 +137,7 @@ class CNINetwork:
         return load_conf_dir(self.conf_dir)
 
     async def ready(self) -> str:
-        """"" when ready for a sandbox, else why not (for NetworkReady): the
+        """ "" when ready for a sandbox, else why not (for NetworkReady): the
         configuration is loaded, its plugins are present (and, for 1.1 lists,
         answer STATUS). Raises nothing."""
         try:
@@ -249,4 +249,4 @@ class CNINetwork:
             names = os.listdir(self.netns_dir)
         except OSError:
             return []
-        return sorted(n[len(NETNS_PREFIX):] for n in names if n.startswith(NETNS_PREFIX))
+        return sorted(n[len(NETNS_PREFIX) :] for n in names if n.startswith(NETNS_PREFIX))

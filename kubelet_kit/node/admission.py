@@ -26,8 +26,9 @@ def admit_pod(
     ``active_pods`` if it is there (an update of an admitted pod). A pod served with
     values the agent could not read (``Pod.problems``) is refused before either."""
     if pod.problems:
-        return AdmitResult.refuse("UnexpectedAdmissionError",
-                                  "; ".join(str(e) for e in pod.problems))
+        return AdmitResult.refuse(
+            "UnexpectedAdmissionError", "; ".join(str(e) for e in pod.problems)
+        )
     result = eviction_manager.admit(pod)
     if not result.admit:
         return result

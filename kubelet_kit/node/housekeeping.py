@@ -66,15 +66,17 @@ def is_running(runtime_pod: RuntimePod) -> bool:
     """Whether a runtime pod still runs: a running container or a ready sandbox
     (what the kubelet's ``GetPods(false)`` lists)."""
     return bool(runtime_pod.running_containers()) or any(
-        s.state is PodSandboxState.READY for s in runtime_pod.sandboxes)
+        s.state is PodSandboxState.READY for s in runtime_pod.sandboxes
+    )
 
 
 async def remove_dead_pod(runtime: Runtime, runtime_pod: RuntimePod) -> None:
     """Remove the exited containers (with their log files) and stopped sandboxes of a
     pod that no source wants (the kubelet's container GC of deleted pods). Its
     status is left alone. Errors are logged; the next collection tries again."""
-    log.info("pod %s/%s: removing what it left in the runtime", runtime_pod.namespace,
-             runtime_pod.name)
+    log.info(
+        "pod %s/%s: removing what it left in the runtime", runtime_pod.namespace, runtime_pod.name
+    )
     try:
         for container in runtime_pod.containers:
             with contextlib.suppress(NotFoundError):
@@ -89,8 +91,12 @@ async def remove_dead_pod(runtime: Runtime, runtime_pod: RuntimePod) -> None:
             with contextlib.suppress(NotFoundError):
                 await runtime.remove_pod_sandbox(sandbox.id)
     except (ContainerRuntimeError, OSError) as exc:
-        log.warning("pod %s/%s: removing its containers failed: %s", runtime_pod.namespace,
-                    runtime_pod.name, exc)
+        log.warning(
+            "pod %s/%s: removing its containers failed: %s",
+            runtime_pod.namespace,
+            runtime_pod.name,
+            exc,
+        )
 
 
 class Housekeeping:
@@ -150,8 +156,10 @@ class Housekeeping:
                     dead.append(runtime_pod)
                     continue
                 orphan = orphan_pod(runtime_pod)
-                log.info("pod %s: found in the runtime but wanted by no source, stopping",
-                         pod_name(orphan))
+                log.info(
+                    "pod %s: found in the runtime but wanted by no source, stopping",
+                    pod_name(orphan),
+                )
                 workers.update_pod(orphan, UpdateType.KILL)
         workers.sync_known_pods(pods)
         known = set(pods) | set(workers.known_pods())
@@ -171,8 +179,7 @@ class Housekeeping:
                     # The pod's directory goes with it (the kubelet's
                     # cleanupOrphanedPodDirs): its hosts and termination files.
                     syncer.remove_pod_files(runtime_pod.uid)
-        if self.container_log_manager is not None and self._due(
-                "log_rotation", LOG_MONITOR_PERIOD):
+        if self.container_log_manager is not None and self._due("log_rotation", LOG_MONITOR_PERIOD):
             await self.container_log_manager.rotate_logs()
         if self.image_gc is not None:
             first = "image_gc" not in self._last_run
@@ -194,4 +201,3 @@ class Housekeeping:
             return False
         self._last_run[task] = now
         return True
-

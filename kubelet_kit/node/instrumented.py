@@ -52,6 +52,7 @@ __all__ = ["InstrumentedRuntime"]
 
 T = TypeVar("T")
 
+
 class InstrumentedRuntime:
     """A Runtime that forwards every call and records it in :class:`KubeletMetrics`.
 
@@ -107,8 +108,9 @@ class InstrumentedRuntime:
 
     async def pod_sandbox_status(self, pod_sandbox_id: str) -> PodSandboxStatus:
         """Forwarded (``podsandbox_status``)."""
-        return await self._record("podsandbox_status",
-                                  self.inner.pod_sandbox_status(pod_sandbox_id))
+        return await self._record(
+            "podsandbox_status", self.inner.pod_sandbox_status(pod_sandbox_id)
+        )
 
     async def list_pod_sandboxes(self, filter: PodSandboxFilter | None = None) -> list[PodSandbox]:
         """Forwarded (``list_podsandbox``)."""
@@ -119,8 +121,8 @@ class InstrumentedRuntime:
     ) -> str:
         """Forwarded (``create_container``)."""
         return await self._record(
-            "create_container",
-            self.inner.create_container(pod_sandbox_id, config, sandbox_config))
+            "create_container", self.inner.create_container(pod_sandbox_id, config, sandbox_config)
+        )
 
     async def start_container(self, container_id: str) -> None:
         """Forwarded (``start_container``)."""
@@ -152,8 +154,9 @@ class InstrumentedRuntime:
         self, container_id: str, resources: LinuxContainerResources
     ) -> None:
         """Forwarded (``update_container``)."""
-        await self._record("update_container",
-                           self.inner.update_container_resources(container_id, resources))
+        await self._record(
+            "update_container", self.inner.update_container_resources(container_id, resources)
+        )
 
     async def container_stats(self, container_id: str) -> ContainerStats:
         """Forwarded (``container_stats``)."""
@@ -176,9 +179,7 @@ class InstrumentedRuntime:
         auth: AuthConfig | None = None,
     ) -> str:
         """Forwarded (``pull_image``), credentials and all."""
-        return await self._record(
-            "pull_image", self.inner.pull_image(image, sandbox_config, auth)
-        )
+        return await self._record("pull_image", self.inner.pull_image(image, sandbox_config, auth))
 
     async def image_status(self, image: ImageSpec) -> Image | None:
         """Forwarded (``image_status``)."""
@@ -201,9 +202,9 @@ class InstrumentedRuntime:
         """
         if not isinstance(self.inner, LogReopener):
             raise UnimplementedError(
-                f"reopen_container_log: {type(self.inner).__name__} cannot reopen logs")
-        await self._record("reopen_container_log",
-                           self.inner.reopen_container_log(container_id))
+                f"reopen_container_log: {type(self.inner).__name__} cannot reopen logs"
+            )
+        await self._record("reopen_container_log", self.inner.reopen_container_log(container_id))
 
     async def image_fs_info(self) -> list[FilesystemUsage]:
         """Forwarded (``image_fs_info``) when the runtime reports its image
@@ -222,7 +223,8 @@ class InstrumentedRuntime:
     def _stream_urls(self, what: str) -> StreamURLRuntime:
         if not isinstance(self.inner, StreamURLRuntime):
             raise UnimplementedError(
-                f"{what}: {type(self.inner).__name__} hands out no streaming URLs")
+                f"{what}: {type(self.inner).__name__} hands out no streaming URLs"
+            )
         return self.inner
 
     async def exec_stream(self, container_id: str, cmd: Sequence[str], io: StreamIO) -> int:
@@ -231,40 +233,62 @@ class InstrumentedRuntime:
         Raises:
             UnimplementedError: the runtime serves no streams itself.
         """
-        return await self._record("exec", self._streaming("exec").exec_stream(
-            container_id, cmd, io))
+        return await self._record(
+            "exec", self._streaming("exec").exec_stream(container_id, cmd, io)
+        )
 
     async def attach_stream(self, container_id: str, io: StreamIO) -> None:
         """Forwarded and counted as ``attach``."""
         await self._record("attach", self._streaming("attach").attach_stream(container_id, io))
 
-    async def port_forward_stream(self, sandbox_id: str, port: int, source: ByteSource,
-                                  sink: ByteSink) -> None:
+    async def port_forward_stream(
+        self, sandbox_id: str, port: int, source: ByteSource, sink: ByteSink
+    ) -> None:
         """Forwarded and counted as ``port_forward``."""
-        await self._record("port_forward", self._streaming("port_forward").port_forward_stream(
-            sandbox_id, port, source, sink))
+        await self._record(
+            "port_forward",
+            self._streaming("port_forward").port_forward_stream(sandbox_id, port, source, sink),
+        )
 
-    async def get_exec_url(self, container_id: str, cmd: Sequence[str], *, tty: bool,
-                           stdin: bool, stdout: bool, stderr: bool) -> str:
+    async def get_exec_url(
+        self,
+        container_id: str,
+        cmd: Sequence[str],
+        *,
+        tty: bool,
+        stdin: bool,
+        stdout: bool,
+        stderr: bool,
+    ) -> str:
         """Forwarded and counted as ``exec``.
 
         Raises:
             UnimplementedError: the runtime hands out no streaming URLs.
         """
-        return await self._record("exec", self._stream_urls("exec").get_exec_url(
-            container_id, cmd, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr))
+        return await self._record(
+            "exec",
+            self._stream_urls("exec").get_exec_url(
+                container_id, cmd, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr
+            ),
+        )
 
-    async def get_attach_url(self, container_id: str, *, tty: bool, stdin: bool,
-                             stdout: bool, stderr: bool) -> str:
+    async def get_attach_url(
+        self, container_id: str, *, tty: bool, stdin: bool, stdout: bool, stderr: bool
+    ) -> str:
         """Forwarded and counted as ``attach``."""
-        return await self._record("attach", self._stream_urls("attach").get_attach_url(
-            container_id, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr))
+        return await self._record(
+            "attach",
+            self._stream_urls("attach").get_attach_url(
+                container_id, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr
+            ),
+        )
 
     async def get_port_forward_url(self, sandbox_id: str, ports: Sequence[int]) -> str:
         """Forwarded and counted as ``port_forward``."""
         return await self._record(
             "port_forward",
-            self._stream_urls("port_forward").get_port_forward_url(sandbox_id, ports))
+            self._stream_urls("port_forward").get_port_forward_url(sandbox_id, ports),
+        )
 
     def get_container_events(self) -> AsyncIterator[ContainerEvent]:
         """Forwarded; the stream itself is counted once, as ``get_container_events``,
@@ -281,8 +305,9 @@ class InstrumentedRuntime:
             failed = True
             raise
         finally:
-            self.metrics.record_operation("get_container_events",
-                                          self.clock.monotonic() - start, failed)
+            self.metrics.record_operation(
+                "get_container_events", self.clock.monotonic() - start, failed
+            )
 
     async def close(self) -> None:
         """Close the wrapped runtime if it has a ``close()``."""

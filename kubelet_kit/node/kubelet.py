@@ -107,8 +107,9 @@ class KubeletCore:
         self.registry = registry if registry is not None else new_registry()
         self.node_name = node_name or default_node_name()
         self.root_dir = Path(root_dir) if root_dir is not None else default_root_dir()
-        self.pod_logs_dir = (Path(pod_logs_dir) if pod_logs_dir is not None
-                             else default_pod_logs_dir(self.root_dir))
+        self.pod_logs_dir = (
+            Path(pod_logs_dir) if pod_logs_dir is not None else default_pod_logs_dir(self.root_dir)
+        )
         self.runtime: Runtime = runtime
         self.pleg: PLEG = pleg
         self.sources = list(sources)
@@ -125,10 +126,16 @@ class KubeletCore:
         self.housekeeping_period = housekeeping_period
         self.pod_config = PodConfig(*self.sources, clock=self.clock, on_problem=on_pod_problem)
         self.housekeeper = Housekeeping(
-            runtime=runtime, clock=self.clock, pod_config=self.pod_config,
-            status_manager=self.status_manager, container_manager=container_manager,
-            container_gc_period=container_gc_period, image_gc=image_gc,
-            image_gc_period=image_gc_period, container_log_manager=container_log_manager)
+            runtime=runtime,
+            clock=self.clock,
+            pod_config=self.pod_config,
+            status_manager=self.status_manager,
+            container_manager=container_manager,
+            container_gc_period=container_gc_period,
+            image_gc=image_gc,
+            image_gc_period=image_gc_period,
+            container_log_manager=container_log_manager,
+        )
         self._pods: dict[str, Pod] = {}
         self._rejected: set[str] = set()
         self._workers: PodWorkers | None = None
@@ -163,8 +170,11 @@ class KubeletCore:
             )
             # kubelet_pod_worker_duration_seconds, in the agent's registry.
             metrics = KubeletMetrics.for_registry(self.registry, node_name=self.node_name)
-            self._workers = PodWorkers(TimedPodSyncer(syncer, metrics, self.clock), self.clock,
-                                       resync_interval=self.sync_frequency)
+            self._workers = PodWorkers(
+                TimedPodSyncer(syncer, metrics, self.clock),
+                self.clock,
+                resync_interval=self.sync_frequency,
+            )
         return self._workers
 
     # -- what an embedding agent reads -----------------------------------------------
@@ -241,8 +251,9 @@ class KubeletCore:
                     tg.create_task(self._pleg_loop(), name="pleg-events"),
                     tg.create_task(self._probe_loop(), name="probe-results"),
                     tg.create_task(self._housekeeping_loop(), name="housekeeping"),
-                    tg.create_task(log_transitions(self.status_manager.subscribe()),
-                                   name="status-log"),
+                    tg.create_task(
+                        log_transitions(self.status_manager.subscribe()), name="status-log"
+                    ),
                 ]
                 await self._stop.wait()
                 self.pleg.stop()
@@ -293,8 +304,13 @@ class KubeletCore:
 
     def handle_update(self, update: PodUpdate) -> None:
         """Apply one pod update from the sources (the kubelet's Handle* methods)."""
-        pods = sorted(update.pods, key=lambda p: (p.metadata.creation_timestamp is None,
-                                                  p.metadata.creation_timestamp or 0))
+        pods = sorted(
+            update.pods,
+            key=lambda p: (
+                p.metadata.creation_timestamp is None,
+                p.metadata.creation_timestamp or 0,
+            ),
+        )
         if update.op is PodOperation.ADD:
             # Admission weighs each new pod against those admitted before it, this
             # batch included; the list is built once, not once per pod.
@@ -311,8 +327,10 @@ class KubeletCore:
                 self._pods[uid] = pod
                 if uid in self._rejected:
                     continue
-                if (pod.metadata.deletion_timestamp is None
-                        and self.workers.phase(uid) is WorkerPhase.SYNCING):
+                if (
+                    pod.metadata.deletion_timestamp is None
+                    and self.workers.phase(uid) is WorkerPhase.SYNCING
+                ):
                     # A pod on its way out keeps what it has; nothing new is mounted.
                     self.volume_manager.add_pod(pod)
                 self.workers.update_pod(pod, UpdateType.UPDATE)
@@ -342,9 +360,14 @@ class KubeletCore:
             # The kubelet's rejectPod: a Warning event; Failed is reported, so deletes end.
             self._rejected.add(uid)
             self.events.event(pod, "Warning", result.reason, result.message)
-            self.status_manager.set_pod_status(pod, PodStatus(
-                phase="Failed", reason=result.reason,
-                message=f"Pod was rejected: {result.message}"))
+            self.status_manager.set_pod_status(
+                pod,
+                PodStatus(
+                    phase="Failed",
+                    reason=result.reason,
+                    message=f"Pod was rejected: {result.message}",
+                ),
+            )
             log.warning("pod %s: rejected: %s: %s", pod_name(pod), result.reason, result.message)
             return False
         log.info("pod %s: admitted (uid %s)", pod_name(pod), uid)
@@ -357,8 +380,12 @@ class KubeletCore:
         """Whether ``pod`` may run beside ``active_pods`` (default: the pods active
         now); see :func:`~kubelet_kit.node.admission.admit_pod`."""
         active = self.active_pods() if active_pods is None else active_pods
-        return admit_pod(pod, active, eviction_manager=self.eviction_manager,
-                         container_manager=self.container_manager)
+        return admit_pod(
+            pod,
+            active,
+            eviction_manager=self.eviction_manager,
+            container_manager=self.container_manager,
+        )
 
     async def _pleg_loop(self) -> None:
         async for event in self.pleg.watch():
@@ -377,8 +404,12 @@ class KubeletCore:
                 self._syncer.record_probe_result(update)
             if update.result is ProbeResult.FAILURE and update.kind is not ProbeKind.READINESS:
                 # (Readiness starts as a failure until a probe succeeds: not news.)
-                log.info("pod %s: container %s failed its %s probe", pod_name(pod),
-                         update.container_name, update.kind.value.lower())
+                log.info(
+                    "pod %s: container %s failed its %s probe",
+                    pod_name(pod),
+                    update.container_name,
+                    update.kind.value.lower(),
+                )
             self.workers.update_pod(pod, UpdateType.SYNC)
 
     async def _housekeeping_loop(self) -> None:
@@ -395,4 +426,3 @@ class KubeletCore:
     async def housekeeping(self) -> None:
         """One housekeeping round (:class:`~kubelet_kit.node.housekeeping.Housekeeping`)."""
         await self.housekeeper.run_once(self._pods, self.workers, self._syncer)
-

@@ -56,8 +56,33 @@ T = TypeVar("T")
 # The kubelet's metrics.DefBuckets.
 _DEF_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 #: kubelet_pod_start_duration_seconds' buckets, as the kubelet's.
-POD_START_BUCKETS: Final = (0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240,
-                            300, 360, 480, 600, 900, 1200, 1800, 2700, 3600)
+POD_START_BUCKETS: Final = (
+    0.5,
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    8,
+    10,
+    20,
+    30,
+    45,
+    60,
+    120,
+    180,
+    240,
+    300,
+    360,
+    480,
+    600,
+    900,
+    1200,
+    1800,
+    2700,
+    3600,
+)
 #: kubelet_runtime_operations_duration_seconds' buckets: exponential from 5 ms by 2.5, 14.
 RUNTIME_OPERATION_BUCKETS: Final = tuple(0.005 * 2.5**i for i in range(14))
 
@@ -100,35 +125,54 @@ class KubeletMetrics:
 
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.node_name = Gauge("kubelet_node_name", "The node's name. The count is always 1.",
-                               ["node"], registry=r)
+        self.node_name = Gauge(
+            "kubelet_node_name", "The node's name. The count is always 1.", ["node"], registry=r
+        )
         if node_name:
             self.node_name.labels(node=node_name).set(1)
-        self.running_pods = Gauge("kubelet_running_pods",
-                                  "Number of pods that have a running pod sandbox", registry=r)
-        self.running_containers = Gauge("kubelet_running_containers",
-                                        "Number of containers currently running",
-                                        ["container_state"], registry=r)
+        self.running_pods = Gauge(
+            "kubelet_running_pods", "Number of pods that have a running pod sandbox", registry=r
+        )
+        self.running_containers = Gauge(
+            "kubelet_running_containers",
+            "Number of containers currently running",
+            ["container_state"],
+            registry=r,
+        )
         self.pod_start_duration = Histogram(
             "kubelet_pod_start_duration_seconds",
             "Duration in seconds from kubelet seeing a pod for the first time to the pod "
             "starting to run",
-            buckets=POD_START_BUCKETS, registry=r)
+            buckets=POD_START_BUCKETS,
+            registry=r,
+        )
         self.pod_worker_duration = Histogram(
             "kubelet_pod_worker_duration_seconds",
             "Duration in seconds to sync a single pod. Broken down by operation type: "
             "create, update, or sync",
-            ["operation"], buckets=_DEF_BUCKETS, registry=r)
+            ["operation"],
+            buckets=_DEF_BUCKETS,
+            registry=r,
+        )
         self.runtime_operations = Counter(
-            "kubelet_runtime_operations", "Cumulative number of runtime operations by "
-            "operation type.", ["operation_type"], registry=r)
+            "kubelet_runtime_operations",
+            "Cumulative number of runtime operations by operation type.",
+            ["operation_type"],
+            registry=r,
+        )
         self.runtime_operations_errors = Counter(
-            "kubelet_runtime_operations_errors", "Cumulative number of runtime operation "
-            "errors by operation type.", ["operation_type"], registry=r)
+            "kubelet_runtime_operations_errors",
+            "Cumulative number of runtime operation errors by operation type.",
+            ["operation_type"],
+            registry=r,
+        )
         self.runtime_operations_duration = Histogram(
             "kubelet_runtime_operations_duration_seconds",
             "Duration in seconds of runtime operations. Broken down by operation type.",
-            ["operation_type"], buckets=RUNTIME_OPERATION_BUCKETS, registry=r)
+            ["operation_type"],
+            buckets=RUNTIME_OPERATION_BUCKETS,
+            registry=r,
+        )
         # A later for_registry() on this registry finds these instead of clashing.
         _BY_REGISTRY.setdefault(self.registry, self)
 

@@ -54,19 +54,37 @@ MAX_IMAGES: Final = 50
 MAX_NAMES_PER_IMAGE: Final = 5
 
 # Go's GOARCH for Python's platform.machine().
-_GOARCH: Final = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64",
-                  "armv7l": "arm", "armv6l": "arm", "i686": "386", "i386": "386",
-                  "ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64"}
+_GOARCH: Final = {
+    "x86_64": "amd64",
+    "amd64": "amd64",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+    "armv7l": "arm",
+    "armv6l": "arm",
+    "i686": "386",
+    "i386": "386",
+    "ppc64le": "ppc64le",
+    "s390x": "s390x",
+    "riscv64": "riscv64",
+}
 
 # (condition, status True reason/message, status False reason/message), the kubelet's.
 _PRESSURE: Final = (
-    ("MemoryPressure",
-     ("KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
-     ("KubeletHasSufficientMemory", "kubelet has sufficient memory available")),
-    ("DiskPressure", ("KubeletHasDiskPressure", "kubelet has disk pressure"),
-     ("KubeletHasNoDiskPressure", "kubelet has no disk pressure")),
-    ("PIDPressure", ("KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
-     ("KubeletHasSufficientPID", "kubelet has sufficient PID available")),
+    (
+        "MemoryPressure",
+        ("KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
+        ("KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ),
+    (
+        "DiskPressure",
+        ("KubeletHasDiskPressure", "kubelet has disk pressure"),
+        ("KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ),
+    (
+        "PIDPressure",
+        ("KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
+        ("KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ),
 )
 
 
@@ -96,10 +114,14 @@ class NodeCondition:
 
     def to_dict(self) -> dict[str, Any]:
         """The v1 NodeCondition JSON object."""
-        return {"type": self.type, "status": self.status,
-                "lastHeartbeatTime": _time(self.last_heartbeat_time),
-                "lastTransitionTime": _time(self.last_transition_time),
-                "reason": self.reason, "message": self.message}
+        return {
+            "type": self.type,
+            "status": self.status,
+            "lastHeartbeatTime": _time(self.last_heartbeat_time),
+            "lastTransitionTime": _time(self.last_transition_time),
+            "reason": self.reason,
+            "message": self.message,
+        }
 
 
 @attrs.frozen
@@ -127,13 +149,18 @@ class NodeSystemInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """The v1 NodeSystemInfo JSON object."""
-        return {"machineID": self.machine_id, "systemUUID": self.system_uuid,
-                "bootID": self.boot_id, "kernelVersion": self.kernel_version,
-                "osImage": self.os_image,
-                "containerRuntimeVersion": self.container_runtime_version,
-                "kubeletVersion": self.kubelet_version,
-                "kubeProxyVersion": self.kube_proxy_version,
-                "operatingSystem": self.operating_system, "architecture": self.architecture}
+        return {
+            "machineID": self.machine_id,
+            "systemUUID": self.system_uuid,
+            "bootID": self.boot_id,
+            "kernelVersion": self.kernel_version,
+            "osImage": self.os_image,
+            "containerRuntimeVersion": self.container_runtime_version,
+            "kubeletVersion": self.kubelet_version,
+            "kubeProxyVersion": self.kube_proxy_version,
+            "operatingSystem": self.operating_system,
+            "architecture": self.architecture,
+        }
 
 
 @attrs.frozen
@@ -216,8 +243,9 @@ def host_addresses() -> list[str]:
         return _addresses_by_name()
     try:
         with IPRoute() as ipr:
-            default_ifs = [r.get_attr("RTA_OIF") for r in ipr.get_default_routes(
-                family=socket.AF_INET)]
+            default_ifs = [
+                r.get_attr("RTA_OIF") for r in ipr.get_default_routes(family=socket.AF_INET)
+            ]
             found: list[tuple[int, str]] = []
             for msg in ipr.get_addr(family=socket.AF_INET):
                 address = msg.get_attr("IFA_ADDRESS")
@@ -285,8 +313,9 @@ class NodeStatusProvider:
         self.hostname = hostname or kubelet.node_name
         self._conditions: dict[str, NodeCondition] = {}
 
-    def _condition(self, type_: str, status: str, reason: str, message: str,
-                   now: float) -> NodeCondition:
+    def _condition(
+        self, type_: str, status: str, reason: str, message: str, now: float
+    ) -> NodeCondition:
         last = self._conditions.get(type_)
         transition = last.last_transition_time if last and last.status == status else now
         cond = NodeCondition(type_, status, reason, message, now, transition)
@@ -300,8 +329,10 @@ class NodeStatusProvider:
         except ContainerRuntimeError:
             problems.append("container runtime status check may not have completed yet")
         else:
-            for type_, what in (("RuntimeReady", "container runtime not ready"),
-                                ("NetworkReady", "container runtime network not ready")):
+            for type_, what in (
+                ("RuntimeReady", "container runtime not ready"),
+                ("NetworkReady", "container runtime network not ready"),
+            ):
                 cond = status.condition(type_)
                 if cond is None or not cond.status:
                     reason = cond.reason if cond else ""
@@ -326,8 +357,9 @@ class NodeStatusProvider:
         if problems:
             ready = self._condition("Ready", "False", "KubeletNotReady", ", ".join(problems), now)
         else:
-            ready = self._condition("Ready", "True", "KubeletReady",
-                                    "kubelet is posting ready status", now)
+            ready = self._condition(
+                "Ready", "True", "KubeletReady", "kubelet is posting ready status", now
+            )
         pressure = self.kubelet.eviction_manager.node_conditions()
         conditions = [ready]
         for type_, (yes_reason, yes_msg), (no_reason, no_msg) in _PRESSURE:
@@ -341,8 +373,9 @@ class NodeStatusProvider:
             runtime_version = f"{version.runtime_name}://{version.runtime_version}"
         except ContainerRuntimeError:
             runtime_version = ""
-        addresses = [NodeAddress("InternalIP", a)
-                     for a in (await asyncio.to_thread(self._addresses))[:1]]
+        addresses = [
+            NodeAddress("InternalIP", a) for a in (await asyncio.to_thread(self._addresses))[:1]
+        ]
         addresses.append(NodeAddress("Hostname", self.hostname))
         try:
             images = await self.kubelet.runtime.list_images()
@@ -354,10 +387,17 @@ class NodeStatusProvider:
             allocatable=allocatable,
             conditions=tuple(conditions),
             addresses=tuple(addresses),
-            node_info=NodeSystemInfo(container_runtime_version=runtime_version,
-                                     kubelet_version=f"v{__version__}+kubelet-kit", **info),
-            images=tuple(ContainerImage((*i.repo_digests, *i.repo_tags)[:MAX_NAMES_PER_IMAGE]
-                                        or (i.id,), i.size) for i in images[:MAX_IMAGES]),
+            node_info=NodeSystemInfo(
+                container_runtime_version=runtime_version,
+                kubelet_version=f"v{__version__}+kubelet-kit",
+                **info,
+            ),
+            images=tuple(
+                ContainerImage(
+                    (*i.repo_digests, *i.repo_tags)[:MAX_NAMES_PER_IMAGE] or (i.id,), i.size
+                )
+                for i in images[:MAX_IMAGES]
+            ),
             kubelet_port=self.kubelet_port,
         )
 

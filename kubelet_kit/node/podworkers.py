@@ -305,13 +305,18 @@ class PodWorkers:
                 # runtime that is down): the pod's status carries the reason.
                 log.info(
                     "%s of pod %s: %s; retrying in %gs",
-                    state.phase.value, _name(state.pod), exc, self.backoff_period,
+                    state.phase.value,
+                    _name(state.pod),
+                    exc,
+                    self.backoff_period,
                 )
                 next_delay = self.backoff_period
             except Exception:
                 log.exception(
                     "%s of pod %s failed; retrying in %gs",
-                    state.phase.value, _name(state.pod), self.backoff_period,
+                    state.phase.value,
+                    _name(state.pod),
+                    self.backoff_period,
                 )
                 next_delay = self.backoff_period
             if next_delay is None:

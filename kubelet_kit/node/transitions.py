@@ -27,8 +27,10 @@ def describe_status(status: PodStatus) -> str:
         if cs.state.waiting is not None and cs.state.waiting.reason:
             parts.append(f"{cs.name}={cs.state.waiting.reason}")
         elif cs.state.terminated is not None:
-            parts.append(f"{cs.name}={cs.state.terminated.reason or 'Terminated'}"
-                         f"({cs.state.terminated.exit_code})")
+            parts.append(
+                f"{cs.name}={cs.state.terminated.reason or 'Terminated'}"
+                f"({cs.state.terminated.exit_code})"
+            )
         elif cs.state.running is not None:
             # Readiness is news for app containers; an init container is never "ready".
             unready = cs.name in regular and not cs.ready

@@ -43,6 +43,4 @@ __all__ = [
 
 
 # PLEGMetrics (and prometheus_client with it) loads when first asked for.
-__getattr__, __dir__ = lazy_exports(
-    __name__, {"PLEGMetrics": "kubelet_kit.pleg.metrics"}, __all__
-)
+__getattr__, __dir__ = lazy_exports(__name__, {"PLEGMetrics": "kubelet_kit.pleg.metrics"}, __all__)

@@ -91,9 +91,7 @@ class EventChannel:
         """
         if not self._episode or self._undrained:
             return
-        log.warning(
-            "PLEG event channel recovered after discarding %d events", self._episode_drops
-        )
+        log.warning("PLEG event channel recovered after discarding %d events", self._episode_drops)
         self._episode = False
         self._episode_drops = 0
 

@@ -95,8 +95,10 @@ def _resource_value(
         raise _config_error(container, f"unsupported container resource : {ref.resource}")
     values = target.resources.limits if kind == "limits" else target.resources.requests
     quantity = values.get(name)
-    if kind == "limits" and name in _ALLOCATABLE_DEFAULTED and (
-        quantity is None or quantity.is_zero()
+    if (
+        kind == "limits"
+        and name in _ALLOCATABLE_DEFAULTED
+        and (quantity is None or quantity.is_zero())
     ):
         # No limit: the node's allocatable is the effective limit.
         if allocatable is None or name not in allocatable:
@@ -181,12 +183,14 @@ def resolve_env(
         if (kind, name) not in cache:
             data = None
             if config_source is not None:
-                get = (config_source.get_config_map if kind == "ConfigMap"
-                       else config_source.get_secret)
+                get = (
+                    config_source.get_config_map
+                    if kind == "ConfigMap"
+                    else config_source.get_secret
+                )
                 data = get(ns, name)
             cache[(kind, name)] = (
-                None if data is None
-                else {k: v.decode("utf-8", "replace") for k, v in data.items()}
+                None if data is None else {k: v.decode("utf-8", "replace") for k, v in data.items()}
             )
         return cache[(kind, name)]
 
@@ -296,8 +300,7 @@ def service_env(pod: Pod, services: Iterable[Service]) -> dict[str, str]:
         env[f"{prefix}_SERVICE_PORT"] = str(ports[0].port)
         for port in ports:
             if port.name:
-                env[f"{prefix}_SERVICE_PORT_{port.name.upper().replace('-', '_')}"] = str(
-                    port.port)
+                env[f"{prefix}_SERVICE_PORT_{port.name.upper().replace('-', '_')}"] = str(port.port)
         host = f"[{ip}]" if ":" in ip else ip  # net.JoinHostPort
         for i, port in enumerate(ports):
             proto = (port.protocol or "TCP").upper()

@@ -77,8 +77,14 @@ class EventLog:
         md = pod.metadata
         self._events.append(
             RecordedEvent(
-                self.clock.now(), md.namespace, md.name, md.uid, container,
-                event_type, reason, message,
+                self.clock.now(),
+                md.namespace,
+                md.name,
+                md.uid,
+                container,
+                event_type,
+                reason,
+                message,
             )
         )
 

@@ -51,6 +51,7 @@ class _Killer:
     hooks: HandlerRunner
 
     if TYPE_CHECKING:
+
         def _event(
             self, pod: Pod, event_type: str, reason: str, message: str, container: str = ""
         ) -> None: ...
@@ -99,8 +100,9 @@ class _Killer:
         if grace_override is not None:
             grace = grace_override
         message = message or f"Stopping container {name}"
-        log.info("Killing container %s of pod %s (grace %gs): %s",
-                 name, format_pod(pod), grace, message)
+        log.info(
+            "Killing container %s of pod %s (grace %gs): %s", name, format_pod(pod), grace, message
+        )
         self._event(pod, "Normal", "Killing", message, name)
         if (
             container is not None
@@ -131,14 +133,20 @@ class _Killer:
             failure = await wait_for(
                 self.clock,
                 self.hooks.run(
-                    container_id, pod, container, container.lifecycle.pre_stop,
+                    container_id,
+                    pod,
+                    container,
+                    container.lifecycle.pre_stop,
                     pod_ips=pod_ips,
                 ),
                 grace,
             )
         except TimeoutError:
-            log.info("PreStop hook of %s in %s not completed in grace period",
-                     container.name, format_pod(pod))
+            log.info(
+                "PreStop hook of %s in %s not completed in grace period",
+                container.name,
+                format_pod(pod),
+            )
         else:
             if failure is not None:
                 # The message stays out of the event: it may carry secrets.
@@ -191,7 +199,10 @@ class _Killer:
             try:
                 events = blockers(status)
                 await self._kill_container(
-                    pod, status.id, status.metadata.name, specs.get(status.metadata.name),
+                    pod,
+                    status.id,
+                    status.metadata.name,
+                    specs.get(status.metadata.name),
                     grace_override=grace_override,
                     wait_turn=turn_waiter(events) if events else None,
                     pod_ips=runtime_status.ips,

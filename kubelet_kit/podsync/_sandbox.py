@@ -238,8 +238,7 @@ def sandbox_config(
     }
     psc = spec.security_context
     # The pod's groups as the kubelet hands them to the sandbox: fsGroup first.
-    groups = ((psc.fs_group,) if psc.fs_group is not None else ()) + tuple(
-        psc.supplemental_groups)
+    groups = ((psc.fs_group,) if psc.fs_group is not None else ()) + tuple(psc.supplemental_groups)
     return PodSandboxConfig(
         metadata=PodSandboxMetadata(pod.name, pod.namespace, pod.uid, attempt),
         hostname="" if spec.host_network else pod_hostname(pod),

@@ -113,7 +113,10 @@ class _Starter:
         event (``Error: <event>``, the message by default)."""
         self.reasons[container.name] = (reason, message)
         self.s._event(
-            self.pod, "Warning", "Failed", f"Error: {message if event is None else event}",
+            self.pod,
+            "Warning",
+            "Failed",
+            f"Error: {message if event is None else event}",
             container.name,
         )
         return False
@@ -124,7 +127,8 @@ class _Starter:
         newest = self.runtime_status.find_container_status(container.name)
         exited = next(
             (
-                c for c in self.runtime_status.container_statuses
+                c
+                for c in self.runtime_status.container_statuses
                 if c.metadata.name == container.name and c.state is ContainerState.EXITED
             ),
             None,
@@ -135,7 +139,9 @@ class _Starter:
                 delay = s.crash_backoff.get(key)
                 self.state.expiries.append(exited.finished_at + delay)
                 s._event(
-                    pod, "Warning", "BackOff",
+                    pod,
+                    "Warning",
+                    "BackOff",
                     f"Back-off restarting failed container {container.name} in pod "
                     f"{format_pod(pod)}",
                     container.name,
@@ -172,8 +178,11 @@ class _Starter:
                 allocatable=s.container_manager.node_allocatable(),
             )
             # A ConfigSource may block (files, an API server): look it up off the loop.
-            env = (await asyncio.to_thread(resolve) if s.config_source is not None
-                   and _uses_config_objects(container) else resolve())
+            env = (
+                await asyncio.to_thread(resolve)
+                if s.config_source is not None and _uses_config_objects(container)
+                else resolve()
+            )
             # Device plugins' envs and mounts go first, as the kubelet orders them
             # (so a variable the pod sets itself still wins), in the config and in
             # the environment subPathExpr expands against.
@@ -203,7 +212,12 @@ class _Starter:
             hostname, domain = configs.pod_hostname_and_domain(pod, s.cluster_domain)
             try:
                 hosts = podfiles.hosts_mount(
-                    s.root_dir, pod, container, self.pod_ips, hostname, domain,
+                    s.root_dir,
+                    pod,
+                    container,
+                    self.pod_ips,
+                    hostname,
+                    domain,
                     node_hosts_path=s.node_hosts_path,
                 )
             except OSError as exc:
@@ -225,16 +239,19 @@ class _Starter:
             image=image_ref,
             extra_annotations=devices.annotations,
         )
+
         async def create() -> str:
             made = await s.runtime.create_container(self.sandbox_id, config, self.sandbox_config)
-            s._event(pod, "Normal", "Created", f"Created container: {container.name}",
-                     container.name)
+            s._event(
+                pod, "Normal", "Created", f"Created container: {container.name}", container.name
+            )
             return made
 
         async def start() -> None:
             await s.runtime.start_container(container_id)
-            s._event(pod, "Normal", "Started", f"Started container {container.name}",
-                     container.name)
+            s._event(
+                pod, "Normal", "Started", f"Started container {container.name}", container.name
+            )
 
         # Each step and its event run to their end even if the sync is cancelled.
         try:
@@ -248,17 +265,19 @@ class _Starter:
 
         hook = container.lifecycle.post_start if container.lifecycle is not None else None
         if hook is not None:
-            failure = await s.hooks.run(
-                container_id, pod, container, hook, pod_ips=self.pod_ips
-            )
+            failure = await s.hooks.run(container_id, pod, container, hook, pod_ips=self.pod_ips)
             if failure is not None:
                 # The message stays out of the event: it may carry secrets.
                 s._event(
                     pod, "Warning", "FailedPostStartHook", "PostStartHook failed", container.name
                 )
                 await s._kill_container(
-                    pod, container_id, container.name, container,
-                    reason=KILL_REASON_POST_START, message="FailedPostStartHook",
+                    pod,
+                    container_id,
+                    container.name,
+                    container,
+                    reason=KILL_REASON_POST_START,
+                    message="FailedPostStartHook",
                     pod_ips=self.pod_ips,
                 )
                 self.reasons[container.name] = (POST_START_HOOK_ERROR, failure)
@@ -294,7 +313,6 @@ def _uses_config_objects(container: Container) -> bool:
         return True
     return any(
         e.value_from is not None
-        and (e.value_from.config_map_key_ref is not None
-             or e.value_from.secret_key_ref is not None)
+        and (e.value_from.config_map_key_ref is not None or e.value_from.secret_key_ref is not None)
         for e in container.env
     )

@@ -127,9 +127,7 @@ def is_init_container_failed(status: ContainerStatus) -> bool:
 
 
 def _succeeded(status: ContainerStatus | None) -> bool:
-    return (
-        status is not None and status.state is ContainerState.EXITED and status.exit_code == 0
-    )
+    return status is not None and status.state is ContainerState.EXITED and status.exit_code == 0
 
 
 def sandbox_changed(pod: Pod, status: PodRuntimeStatus) -> tuple[bool, int, str]:
@@ -174,9 +172,7 @@ def container_changed(
     return recorded.lower() != container_hash(container).lower()
 
 
-def should_container_be_restarted(
-    container: Container, pod: Pod, status: PodRuntimeStatus
-) -> bool:
+def should_container_be_restarted(container: Container, pod: Pod, status: PodRuntimeStatus) -> bool:
     """The kubelet's ``ShouldContainerBeRestarted`` for a container not running.
 
     Never once the pod is being deleted; always for a container never started (or
@@ -291,8 +287,17 @@ def _compute_init_actions(
         elif state is ContainerState.RUNNING:
             if container.is_sidecar:
                 _running_sidecar(
-                    pod, i, container, current, plan, to_start, previously_initialized,
-                    container_hash, liveness_failed, startup_failed, startup_pending,
+                    pod,
+                    i,
+                    container,
+                    current,
+                    plan,
+                    to_start,
+                    previously_initialized,
+                    container_hash,
+                    liveness_failed,
+                    startup_failed,
+                    startup_pending,
                 )
                 if i == len(inits) - 1 and _sidecar_started(
                     container, current, startup_pending, startup_failed
@@ -355,8 +360,10 @@ def _running_sidecar(
     if container.startup_probe is not None:
         if current.id in startup_failed:
             plan.kill(
-                current, f"Init container {container.name} failed startup probe",
-                KILL_REASON_STARTUP, container,
+                current,
+                f"Init container {container.name} failed startup probe",
+                KILL_REASON_STARTUP,
+                container,
             )
             to_start.append(i)
             return
@@ -370,8 +377,10 @@ def _running_sidecar(
         return
     if container.liveness_probe is not None and current.id in liveness_failed:
         plan.kill(
-            current, f"Init container {container.name} failed liveness probe",
-            KILL_REASON_LIVENESS, container,
+            current,
+            f"Init container {container.name} failed liveness probe",
+            KILL_REASON_LIVENESS,
+            container,
         )
         to_start.append(i)
 
@@ -435,8 +444,13 @@ def compute_pod_actions(
         return PodActions(True, True, sandbox_id, attempt, containers_to_start=tuple(to_start))
 
     initialized = _compute_init_actions(
-        pod, runtime_status, plan, container_hash,
-        liveness_failed, startup_failed, startup_pending,
+        pod,
+        runtime_status,
+        plan,
+        container_hash,
+        liveness_failed,
+        startup_failed,
+        startup_pending,
     )
     if plan.kill_pod or not initialized:
         _kill_unknown_names(pod, runtime_status, plan)

@@ -107,8 +107,9 @@ def container_hash(container: Container) -> str:
 @functools.lru_cache(maxsize=4096)
 def _hash_name_and_image(name: str, image: str) -> str:
     # Every sync of every pod hashes each of its containers; the pairs repeat.
-    encoded = ("{" + f'"image":{_go_json_string(image)},"name":{_go_json_string(name)}'
-               + "}").encode()
+    encoded = (
+        "{" + f'"image":{_go_json_string(image)},"name":{_go_json_string(name)}' + "}"
+    ).encode()
     rendered = "([]uint8)[" + " ".join(map(str, encoded)) + "]"
     return format(_fnv1a_32(rendered.encode()), "x")
 
@@ -131,8 +132,11 @@ def _go_json_string(value: str) -> str:
 
 
 _GO_JSON_EXTRA_ESCAPES: Final = (
-    ("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
-    ("\u2028", "\\u2028"), ("\u2029", "\\u2029"),
+    ("<", "\\u003c"),
+    (">", "\\u003e"),
+    ("&", "\\u0026"),
+    ("\u2028", "\\u2028"),
+    ("\u2029", "\\u2029"),
 )
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
@@ -197,9 +201,7 @@ def container_annotations(
     annotations[kl.CONTAINER_TERMINATION_MESSAGE_PATH] = container.termination_message_path
     annotations[kl.CONTAINER_TERMINATION_MESSAGE_POLICY] = container.termination_message_policy
     if pod.metadata.deletion_grace_period_seconds is not None:
-        annotations[kl.POD_DELETION_GRACE_PERIOD] = str(
-            pod.metadata.deletion_grace_period_seconds
-        )
+        annotations[kl.POD_DELETION_GRACE_PERIOD] = str(pod.metadata.deletion_grace_period_seconds)
     annotations[kl.POD_TERMINATION_GRACE_PERIOD] = str(pod.spec.termination_grace_period_seconds)
     if container.lifecycle is not None and container.lifecycle.pre_stop is not None:
         annotations[kl.CONTAINER_PRESTOP_HANDLER] = json.dumps(
@@ -218,9 +220,7 @@ def _security_context(pod: Pod, container: Container) -> LinuxContainerSecurityC
     psc = pod.spec.security_context
     csc = container.security_context
     run_as_user = csc.run_as_user if csc and csc.run_as_user is not None else psc.run_as_user
-    run_as_group = (
-        csc.run_as_group if csc and csc.run_as_group is not None else psc.run_as_group
-    )
+    run_as_group = csc.run_as_group if csc and csc.run_as_group is not None else psc.run_as_group
     privileged = bool(csc and csc.privileged)
     groups = list(psc.supplemental_groups)
     if psc.fs_group is not None and psc.fs_group not in groups:
@@ -290,6 +290,7 @@ def container_config(
         resources=resources,
         security_context=_security_context(pod, container),
     )
+
 
 # ---------------------------------------------------------------- label readers
 

@@ -49,9 +49,7 @@ class GCResult:
     sandboxes: tuple[str, ...] = ()
 
 
-async def collect_dead_containers(
-    runtime: Runtime, *, max_per_pod_container: int = 1
-) -> GCResult:
+async def collect_dead_containers(runtime: Runtime, *, max_per_pod_container: int = 1) -> GCResult:
     """Remove the dead containers and sandboxes beyond what the kubelet keeps.
 
     Only objects with the kubelet's pod uid label are touched. A container or

@@ -155,8 +155,7 @@ class HandlerRunner:
                 await self._http_get(pod, container, handler, pod_ips)
             except HookError as exc:
                 return (
-                    f"HTTP lifecycle hook ({handler.http_get.path}) {where} failed - "
-                    f"error: {exc}"
+                    f"HTTP lifecycle hook ({handler.http_get.path}) {where} failed - error: {exc}"
                 )
             return None
         if handler.tcp_socket is not None:

@@ -84,15 +84,18 @@ class ImageGCManager:
         if not 0 <= high_threshold_percent <= 100:
             raise ConfigurationError(
                 f"imageGCHighThresholdPercent: must be between 0 and 100, got "
-                f"{high_threshold_percent}")
+                f"{high_threshold_percent}"
+            )
         if not 0 <= low_threshold_percent <= 100:
             raise ConfigurationError(
                 f"imageGCLowThresholdPercent: must be between 0 and 100, got "
-                f"{low_threshold_percent}")
+                f"{low_threshold_percent}"
+            )
         if low_threshold_percent > high_threshold_percent:
             raise ConfigurationError(
                 f"imageGCLowThresholdPercent ({low_threshold_percent}) must not be greater "
-                f"than imageGCHighThresholdPercent ({high_threshold_percent})")
+                f"than imageGCHighThresholdPercent ({high_threshold_percent})"
+            )
         self.runtime = runtime
         self.fs_usage = fs_usage
         self.clock: Clock = clock or RealClock()
@@ -139,22 +142,31 @@ class ImageGCManager:
         if usage < self.high_threshold_percent:
             return ImageGCResult(usage)
         to_free = capacity * (100 - self.low_threshold_percent) // 100 - available
-        log.info("disk usage on image filesystem is at %d%% which is over the high threshold "
-                 "(%d%%); trying to free %d bytes down to the low threshold (%d%%)",
-                 usage, self.high_threshold_percent, to_free, self.low_threshold_percent)
+        log.info(
+            "disk usage on image filesystem is at %d%% which is over the high threshold "
+            "(%d%%); trying to free %d bytes down to the low threshold (%d%%)",
+            usage,
+            self.high_threshold_percent,
+            to_free,
+            self.low_threshold_percent,
+        )
         freed, removed = await self._free_space(to_free, in_use)
         result = ImageGCResult(usage, to_free, freed, tuple(removed))
         if freed < to_free:
             raise ImageGCError(
                 f"Failed to garbage collect required amount of images. Attempted to free "
-                f"{to_free} bytes, but only found {freed} bytes eligible to free.")
+                f"{to_free} bytes, but only found {freed} bytes eligible to free."
+            )
         return result
 
     async def _free_space(self, to_free: int, in_use: set[str]) -> tuple[int, list[str]]:
         now = self.clock.now()
         candidates = sorted(
-            ((image_id, r) for image_id, r in self._records.items()
-             if image_id not in in_use and not r.pinned),
+            (
+                (image_id, r)
+                for image_id, r in self._records.items()
+                if image_id not in in_use and not r.pinned
+            ),
             key=lambda item: (item[1].last_used, item[1].first_detected),
         )
         freed = 0

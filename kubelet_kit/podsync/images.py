@@ -66,9 +66,7 @@ _ALNUM = r"[a-z0-9]+"
 _SEPARATOR = r"(?:[._]|__|[-]+)"
 _PATH_COMPONENT = rf"{_ALNUM}(?:{_SEPARATOR}{_ALNUM})*"
 _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_DOMAIN = (
-    rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
-)
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
 _TAG = r"[\w][\w.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
 _REFERENCE = re.compile(
@@ -203,7 +201,11 @@ class ImagePuller:
                 log.warning(
                     "Unable to retrieve pull secret %s/%s for %s/%s due to %s.  "
                     "The image pull may not succeed.",
-                    pod.namespace, name, pod.namespace, pod.metadata.name, why,
+                    pod.namespace,
+                    name,
+                    pod.namespace,
+                    pod.metadata.name,
+                    why,
                 )
                 continue
             found.append(data)
@@ -294,7 +296,10 @@ class ImagePuller:
         if not should_pull:
             if held is not None:
                 self._event(
-                    pod, container, "Normal", "Pulled",
+                    pod,
+                    container,
+                    "Normal",
+                    "Pulled",
                     f"Container image {quoted} already present on machine",
                 )
                 return held.id
@@ -318,7 +323,10 @@ class ImagePuller:
             raise PodSyncError(ERR_IMAGE_PULL, str(exc), container=container.name) from exc
         took = format_duration(self.clock.monotonic() - started)
         self._event(
-            pod, container, "Normal", "Pulled",
+            pod,
+            container,
+            "Normal",
+            "Pulled",
             f"Successfully pulled image {quoted} in {took} ({took} including waiting)",
         )
         self.backoff.gc()

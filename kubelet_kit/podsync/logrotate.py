@@ -77,7 +77,8 @@ class ContainerLogManager:
             raise ConfigurationError(f"containerLogMaxSize: must be positive, got {max_size}")
         if max_files < 2:
             raise ConfigurationError(
-                f"containerLogMaxFiles: must be greater than 1, got {max_files}")
+                f"containerLogMaxFiles: must be greater than 1, got {max_files}"
+            )
         self.runtime = runtime
         self.max_size = max_size
         self.max_files = max_files
@@ -140,18 +141,17 @@ class ContainerLogManager:
         # Leftovers of an interrupted compression: its temporary file, or the
         # original of a file already compressed.
         names = set(rotated)
-        for leftover in [p for p in rotated
-                         if p.endswith(_TMP) or p + _COMPRESSED in names]:
+        for leftover in [p for p in rotated if p.endswith(_TMP) or p + _COMPRESSED in names]:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(leftover)
             rotated.remove(leftover)
         # Keep max_files - 2: with the one about to be made and the live file,
         # max_files in all. The names sort by time (a .gz after its plain name).
         excess = len(rotated) - (self.max_files - 2)
-        for old in rotated[:max(0, excess)]:
+        for old in rotated[: max(0, excess)]:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(old)
-        rotated = rotated[max(0, excess):]
+        rotated = rotated[max(0, excess) :]
         for plain in [p for p in rotated if not p.endswith(_COMPRESSED)]:
             # The newest rotated file is compressed now, as it stops being newest.
             _compress(plain)

@@ -501,7 +501,8 @@ class RuntimePodSyncer(_Killer):
 
         def with_result(kind: ProbeKind, result: ProbeResult) -> frozenset[str]:
             return frozenset(
-                cid for (u, cid, k), r in self._probes.items()
+                cid
+                for (u, cid, k), r in self._probes.items()
                 if u == uid and k is kind and r is result
             )
 
@@ -510,7 +511,8 @@ class RuntimePodSyncer(_Killer):
             probed = {c.name for c in pod.spec.init_containers if c.startup_probe is not None}
             succeeded = with_result(ProbeKind.STARTUP, ProbeResult.SUCCESS)
             pending = frozenset(
-                s.id for s in status.running_container_statuses()
+                s.id
+                for s in status.running_container_statuses()
                 if s.metadata.name in probed and s.id not in succeeded
             )
         return {
@@ -538,8 +540,12 @@ class RuntimePodSyncer(_Killer):
         else:
             for kill in actions.containers_to_kill:
                 await self._kill_container(
-                    pod, kill.container_id, kill.name, kill.container,
-                    reason=kill.reason, message=kill.message,
+                    pod,
+                    kill.container_id,
+                    kill.name,
+                    kill.container,
+                    reason=kill.reason,
+                    message=kill.message,
                 )
         if not (
             actions.create_sandbox
@@ -562,7 +568,9 @@ class RuntimePodSyncer(_Killer):
         if actions.create_sandbox:
             if actions.sandbox_id:
                 self._event(
-                    pod, "Normal", "SandboxChanged",
+                    pod,
+                    "Normal",
+                    "SandboxChanged",
                     "Pod sandbox changed, it will be killed and re-created.",
                 )
             try:
@@ -610,7 +618,9 @@ class RuntimePodSyncer(_Killer):
             except ContainerRuntimeError as exc:
                 log.warning(
                     "failed to remove pod init container %r: %s; skipping pod %s",
-                    status.metadata.name, exc, format_pod(pod),
+                    status.metadata.name,
+                    exc,
+                    format_pod(pod),
                 )
 
 

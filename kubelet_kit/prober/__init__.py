@@ -47,17 +47,21 @@ __all__ = [
 
 # The protocol and its value types load with the package; the manager (and with it
 # prometheus_client) and the handlers (aiohttp, grpc) when first asked for.
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "ContainerView": "kubelet_kit.prober.manager",
-    "ReferenceProbeManager": "kubelet_kit.prober.manager",
-    "runtime_id": "kubelet_kit.prober.manager",
-    "ProberMetrics": "kubelet_kit.prober.metrics",
-    "ProbeOutcome": "kubelet_kit.prober.probers",
-    "Prober": "kubelet_kit.prober.probers",
-    "ProbeStatus": "kubelet_kit.prober.probers",
-    "exec_probe": "kubelet_kit.prober.probers",
-    "tcp_probe": "kubelet_kit.prober.probers",
-    "grpc_probe": "kubelet_kit.prober._grpc",
-    "http_probe": "kubelet_kit.prober._http",
-    "StubProbeManager": "kubelet_kit.prober.stub",
-}, __all__)
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ContainerView": "kubelet_kit.prober.manager",
+        "ReferenceProbeManager": "kubelet_kit.prober.manager",
+        "runtime_id": "kubelet_kit.prober.manager",
+        "ProberMetrics": "kubelet_kit.prober.metrics",
+        "ProbeOutcome": "kubelet_kit.prober.probers",
+        "Prober": "kubelet_kit.prober.probers",
+        "ProbeStatus": "kubelet_kit.prober.probers",
+        "exec_probe": "kubelet_kit.prober.probers",
+        "tcp_probe": "kubelet_kit.prober.probers",
+        "grpc_probe": "kubelet_kit.prober._grpc",
+        "http_probe": "kubelet_kit.prober._http",
+        "StubProbeManager": "kubelet_kit.prober.stub",
+    },
+    __all__,
+)

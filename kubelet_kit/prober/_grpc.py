@@ -109,5 +109,3 @@ async def grpc_probe(
         return _success("service healthy")
     finally:
         await channel.close()
-
-

@@ -44,7 +44,6 @@ def format_probe_url(scheme: str, host: str, port: int, path: str) -> URL:
     return URL(f"{scheme}://{join_host_port(host, port)}{path}", encoded=True)
 
 
-
 def _probe_headers(
     headers: Iterable[tuple[str, str]], user_agent: str
 ) -> tuple[CIMultiDict[str], list[str]]:
@@ -151,5 +150,3 @@ async def _http_exchange(
         except ValueError as exc:
             # A URL aiohttp cannot request (a malformed host or path).
             return _unknown(f'parse "{current}": {exc}')
-
-

@@ -80,11 +80,15 @@ __all__ = [
 # The HTTP and gRPC handlers live in their own modules, imported when first used:
 # they need aiohttp and grpc, which an agent whose pods probe only by exec or TCP
 # (or not at all) never loads.
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "format_probe_url": "kubelet_kit.prober._http",
-    "http_probe": "kubelet_kit.prober._http",
-    "grpc_probe": "kubelet_kit.prober._grpc",
-}, __all__)
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "format_probe_url": "kubelet_kit.prober._http",
+        "http_probe": "kubelet_kit.prober._http",
+        "grpc_probe": "kubelet_kit.prober._grpc",
+    },
+    __all__,
+)
 
 log = logging.getLogger(__name__)
 
@@ -382,17 +386,29 @@ class Prober:
         if outcome.status is ProbeStatus.UNKNOWN:
             log.warning(
                 "%s probe of %s/%s container %s errored and resulted in unknown state: %s",
-                kind.value, pod.namespace, pod.name, container.name, outcome.output,
+                kind.value,
+                pod.namespace,
+                pod.name,
+                container.name,
+                outcome.output,
             )
         elif outcome.status is ProbeStatus.WARNING:
             log.info(
                 "%s probe warning for %s/%s container %s: %s",
-                kind.value, pod.namespace, pod.name, container.name, outcome.output,
+                kind.value,
+                pod.namespace,
+                pod.name,
+                container.name,
+                outcome.output,
             )
         elif outcome.status is ProbeStatus.FAILURE:
             log.info(
                 "%s probe failed for %s/%s container %s: %s",
-                kind.value, pod.namespace, pod.name, container.name, outcome.output,
+                kind.value,
+                pod.namespace,
+                pod.name,
+                container.name,
+                outcome.output,
             )
         return outcome
 

@@ -97,9 +97,7 @@ ResultLookup = Callable[[ProbeKind, str], ProbeResult | None]
 WorkerLookup = Callable[[str, ProbeKind], bool]
 
 
-def is_started(
-    status: ContainerStatus, result_of: ResultLookup, has_worker: WorkerLookup
-) -> bool:
+def is_started(status: ContainerStatus, result_of: ResultLookup, has_worker: WorkerLookup) -> bool:
     """The kubelet's ``started``: running, and the startup probe succeeded (or
     there is none)."""
     if status.state.running is None:

@@ -396,22 +396,26 @@ class _HostContainers(_HostEvents):
         obs = self._observe(container_id)
         if obs.state is not ContainerState.RUNNING or not obs.shim_alive:
             raise ContainerRuntimeError(
-                f"reopen_container_log: container {container_id} is not running")
+                f"reopen_container_log: container {container_id} is not running"
+            )
         if not rec.log_path:
             raise ContainerRuntimeError(
-                f"reopen_container_log: container {container_id} has no log file")
+                f"reopen_container_log: container {container_id} has no log file"
+            )
         try:
             os.kill(obs.shim_pid, signal.SIGUSR1)
         except ProcessLookupError:
             raise ContainerRuntimeError(
-                f"reopen_container_log: container {container_id} is not running") from None
+                f"reopen_container_log: container {container_id} is not running"
+            ) from None
         # The shim is another process: wait on real time, briefly.
         deadline = time.monotonic() + 5.0
         while not os.path.exists(rec.log_path):
             if time.monotonic() > deadline:
                 raise ContainerRuntimeError(
                     f"reopen_container_log: container {container_id}: no new log file at "
-                    f"{rec.log_path} after 5s")
+                    f"{rec.log_path} after 5s"
+                )
             await asyncio.sleep(0.01)
 
     async def update_container_resources(

@@ -229,6 +229,9 @@ class _HostExec(_HostRuntimeBase):
                 "port-forward needs a ready sandbox"
             )
         await forward_port(
-            rec.netns, port, source, sink,
+            rec.netns,
+            port,
+            source,
+            sink,
             where=f'sandbox "{sandbox_id}" ({rec.config.metadata.name})',
         )

@@ -24,8 +24,6 @@ def _image_id(normalized: str) -> str:
     return "sha256:" + hashlib.sha256(normalized.encode()).hexdigest()
 
 
-
-
 class _HostImages(_HostRuntimeBase):
     """Recording, looking up and forgetting images."""
 

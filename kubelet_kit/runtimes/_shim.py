@@ -195,8 +195,9 @@ def _check(rc: int, what: str) -> None:
 
 def _mount(libc: ctypes.CDLL, source: str | None, target: str, flags: int) -> None:
     _check(
-        libc.mount(source.encode() if source else None, target.encode(), None,
-                   ctypes.c_ulong(flags), None),
+        libc.mount(
+            source.encode() if source else None, target.encode(), None, ctypes.c_ulong(flags), None
+        ),
         f'mount "{source or target}" to "{target}"',
     )
 
@@ -221,8 +222,8 @@ def apply_mounts(mounts: list[dict[str, Any]]) -> None:
     libc = _libc()
     try:
         _check(libc.unshare(_CLONE_NEWNS), "unshare mount namespace")
-        root = _MS_SLAVE if any(m.get("propagation") in _FROM_HOST for m in mounts) else (
-            _MS_PRIVATE
+        root = (
+            _MS_SLAVE if any(m.get("propagation") in _FROM_HOST for m in mounts) else (_MS_PRIVATE)
         )
         # Nothing done in this namespace may propagate back to the host.
         _mount(libc, None, "/", _MS_REC | root)
@@ -381,8 +382,11 @@ def _start(
         ours.append(master)
         theirs.append(slave)
         stdin = stdout = stderr = slave
-        pio = ProcessIO({master: (LogStream.STDOUT, _attach.STDOUT)},
-                        master if spec.get("stdin") else None, master)
+        pio = ProcessIO(
+            {master: (LogStream.STDOUT, _attach.STDOUT)},
+            master if spec.get("stdin") else None,
+            master,
+        )
     else:
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
@@ -396,8 +400,11 @@ def _start(
             stdin, stdin_w = os.pipe2(os.O_CLOEXEC)
             ours.append(stdin_w)
             theirs.append(stdin)
-        pio = ProcessIO({out_r: (LogStream.STDOUT, _attach.STDOUT),
-                         err_r: (LogStream.STDERR, _attach.STDERR)}, stdin_w, None)
+        pio = ProcessIO(
+            {out_r: (LogStream.STDOUT, _attach.STDOUT), err_r: (LogStream.STDERR, _attach.STDERR)},
+            stdin_w,
+            None,
+        )
     try:
         proc = subprocess.Popen(
             argv,
@@ -512,9 +519,11 @@ def main(args: list[str]) -> int:
     if len(args) >= 5 and args[0] == "--exec" and args[3] == "--":
         return exec_in(Path(args[1]), int(args[2]), args[4:])
     if len(args) != 1:
-        print("usage: python -m kubelet_kit.runtimes._shim STATE_DIR\n"
-              "       python -m kubelet_kit.runtimes._shim --exec STATE_DIR PID -- CMD...",
-              file=sys.stderr)
+        print(
+            "usage: python -m kubelet_kit.runtimes._shim STATE_DIR\n"
+            "       python -m kubelet_kit.runtimes._shim --exec STATE_DIR PID -- CMD...",
+            file=sys.stderr,
+        )
         return 2
     state_dir = Path(args[0])
     if os.fork() != 0:

@@ -106,8 +106,9 @@ class ProcessIO:
         terminal: The terminal's master side, for sizes (None without ``tty``).
     """
 
-    def __init__(self, outputs: dict[int, tuple[LogStream, int]], stdin: int | None,
-                 terminal: int | None) -> None:
+    def __init__(
+        self, outputs: dict[int, tuple[LogStream, int]], stdin: int | None, terminal: int | None
+    ) -> None:
         self.outputs = outputs
         self.stdin = stdin
         self.terminal = terminal
@@ -410,8 +411,9 @@ class Supervisor:
             return
         try:
             width, height = _attach.parse_resize(payload)
-            fcntl.ioctl(self._pio.terminal, termios.TIOCSWINSZ,
-                        struct.pack("HHHH", height, width, 0, 0))
+            fcntl.ioctl(
+                self._pio.terminal, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0)
+            )
         except (OSError, _attach.FrameError) as exc:
             print(f"attach resize: {exc}", file=sys.stderr)
 

@@ -178,7 +178,8 @@ async def _next_size(sizes: AsyncIterator[TerminalSize]) -> TerminalSize | None:
 
 
 async def _follow_sizes(
-    sizes: AsyncIterator[TerminalSize], apply: Callable[[TerminalSize], None],
+    sizes: AsyncIterator[TerminalSize],
+    apply: Callable[[TerminalSize], None],
     first: asyncio.Future[TerminalSize | None] | None,
 ) -> None:
     if first is not None:
@@ -376,8 +377,11 @@ async def _connect(netns: str, port: int) -> socket.socket:
     first: OSError | None = None
     for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
         try:
-            sock = (await _netns_socket(netns, family) if netns
-                    else socket.socket(family, socket.SOCK_STREAM))
+            sock = (
+                await _netns_socket(netns, family)
+                if netns
+                else socket.socket(family, socket.SOCK_STREAM)
+            )
         except OSError as exc:
             first = first or exc
             continue
@@ -414,8 +418,7 @@ async def forward_port(
     except OSError as exc:
         await _close_sink(sink)
         raise ContainerRuntimeError(
-            f"port-forward to {where}: failed to connect to localhost:{port}: "
-            f"{exc.strerror or exc}"
+            f"port-forward to {where}: failed to connect to localhost:{port}: {exc.strerror or exc}"
         ) from None
     reader, writer = await asyncio.open_connection(sock=sock)
 

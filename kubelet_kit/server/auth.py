@@ -62,12 +62,25 @@ AUTHENTICATED_GROUP: Final = "system:authenticated"
 #: Subresources whose endpoints only read state (never logs, never run).
 READ_ONLY_SUBRESOURCES: Final = ("stats", "metrics", "spec", "pods", "healthz")
 
-_VERBS: Final = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update",
-                 "PATCH": "patch", "DELETE": "delete"}
-_SUBRESOURCES: Final = (("/stats", "stats"), ("/metrics", "metrics"), ("/logs", "log"),
-                        ("/spec", "spec"), ("/checkpoint", "checkpoint"), ("/pods", "pods"),
-                        ("/runningpods", "pods"), ("/healthz", "healthz"),
-                        ("/configz", "configz"))
+_VERBS: Final = {
+    "GET": "get",
+    "HEAD": "get",
+    "POST": "create",
+    "PUT": "update",
+    "PATCH": "patch",
+    "DELETE": "delete",
+}
+_SUBRESOURCES: Final = (
+    ("/stats", "stats"),
+    ("/metrics", "metrics"),
+    ("/logs", "log"),
+    ("/spec", "spec"),
+    ("/checkpoint", "checkpoint"),
+    ("/pods", "pods"),
+    ("/runningpods", "pods"),
+    ("/healthz", "healthz"),
+    ("/configz", "configz"),
+)
 # Fine-grained subresources that upstream also grants through nodes/proxy.
 _PROXY_FALLBACK: Final = frozenset({"pods", "healthz", "configz"})
 
@@ -115,8 +128,10 @@ class Attributes:
 
     def forbidden_message(self) -> str:
         """The kubelet's 403 text for these attributes."""
-        return (f"Forbidden (user={self.user.name}, verb={self.verb}, resource={self.resource}, "
-                f"subresource(s)=[{self.subresource}])")
+        return (
+            f"Forbidden (user={self.user.name}, verb={self.verb}, resource={self.resource}, "
+            f"subresource(s)=[{self.subresource}])"
+        )
 
 
 def request_attributes(user: UserInfo, method: str, path: str, node: str) -> list[Attributes]:
@@ -176,7 +191,7 @@ def load_token_file(path: str | Path) -> TokenFile:
             continue
         where = f"{path}:{lineno}"
         if len(row) < 3 or not row[0].strip() or not row[1].strip():
-            errors.append(FieldError(where, "want token,user,uid[,\"group1,group2\"]"))
+            errors.append(FieldError(where, 'want token,user,uid[,"group1,group2"]'))
             continue
         token, name, uid = (c.strip() for c in row[:3])
         groups = tuple(g.strip() for g in row[3].split(",") if g.strip()) if len(row) > 3 else ()
@@ -324,11 +339,17 @@ class PolicyRule:
     def matches(self, attributes: Attributes) -> bool:
         """Whether this rule allows ``attributes``."""
         user = attributes.user
-        who = ("*" in self.users or user.name in self.users
-               or "*" in self.groups or any(g in self.groups for g in user.groups))
-        return (who
-                and ("*" in self.subresources or attributes.subresource in self.subresources)
-                and ("*" in self.verbs or attributes.verb in self.verbs))
+        who = (
+            "*" in self.users
+            or user.name in self.users
+            or "*" in self.groups
+            or any(g in self.groups for g in user.groups)
+        )
+        return (
+            who
+            and ("*" in self.subresources or attributes.subresource in self.subresources)
+            and ("*" in self.verbs or attributes.verb in self.verbs)
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str) -> PolicyRule:

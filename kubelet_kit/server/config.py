@@ -47,8 +47,9 @@ __all__ = ["build_authenticator", "build_authorizer", "ensure_self_signed", "ser
 def _section(data: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
     value = data.get(key) or {}
     if not isinstance(value, Mapping):
-        raise ConfigurationError(f"{path}: must be a mapping",
-                                 [FieldError(path, "must be a mapping")])
+        raise ConfigurationError(
+            f"{path}: must be a mapping", [FieldError(path, "must be a mapping")]
+        )
     return value
 
 
@@ -66,8 +67,10 @@ def build_authenticator(authentication: Mapping[str, Any]) -> Authenticator:
         raise ConfigurationError("authentication.anonymous.enabled: must be true or false")
     ca = x509.get("clientCAFile") or None
     token_file = authentication.get("tokenFile") or None
-    for name, value in (("authentication.x509.clientCAFile", ca),
-                        ("authentication.tokenFile", token_file)):
+    for name, value in (
+        ("authentication.x509.clientCAFile", ca),
+        ("authentication.tokenFile", token_file),
+    ):
         if value is not None and not isinstance(value, str):
             raise ConfigurationError(f"{name}: must be a file path")
     tokens = load_token_file(token_file) if token_file else None
@@ -95,10 +98,13 @@ def build_authorizer(authorization: Mapping[str, Any]) -> Authorizer:
             out.append(PolicyRule.from_dict(rule, where))
         return PolicyAuthorizer(out)
     if mode == "Webhook":
-        raise ConfigurationError('authorization.mode: "Webhook" needs an API server; use '
-                                 '"AlwaysAllow" or "Policy"')
-    raise ConfigurationError(f'authorization.mode: Unsupported value: "{mode}": supported '
-                             'values: "AlwaysAllow", "Policy"')
+        raise ConfigurationError(
+            'authorization.mode: "Webhook" needs an API server; use "AlwaysAllow" or "Policy"'
+        )
+    raise ConfigurationError(
+        f'authorization.mode: Unsupported value: "{mode}": supported '
+        'values: "AlwaysAllow", "Policy"'
+    )
 
 
 def server_options(config: KubeletConfiguration) -> dict[str, Any]:
@@ -118,8 +124,7 @@ def server_options(config: KubeletConfiguration) -> dict[str, Any]:
         "tls_cert_file": extra.get("tlsCertFile") or None,
         "tls_private_key_file": extra.get("tlsPrivateKeyFile") or None,
         "enable_debugging_handlers": bool(debugging),
-        "authenticator": build_authenticator(_section(extra, "authentication",
-                                                      "authentication")),
+        "authenticator": build_authenticator(_section(extra, "authentication", "authentication")),
         "authorizer": build_authorizer(_section(extra, "authorization", "authorization")),
     }
 
@@ -137,18 +142,39 @@ def ensure_self_signed(cert_dir: Path, host: str) -> tuple[Path, Path]:
         return cert, key
     openssl = shutil.which("openssl")
     if openssl is None:
-        raise ConfigurationError("tlsCertFile: none given and no openssl command to make a "
-                                 "self-signed certificate")
+        raise ConfigurationError(
+            "tlsCertFile: none given and no openssl command to make a self-signed certificate"
+        )
     cert_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     proc = subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-         "-nodes", "-days", "365", "-subj", f"/CN={host}@self-signed",
-         "-addext", f"subjectAltName=DNS:{host},DNS:localhost,IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        capture_output=True, text=True, check=False, timeout=60,
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "365",
+            "-subj",
+            f"/CN={host}@self-signed",
+            "-addext",
+            f"subjectAltName=DNS:{host},DNS:localhost,IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
     )
     if proc.returncode != 0:
-        raise ConfigurationError(f"tlsCertFile: making a self-signed certificate failed: "
-                                 f"{proc.stderr.strip()}")
+        raise ConfigurationError(
+            f"tlsCertFile: making a self-signed certificate failed: {proc.stderr.strip()}"
+        )
     key.chmod(0o600)
     return cert, key

@@ -117,25 +117,33 @@ def parse_log_options(query: Mapping[str, str], now: float) -> tuple[LogOptions,
     if "tailLines" in query:
         tail = _parse_int("tailLines", query["tailLines"], errors)
         if tail is not None and tail < 0:
-            errors.append(FieldError("tailLines", f"Invalid value: {tail}: must be greater "
-                                                  "than or equal to 0"))
+            errors.append(
+                FieldError(
+                    "tailLines", f"Invalid value: {tail}: must be greater than or equal to 0"
+                )
+            )
     if "limitBytes" in query:
         limit = _parse_int("limitBytes", query["limitBytes"], errors)
         if limit is not None and limit < 1:
-            errors.append(FieldError("limitBytes", f"Invalid value: {limit}: must be greater "
-                                                   "than 0"))
+            errors.append(
+                FieldError("limitBytes", f"Invalid value: {limit}: must be greater than 0")
+            )
     if "sinceSeconds" in query:
         since_seconds = _parse_int("sinceSeconds", query["sinceSeconds"], errors)
         if since_seconds is not None:
             if since_seconds < 1:
-                errors.append(FieldError("sinceSeconds", f"Invalid value: {since_seconds}: "
-                                                         "must be greater than 0"))
+                errors.append(
+                    FieldError(
+                        "sinceSeconds", f"Invalid value: {since_seconds}: must be greater than 0"
+                    )
+                )
             else:
                 since_ns = int((now - since_seconds) * _NS)
     if "sinceTime" in query:
         if "sinceSeconds" in query:
-            errors.append(FieldError("", "at most one of `sinceTime` or `sinceSeconds` may be "
-                                         "specified"))
+            errors.append(
+                FieldError("", "at most one of `sinceTime` or `sinceSeconds` may be specified")
+            )
         try:
             since_ns = parse_timestamp(query["sinceTime"])
         except ValueError as exc:
@@ -158,8 +166,9 @@ def format_fixed_timestamp(timestamp_ns: int) -> str:
     return f"{base}.{nanos:09d}Z"
 
 
-def container_log_dir(pod_logs_dir: Path, namespace: str, name: str, uid: str,
-                      container: str) -> Path:
+def container_log_dir(
+    pod_logs_dir: Path, namespace: str, name: str, uid: str, container: str
+) -> Path:
     """Where the kubelet keeps one container's log files.
 
     Raises:
@@ -368,8 +377,9 @@ async def stream_log(
             return
         deadline = clock.monotonic() + max_follow
         stopped = False
-        while ((remaining is None or remaining > 0) and clock.monotonic() < deadline
-               and client_alive()):
+        while (
+            (remaining is None or remaining > 0) and clock.monotonic() < deadline and client_alive()
+        ):
             # Inline: a bounded read of a file known to be regular does not wait.
             out, n = reader.read(_FOLLOW_CHUNK)
             if out:

@@ -26,27 +26,36 @@ class _SummaryCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         node = self.summary.get("node", {})
         pods = self.summary.get("pods", [])
-        node_cpu = CounterMetricFamily("node_cpu_usage_seconds",
-                                       "Cumulative cpu time consumed by the node in core-seconds")
-        node_mem = GaugeMetricFamily("node_memory_working_set_bytes",
-                                     "Current working set of the node in bytes")
+        node_cpu = CounterMetricFamily(
+            "node_cpu_usage_seconds", "Cumulative cpu time consumed by the node in core-seconds"
+        )
+        node_mem = GaugeMetricFamily(
+            "node_memory_working_set_bytes", "Current working set of the node in bytes"
+        )
         if "usageCoreNanoSeconds" in node.get("cpu", {}):
             node_cpu.add_metric([], node["cpu"]["usageCoreNanoSeconds"] / 1e9)
         if "workingSetBytes" in node.get("memory", {}):
             node_mem.add_metric([], node["memory"]["workingSetBytes"])
-        pod_cpu = CounterMetricFamily("pod_cpu_usage_seconds",
-                                      "Cumulative cpu time consumed by the pod in core-seconds",
-                                      labels=["namespace", "pod"])
-        pod_mem = GaugeMetricFamily("pod_memory_working_set_bytes",
-                                    "Current working set of the pod in bytes",
-                                    labels=["namespace", "pod"])
+        pod_cpu = CounterMetricFamily(
+            "pod_cpu_usage_seconds",
+            "Cumulative cpu time consumed by the pod in core-seconds",
+            labels=["namespace", "pod"],
+        )
+        pod_mem = GaugeMetricFamily(
+            "pod_memory_working_set_bytes",
+            "Current working set of the pod in bytes",
+            labels=["namespace", "pod"],
+        )
         c_cpu = CounterMetricFamily(
             "container_cpu_usage_seconds",
             "Cumulative cpu time consumed by the container in core-seconds",
-            labels=["container", "namespace", "pod"])
-        c_mem = GaugeMetricFamily("container_memory_working_set_bytes",
-                                  "Current working set of the container in bytes",
-                                  labels=["container", "namespace", "pod"])
+            labels=["container", "namespace", "pod"],
+        )
+        c_mem = GaugeMetricFamily(
+            "container_memory_working_set_bytes",
+            "Current working set of the container in bytes",
+            labels=["container", "namespace", "pod"],
+        )
         for pod in pods:
             ref = pod["podRef"]
             key = [ref["namespace"], ref["name"]]
@@ -60,9 +69,10 @@ class _SummaryCollector(Collector):
                     c_cpu.add_metric(ckey, c["cpu"]["usageCoreNanoSeconds"] / 1e9)
                 if "workingSetBytes" in c.get("memory", {}):
                     c_mem.add_metric(ckey, c["memory"]["workingSetBytes"])
-        scrape = GaugeMetricFamily("resource_scrape_error",
-                                   "1 if there was an error while getting container metrics, "
-                                   "0 otherwise")
+        scrape = GaugeMetricFamily(
+            "resource_scrape_error",
+            "1 if there was an error while getting container metrics, 0 otherwise",
+        )
         scrape.add_metric([], 0)
         yield from (node_cpu, node_mem, pod_cpu, pod_mem, c_cpu, c_mem, scrape)
 

@@ -109,15 +109,28 @@ def _cpu_and_memory(summary: dict[str, Any]) -> dict[str, Any]:
     keep = ("cpu", "memory")
     node = summary["node"]
     return {
-        "node": {"nodeName": node["nodeName"], "startTime": node["startTime"],
-                 "systemContainers": node.get("systemContainers", []),
-                 **{k: node[k] for k in keep if k in node}},
-        "pods": [{"podRef": p["podRef"], "startTime": p["startTime"],
-                  **{k: p[k] for k in keep if k in p},
-                  "containers": [{"name": c["name"], "startTime": c["startTime"],
-                                  **{k: c[k] for k in keep if k in c}}
-                                 for c in p.get("containers", [])]}
-                 for p in summary["pods"]],
+        "node": {
+            "nodeName": node["nodeName"],
+            "startTime": node["startTime"],
+            "systemContainers": node.get("systemContainers", []),
+            **{k: node[k] for k in keep if k in node},
+        },
+        "pods": [
+            {
+                "podRef": p["podRef"],
+                "startTime": p["startTime"],
+                **{k: p[k] for k in keep if k in p},
+                "containers": [
+                    {
+                        "name": c["name"],
+                        "startTime": c["startTime"],
+                        **{k: c[k] for k in keep if k in c},
+                    }
+                    for c in p.get("containers", [])
+                ],
+            }
+            for p in summary["pods"]
+        ],
     }
 
 
@@ -173,7 +186,8 @@ class KubeletServer:
     ) -> None:
         if port is not None and not (tls_cert_file and tls_private_key_file):
             raise ConfigurationError(
-                "tlsCertFile and tlsPrivateKeyFile are required to serve the secure port")
+                "tlsCertFile and tlsPrivateKeyFile are required to serve the secure port"
+            )
         self.kubelet = kubelet
         self.address = address
         self.port = port
@@ -186,12 +200,17 @@ class KubeletServer:
         self.healthz_port = healthz_port
         self.enable_debugging_handlers = enable_debugging_handlers
         self.limits = limits or ServerLimits()
-        self.metrics = metrics or KubeletMetrics.for_registry(kubelet.registry,
-                                                              node_name=kubelet.node_name)
+        self.metrics = metrics or KubeletMetrics.for_registry(
+            kubelet.registry, node_name=kubelet.node_name
+        )
         self.summary = SummaryProvider(
-            kubelet.runtime, node_name=kubelet.node_name, root_dir=kubelet.root_dir,
-            pod_logs_dir=kubelet.pod_logs_dir, now=kubelet.clock.now,
-            monotonic=kubelet.clock.monotonic)
+            kubelet.runtime,
+            node_name=kubelet.node_name,
+            root_dir=kubelet.root_dir,
+            pod_logs_dir=kubelet.pod_logs_dir,
+            now=kubelet.clock.now,
+            monotonic=kubelet.clock.monotonic,
+        )
         #: Log streams being served now (a follow counts until it ends).
         self.open_streams = 0
         self._runners: list[web.AppRunner] = []
@@ -201,8 +220,9 @@ class KubeletServer:
     # -- construction from a KubeletConfiguration ------------------------------------
 
     @classmethod
-    def from_config(cls, kubelet: Kubelet, config: KubeletConfiguration,
-                    **overrides: Any) -> KubeletServer:
+    def from_config(
+        cls, kubelet: Kubelet, config: KubeletConfiguration, **overrides: Any
+    ) -> KubeletServer:
         """Build a server from a KubeletConfiguration: ``address``, ``port``,
         ``readOnlyPort``, ``healthzBindAddress``/``healthzPort``, ``tlsCertFile``,
         ``tlsPrivateKeyFile``, ``enableDebuggingHandlers``, ``authentication``
@@ -226,8 +246,7 @@ class KubeletServer:
         middlewares: list[Any] = [self._bounded]
         if kind == "secure":
             middlewares.insert(0, self._authenticated)
-        app = web.Application(client_max_size=self.limits.max_body_bytes,
-                              middlewares=middlewares)
+        app = web.Application(client_max_size=self.limits.max_body_bytes, middlewares=middlewares)
         r = app.router
         r.add_get("/healthz", self._healthz)
         r.add_get("/healthz/{check}", self._healthz)
@@ -251,20 +270,22 @@ class KubeletServer:
         ]
         debug.extend(StreamEndpoints(self).routes())
         for method, path, handler in debug:
-            r.add_route(method, path, handler if self.enable_debugging_handlers
-                        else self._debugging_disabled)
+            r.add_route(
+                method,
+                path,
+                handler if self.enable_debugging_handlers else self._debugging_disabled,
+            )
         return app
 
     @web.middleware
-    async def _authenticated(self, request: web.Request,
-                             handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-                             ) -> web.StreamResponse:
+    async def _authenticated(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         peercert = request.transport.get_extra_info("peercert") if request.transport else None
         user = self.authenticator.authenticate(peercert, request.headers.get("Authorization"))
         if user is None:
             return _text(401, "Unauthorized")
-        attributes = request_attributes(user, request.method, request.path,
-                                        self.kubelet.node_name)
+        attributes = request_attributes(user, request.method, request.path, self.kubelet.node_name)
         if not any(self.authorizer.authorize(a) for a in attributes):
             log.info("refused %s %s for %s", request.method, request.path, user.name)
             return _text(403, attributes[0].forbidden_message())
@@ -272,26 +293,26 @@ class KubeletServer:
         return await handler(request)
 
     @web.middleware
-    async def _bounded(self, request: web.Request,
-                       handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-                       ) -> web.StreamResponse:
+    async def _bounded(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         if request.body_exists:
             # No endpoint takes a body; refuse a large one before anything else, and
             # read a small one (within client_max_size) so the connection stays usable.
             length = request.content_length
             if length is not None and length > self.limits.max_body_bytes:
-                return _text(413, f"request body of {length} bytes is larger than "
-                                  f"{self.limits.max_body_bytes}")
+                return _text(
+                    413,
+                    f"request body of {length} bytes is larger than {self.limits.max_body_bytes}",
+                )
             try:
                 await request.read()
             except web.HTTPRequestEntityTooLarge:
-                return _text(413, "request body is larger than "
-                                  f"{self.limits.max_body_bytes} bytes")
+                return _text(413, f"request body is larger than {self.limits.max_body_bytes} bytes")
         if request.path.startswith(("/containerLogs/", *STREAM_PATH_PREFIXES)):
             return await handler(request)  # streams: bounded by max_follow instead
         try:
-            return await wait_for(self.kubelet.clock, handler(request),
-                                  self.limits.request_timeout)
+            return await wait_for(self.kubelet.clock, handler(request), self.limits.request_timeout)
         except TimeoutError:
             return _text(504, f"request took longer than {self.limits.request_timeout:g}s")
 
@@ -302,16 +323,21 @@ class KubeletServer:
         ok, msg = self.kubelet.healthy()
         # Kubelet.healthy() reports the PLEG's failure too; keep each under its check.
         loop_ok = ok or (not pleg_ok and msg == pleg_msg)
-        checks = {"ping": (True, ""), "log": (True, ""), "syncloop": (loop_ok, msg),
-                  "pleg": (pleg_ok, pleg_msg)}
+        checks = {
+            "ping": (True, ""),
+            "log": (True, ""),
+            "syncloop": (loop_ok, msg),
+            "pleg": (pleg_ok, pleg_msg),
+        }
         name = request.match_info.get("check")
         if name is not None:
             if name not in checks:
                 return _text(404, f"no healthz check named {name!r}")
             good, why = checks[name]
             return _text(200, "ok") if good else _text(500, f"internal server error: {why}")
-        lines = [f"[+]{n} ok" if good else f"[-]{n} failed: {why}"
-                 for n, (good, why) in checks.items()]
+        lines = [
+            f"[+]{n} ok" if good else f"[-]{n} failed: {why}" for n, (good, why) in checks.items()
+        ]
         if all(good for good, _ in checks.values()):
             if "verbose" in request.query:
                 return _text(200, "\n".join([*lines, "healthz check passed"]))
@@ -327,8 +353,9 @@ class KubeletServer:
 
     async def _pods(self, request: web.Request) -> web.Response:
         items = [self._pod_json(p) for p in self.kubelet.pods()]
-        return web.json_response({"kind": "PodList", "apiVersion": "v1", "metadata": {},
-                                  "items": items})
+        return web.json_response(
+            {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
+        )
 
     async def _running_pods(self, request: web.Request) -> web.Response:
         try:
@@ -337,16 +364,29 @@ class KubeletServer:
             return _text(500, f"listing the runtime's pods failed: {exc}")
         items = []
         for rp in pods:
-            containers = [{"name": c.labels.get(labels.CONTAINER_NAME, c.metadata.name),
-                           "image": c.image, "resources": {}} for c in rp.containers]
-            items.append({
-                "metadata": {"name": rp.name, "namespace": rp.namespace, "uid": rp.uid,
-                             "creationTimestamp": None},
-                "spec": {"containers": containers},
-                "status": {},
-            })
-        return web.json_response({"kind": "PodList", "apiVersion": "v1", "metadata": {},
-                                  "items": items})
+            containers = [
+                {
+                    "name": c.labels.get(labels.CONTAINER_NAME, c.metadata.name),
+                    "image": c.image,
+                    "resources": {},
+                }
+                for c in rp.containers
+            ]
+            items.append(
+                {
+                    "metadata": {
+                        "name": rp.name,
+                        "namespace": rp.namespace,
+                        "uid": rp.uid,
+                        "creationTimestamp": None,
+                    },
+                    "spec": {"containers": containers},
+                    "status": {},
+                }
+            )
+        return web.json_response(
+            {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
+        )
 
     async def _metrics(self, request: web.Request) -> web.Response:
         try:
@@ -395,8 +435,7 @@ class KubeletServer:
         for problem in (
             _check_name("namespace", m["namespace"], _LABEL, 63),
             _check_name("pod name", m["pod"], _SUBDOMAIN, 253),
-            _check_name("container name", m["container"], _LABEL, 63)
-            if "container" in m else None,
+            _check_name("container name", m["container"], _LABEL, 63) if "container" in m else None,
             _check_name("pod uid", m["uid"], _UID, 128) if "uid" in m else None,
         ):
             if problem:
@@ -405,15 +444,19 @@ class KubeletServer:
 
     def _find_pod(self, namespace: str, name: str, uid: str | None = None) -> Pod | None:
         for pod in self.kubelet.pods():
-            if (pod.metadata.namespace == namespace and pod.metadata.name == name
-                    and (uid is None or pod.metadata.uid == uid)):
+            if (
+                pod.metadata.namespace == namespace
+                and pod.metadata.name == name
+                and (uid is None or pod.metadata.uid == uid)
+            ):
                 return pod
         return None
 
     async def _running_container(self, pod: Pod, container: str) -> str | None:
         selector = {labels.POD_UID: pod.metadata.uid, labels.CONTAINER_NAME: container}
         found = await self.kubelet.runtime.list_containers(
-            ContainerFilter(state=ContainerState.RUNNING, label_selector=selector))
+            ContainerFilter(state=ContainerState.RUNNING, label_selector=selector)
+        )
         return max(found, key=lambda c: c.created_at).id if found else None
 
     async def _container_logs(self, request: web.Request) -> web.StreamResponse:
@@ -431,15 +474,17 @@ class KubeletServer:
         if container not in {c.name for c in pod.spec.all_containers()}:
             return _text(404, f'container "{container}" not found in pod "{name}"')
         try:
-            directory = container_log_dir(self.kubelet.pod_logs_dir, namespace, name,
-                                          pod.metadata.uid, container)
+            directory = container_log_dir(
+                self.kubelet.pod_logs_dir, namespace, name, pod.metadata.uid, container
+            )
         except ValueError as exc:
             return _text(400, str(exc))
         path = await asyncio.to_thread(find_log_file, directory, opts.previous)
         if path is None:
             what = "previous terminated container" if opts.previous else "container"
-            return _text(400 if opts.previous else 404,
-                         f'{what} "{container}" in pod "{name}" not found')
+            return _text(
+                400 if opts.previous else 404, f'{what} "{container}" in pod "{name}" not found'
+            )
 
         async def running() -> bool:
             try:
@@ -452,10 +497,15 @@ class KubeletServer:
         response.charset = "utf-8"
         transport = request.transport
         stream = stream_log(
-            path, opts, clock=self.kubelet.clock, running=running,
-            max_follow=self.limits.max_follow, root=self.kubelet.pod_logs_dir,
+            path,
+            opts,
+            clock=self.kubelet.clock,
+            running=running,
+            max_follow=self.limits.max_follow,
+            root=self.kubelet.pod_logs_dir,
             # aiohttp does not cancel a handler whose client left: look for it.
-            client_alive=lambda: transport is not None and not transport.is_closing())
+            client_alive=lambda: transport is not None and not transport.is_closing(),
+        )
         self.open_streams += 1
         try:
             async with contextlib.aclosing(stream) as chunks:
@@ -475,10 +525,8 @@ class KubeletServer:
             # The kubelet answers 400 when the log cannot be opened; a refused file
             # (a link, a FIFO...) is one. The reason, never a link's target, is told.
             if not response.prepared:
-                return _text(400, f'failed to open log file "{path}": '
-                                  f"{exc.strerror or exc}")
-            log.warning("reading the log of %s/%s/%s failed: %s", namespace, name,
-                        container, exc)
+                return _text(400, f'failed to open log file "{path}": {exc.strerror or exc}')
+            log.warning("reading the log of %s/%s/%s failed: %s", namespace, name, container, exc)
         finally:
             self.open_streams -= 1
         return response
@@ -499,19 +547,22 @@ class KubeletServer:
         try:
             container_id = await self._running_container(pod, m["container"])
             if container_id is None:
-                return _text(404, f'container "{m["container"]}" is not running in pod '
-                                  f'"{m["pod"]}"')
-            result = await self.kubelet.runtime.exec_sync(container_id, cmd,
-                                                          self.limits.exec_timeout)
+                return _text(
+                    404, f'container "{m["container"]}" is not running in pod "{m["pod"]}"'
+                )
+            result = await self.kubelet.runtime.exec_sync(
+                container_id, cmd, self.limits.exec_timeout
+            )
         except DeadlineExceededError:
-            return _text(500, f"command {cmd_text!r} timed out after "
-                              f"{self.limits.exec_timeout:g}s")
+            return _text(500, f"command {cmd_text!r} timed out after {self.limits.exec_timeout:g}s")
         except ContainerRuntimeError as exc:
             return _text(500, f"command {cmd_text!r} failed: {exc}")
         output = result.stdout + result.stderr
         if result.exit_code != 0:
-            return web.Response(status=500, body=output + (
-                f"command {cmd_text!r} exited with {result.exit_code}\n").encode())
+            return web.Response(
+                status=500,
+                body=output + (f"command {cmd_text!r} exited with {result.exit_code}\n").encode(),
+            )
         return web.Response(body=output, content_type="application/json")
 
     # -- lifecycle -------------------------------------------------------------------
@@ -524,14 +575,18 @@ class KubeletServer:
         except (OSError, ssl.SSLError) as exc:
             raise ConfigurationError(
                 f"tlsCertFile/tlsPrivateKeyFile: cannot load {self.tls_cert_file} with "
-                f"{self.tls_private_key_file}: {exc}") from None
+                f"{self.tls_private_key_file}: {exc}"
+            ) from None
         self.authenticator.configure_tls(context)
         return context
 
-    async def _listen(self, kind: str, host: str, port: int,
-                      ssl_context: ssl.SSLContext | None) -> int:
+    async def _listen(
+        self, kind: str, host: str, port: int, ssl_context: ssl.SSLContext | None
+    ) -> int:
         runner = web.AppRunner(
-            self._app(kind), handle_signals=False, access_log=None,
+            self._app(kind),
+            handle_signals=False,
+            access_log=None,
             keepalive_timeout=self.limits.keepalive_timeout,
             max_line_size=self.limits.max_line_bytes,
             max_field_size=self.limits.max_field_bytes,
@@ -557,20 +612,26 @@ class KubeletServer:
         self._stopped.clear()
         try:
             if self.port is not None:
-                self.port = await self._listen("secure", self.address, self.port,
-                                               self._tls_context())
+                self.port = await self._listen(
+                    "secure", self.address, self.port, self._tls_context()
+                )
             if self.read_only_port is not None:
-                self.read_only_port = await self._listen("read-only", self.address,
-                                                         self.read_only_port, None)
+                self.read_only_port = await self._listen(
+                    "read-only", self.address, self.read_only_port, None
+                )
             if self.healthz_port is not None:
-                self.healthz_port = await self._listen("healthz", self.healthz_address,
-                                                       self.healthz_port, None)
+                self.healthz_port = await self._listen(
+                    "healthz", self.healthz_address, self.healthz_port, None
+                )
         except BaseException:
             await self.stop()
             raise
-        self._tasks.append(asyncio.create_task(self.metrics.watch_pod_starts(
-            self.kubelet.subscribe(), self.kubelet.clock),
-                                               name="pod-start-metrics"))
+        self._tasks.append(
+            asyncio.create_task(
+                self.metrics.watch_pod_starts(self.kubelet.subscribe(), self.kubelet.clock),
+                name="pod-start-metrics",
+            )
+        )
 
     async def stop(self) -> None:
         """Stop listening and end open requests (log follows too). Idempotent."""

@@ -96,8 +96,14 @@ def _host_sample() -> dict[str, Any]:
     if len(loadavg) > 3 and "/" in loadavg[3]:
         procs = int(loadavg[3].split("/")[1])
     pid_max = _read("/proc/sys/kernel/pid_max").strip()
-    return {"cpu_ns": cpu_ns, "boot": boot, "mem": _meminfo(), "vm": vm, "procs": procs,
-            "pid_max": int(pid_max) if pid_max.isdigit() else None}
+    return {
+        "cpu_ns": cpu_ns,
+        "boot": boot,
+        "mem": _meminfo(),
+        "vm": vm,
+        "procs": procs,
+        "pid_max": int(pid_max) if pid_max.isdigit() else None,
+    }
 
 
 def _dir_usage(path: Path) -> tuple[int, int]:
@@ -131,8 +137,16 @@ class SummaryProvider:
         monotonic: Monotonic seconds (for usage rates).
     """
 
-    def __init__(self, runtime: Runtime, *, node_name: str, root_dir: Path, pod_logs_dir: Path,
-                 now: Any, monotonic: Any) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        node_name: str,
+        root_dir: Path,
+        pod_logs_dir: Path,
+        now: Any,
+        monotonic: Any,
+    ) -> None:
         self.runtime = runtime
         self.node_name = node_name
         self.root_dir = root_dir
@@ -154,9 +168,13 @@ class SummaryProvider:
     def _cpu_stats(self, key: str, usage_ns: int | None, now: float, at: float) -> dict[str, Any]:
         if usage_ns is None:
             return {}
-        return _drop_none({"time": format_time(now),
-                           "usageNanoCores": self._rate(key, usage_ns, at),
-                           "usageCoreNanoSeconds": usage_ns})
+        return _drop_none(
+            {
+                "time": format_time(now),
+                "usageNanoCores": self._rate(key, usage_ns, at),
+                "usageCoreNanoSeconds": usage_ns,
+            }
+        )
 
     async def summary(self) -> dict[str, Any]:
         """The Summary document. Raises ContainerRuntimeError when the runtime
@@ -175,15 +193,17 @@ class SummaryProvider:
             total = mem["MemTotal"]
             usage = total - mem.get("MemFree", 0)
             working_set = max(usage - mem.get("Inactive(file)", 0), 0)
-            memory = _drop_none({
-                "time": t,
-                "availableBytes": max(total - working_set, 0),
-                "usageBytes": usage,
-                "workingSetBytes": working_set,
-                "rssBytes": mem.get("AnonPages"),
-                "pageFaults": host["vm"].get("pgfault"),
-                "majorPageFaults": host["vm"].get("pgmajfault"),
-            })
+            memory = _drop_none(
+                {
+                    "time": t,
+                    "availableBytes": max(total - working_set, 0),
+                    "usageBytes": usage,
+                    "workingSetBytes": working_set,
+                    "rssBytes": mem.get("AnonPages"),
+                    "pageFaults": host["vm"].get("pgfault"),
+                    "majorPageFaults": host["vm"].get("pgmajfault"),
+                }
+            )
         fs = await asyncio.to_thread(fs_stats, self.root_dir, now)
         node: dict[str, Any] = {
             "nodeName": self.node_name,
@@ -195,14 +215,14 @@ class SummaryProvider:
             # The Runtime protocol has no image filesystem call: the agent's own
             # filesystem holds the host runtime's state and is the best figure here.
             "runtime": {"imageFs": fs, "containerFs": fs},
-            "rlimit": _drop_none({"time": t, "maxpid": host["pid_max"],
-                                  "curproc": host["procs"]}),
+            "rlimit": _drop_none({"time": t, "maxpid": host["pid_max"], "curproc": host["procs"]}),
         }
         return node
 
     async def _pods(self, now: float, at: float) -> list[dict[str, Any]]:
-        sandboxes = [s for s in await self.runtime.list_pod_sandboxes()
-                     if s.state is PodSandboxState.READY]
+        sandboxes = [
+            s for s in await self.runtime.list_pod_sandboxes() if s.state is PodSandboxState.READY
+        ]
         containers = await self.runtime.list_containers()
         by_id: dict[str, ContainerInfo] = {c.id: c for c in containers}
         logs_fs = await asyncio.to_thread(fs_stats, self.pod_logs_dir, now)
@@ -212,13 +232,19 @@ class SummaryProvider:
                 stats = await self.runtime.pod_sandbox_stats(sb.id)
             except ContainerRuntimeError:
                 continue  # gone or not measurable now: the next summary has it
-            out.append(await self._pod(sb.metadata, sb.created_at, stats, by_id, logs_fs,
-                                       now, at))
+            out.append(await self._pod(sb.metadata, sb.created_at, stats, by_id, logs_fs, now, at))
         return out
 
-    async def _pod(self, meta: Any, created: float, stats: PodSandboxStats,
-                   by_id: Mapping[str, ContainerInfo], logs_fs: Mapping[str, Any],
-                   now: float, at: float) -> dict[str, Any]:
+    async def _pod(
+        self,
+        meta: Any,
+        created: float,
+        stats: PodSandboxStats,
+        by_id: Mapping[str, ContainerInfo],
+        logs_fs: Mapping[str, Any],
+        now: float,
+        at: float,
+    ) -> dict[str, Any]:
         t = format_time(now)
         pod_dir = self.pod_logs_dir / f"{meta.namespace}_{meta.name}_{meta.uid}"
         containers = []
@@ -231,8 +257,9 @@ class SummaryProvider:
             log_used, log_inodes = await asyncio.to_thread(_dir_usage, pod_dir / name)
             eph_used += log_used + (cs.writable_layer_bytes or 0)
             eph_inodes += log_inodes + (cs.writable_layer_inodes or 0)
-            containers.append(self._container(name, info, cs, log_used, log_inodes, logs_fs,
-                                              now, at))
+            containers.append(
+                self._container(name, info, cs, log_used, log_inodes, logs_fs, now, at)
+            )
         memory = _drop_none({"time": t, "workingSetBytes": stats.memory_working_set_bytes})
         pod: dict[str, Any] = {
             "podRef": {"name": meta.name, "namespace": meta.namespace, "uid": meta.uid},
@@ -241,30 +268,57 @@ class SummaryProvider:
             "cpu": self._cpu_stats(f"pod/{meta.uid}", stats.cpu_usage_core_nanoseconds, now, at),
             "memory": memory if len(memory) > 1 else {},
             "volume": [],
-            "ephemeral-storage": {**{k: v for k, v in logs_fs.items()
-                                     if k in ("time", "availableBytes", "capacityBytes",
-                                              "inodesFree", "inodes")},
-                                  "usedBytes": eph_used, "inodesUsed": eph_inodes},
+            "ephemeral-storage": {
+                **{
+                    k: v
+                    for k, v in logs_fs.items()
+                    if k in ("time", "availableBytes", "capacityBytes", "inodesFree", "inodes")
+                },
+                "usedBytes": eph_used,
+                "inodesUsed": eph_inodes,
+            },
         }
         if stats.process_count is not None:
             pod["process_stats"] = {"process_count": stats.process_count}
         return pod
 
-    def _container(self, name: str, info: ContainerInfo | None, cs: ContainerStats,
-                   log_used: int, log_inodes: int, logs_fs: Mapping[str, Any],
-                   now: float, at: float) -> dict[str, Any]:
+    def _container(
+        self,
+        name: str,
+        info: ContainerInfo | None,
+        cs: ContainerStats,
+        log_used: int,
+        log_inodes: int,
+        logs_fs: Mapping[str, Any],
+        now: float,
+        at: float,
+    ) -> dict[str, Any]:
         t = format_time(now)
-        memory = _drop_none({"time": t, "usageBytes": cs.memory_usage_bytes,
-                             "workingSetBytes": cs.memory_working_set_bytes})
-        rootfs = _drop_none({"time": t, "usedBytes": cs.writable_layer_bytes,
-                             "inodesUsed": cs.writable_layer_inodes})
-        shared = {k: v for k, v in logs_fs.items()
-                  if k in ("availableBytes", "capacityBytes", "inodesFree", "inodes")}
+        memory = _drop_none(
+            {
+                "time": t,
+                "usageBytes": cs.memory_usage_bytes,
+                "workingSetBytes": cs.memory_working_set_bytes,
+            }
+        )
+        rootfs = _drop_none(
+            {
+                "time": t,
+                "usedBytes": cs.writable_layer_bytes,
+                "inodesUsed": cs.writable_layer_inodes,
+            }
+        )
+        shared = {
+            k: v
+            for k, v in logs_fs.items()
+            if k in ("availableBytes", "capacityBytes", "inodesFree", "inodes")
+        }
         return {
             "name": name,
             "startTime": format_time(info.created_at if info else now),
-            "cpu": self._cpu_stats(f"container/{cs.container_id}",
-                                   cs.cpu_usage_core_nanoseconds, now, at),
+            "cpu": self._cpu_stats(
+                f"container/{cs.container_id}", cs.cpu_usage_core_nanoseconds, now, at
+            ),
             "memory": memory if len(memory) > 1 else {},
             "rootfs": {**shared, **rootfs} if len(rootfs) > 1 else {},
             "logs": {"time": t, **shared, "usedBytes": log_used, "inodesUsed": log_inodes},

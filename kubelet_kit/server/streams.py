@@ -58,8 +58,9 @@ class StreamEndpoints:
         for method in ("GET", "POST"):
             for kind, handler in (("exec", self.exec), ("attach", self.attach)):
                 out.append((method, f"/{kind}/{{namespace}}/{{pod}}/{{container}}", handler))
-                out.append((method, f"/{kind}/{{namespace}}/{{pod}}/{{uid}}/{{container}}",
-                            handler))
+                out.append(
+                    (method, f"/{kind}/{{namespace}}/{{pod}}/{{uid}}/{{container}}", handler)
+                )
             out.append((method, "/portForward/{namespace}/{pod}", self.port_forward))
             out.append((method, "/portForward/{namespace}/{pod}/{uid}", self.port_forward))
         return out
@@ -90,8 +91,7 @@ class StreamEndpoints:
         except ContainerRuntimeError as exc:
             return _text(500, f"listing the runtime's containers failed: {exc}")
         if container_id is None:
-            return _text(404, f'container "{name}" in pod "{pod.metadata.name}" is not '
-                              "running")
+            return _text(404, f'container "{name}" in pod "{pod.metadata.name}" is not running')
         return container_id, pod
 
     async def exec(self, request: web.Request) -> web.StreamResponse:
@@ -119,12 +119,21 @@ class StreamEndpoints:
             try:
                 if exec_:
                     url = await runtime.get_exec_url(
-                        container_id, options.command, tty=options.tty, stdin=options.stdin,
-                        stdout=options.stdout, stderr=options.stderr)
+                        container_id,
+                        options.command,
+                        tty=options.tty,
+                        stdin=options.stdin,
+                        stdout=options.stdout,
+                        stderr=options.stderr,
+                    )
                 else:
                     url = await runtime.get_attach_url(
-                        container_id, tty=options.tty, stdin=options.stdin,
-                        stdout=options.stdout, stderr=options.stderr)
+                        container_id,
+                        tty=options.tty,
+                        stdin=options.stdin,
+                        stdout=options.stdout,
+                        stderr=options.stderr,
+                    )
             except KubeletKitError as exc:
                 return _text(500, f"{'exec' if exec_ else 'attach'}: {exc}")
             return await self._proxy(request, url)
@@ -153,8 +162,11 @@ class StreamEndpoints:
             return pod
         runtime = self.runtime
         try:
-            sandboxes = await runtime.list_pod_sandboxes(PodSandboxFilter(
-                state=PodSandboxState.READY, label_selector={labels.POD_UID: pod.metadata.uid}))
+            sandboxes = await runtime.list_pod_sandboxes(
+                PodSandboxFilter(
+                    state=PodSandboxState.READY, label_selector={labels.POD_UID: pod.metadata.uid}
+                )
+            )
         except ContainerRuntimeError as exc:
             return _text(500, f"listing the runtime's sandboxes failed: {exc}")
         if not sandboxes:
@@ -190,4 +202,3 @@ class StreamEndpoints:
             return await proxy_upgrade(request, url)
         finally:
             self.server.open_streams -= 1
-

@@ -109,8 +109,7 @@ READINESS_GATES_NOT_READY: Final = "ReadinessGatesNotReady"
 
 _VANISHED_RUNNING = "The container could not be located when the pod was terminated"
 _VANISHED_DELETED = (
-    "The container could not be located when the pod was deleted.  "
-    "The container used to be Running"
+    "The container could not be located when the pod was deleted.  The container used to be Running"
 )
 _INIT_INFERRED = (
     "Unable to get init container status from container runtime and pod has been "
@@ -408,9 +407,7 @@ def _containers_ready(
     return "True", "", ""
 
 
-def _initialized(
-    pod: Pod, statuses: Sequence[ContainerStatus], phase: str
-) -> tuple[str, str, str]:
+def _initialized(pod: Pod, statuses: Sequence[ContainerStatus], phase: str) -> tuple[str, str, str]:
     unknown: list[str] = []
     incomplete: list[str] = []
     for c in pod.spec.init_containers:
@@ -478,8 +475,10 @@ def pod_conditions(
     all_statuses = (*status.init_container_statuses, *status.container_statuses)
     cready = _containers_ready(pod, all_statuses, status.phase)
     generated = [
-        (POD_READY_TO_START_CONTAINERS,
-         ("True" if pod_ready_to_start_containers(pod, runtime_status) else "False", "", "")),
+        (
+            POD_READY_TO_START_CONTAINERS,
+            ("True" if pod_ready_to_start_containers(pod, runtime_status) else "False", "", ""),
+        ),
         (INITIALIZED, _initialized(pod, all_statuses, status.phase)),
         (READY, _ready(pod, kept, cready)),
         (CONTAINERS_READY, cready),
@@ -499,7 +498,10 @@ def pod_conditions(
             when = now
         conditions += (
             PodCondition(
-                type=ctype, status=st, reason=reason, message=message,
+                type=ctype,
+                status=st,
+                reason=reason,
+                message=message,
                 last_transition_time=when,
             ),
         )
@@ -588,12 +590,22 @@ def generate_pod_status(
     if not ips and pod.spec.host_network and host_ip:
         ips = [host_ip]
     inits = container_statuses(
-        pod, runtime_status, pod.spec.init_containers, old.init_container_statuses,
-        is_init=True, waiting=waiting, runtime_name=runtime_name,
+        pod,
+        runtime_status,
+        pod.spec.init_containers,
+        old.init_container_statuses,
+        is_init=True,
+        waiting=waiting,
+        runtime_name=runtime_name,
     )
     regular = container_statuses(
-        pod, runtime_status, pod.spec.containers, old.container_statuses,
-        is_init=False, waiting=waiting, runtime_name=runtime_name,
+        pod,
+        runtime_status,
+        pod.spec.containers,
+        old.container_statuses,
+        is_init=False,
+        waiting=waiting,
+        runtime_name=runtime_name,
     )
     phase = pod_phase(pod, regular, inits, pod_is_terminal=pod_is_terminal)
     if phase not in TERMINAL_PHASES:

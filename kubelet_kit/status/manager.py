@@ -96,8 +96,11 @@ def cap_termination_messages(pod: Pod, status: PodStatus) -> PodStatus:
         a is b
         for a, b in zip(
             (*inits, *regular, *ephemeral),
-            (*status.init_container_statuses, *status.container_statuses,
-             *status.ephemeral_container_statuses),
+            (
+                *status.init_container_statuses,
+                *status.container_statuses,
+                *status.ephemeral_container_statuses,
+            ),
             strict=True,
         )
     ):
@@ -366,4 +369,3 @@ class StatusManager:
         self._closed = True
         for subscriber in tuple(self._subscribers):
             subscriber.close()
-

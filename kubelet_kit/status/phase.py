@@ -50,15 +50,14 @@ UNKNOWN: Final = "Unknown"
 #: Phases a pod never leaves once it has reached them.
 TERMINAL_PHASES: Final = frozenset({SUCCEEDED, FAILED})
 
+
 #: The annotation naming where a pod came from (``file``, ``http``, ``api``). The
 #: status subsystem may not import ``kubelet_kit.config``, so the key is repeated.
 def _find(statuses: Iterable[ContainerStatus], name: str) -> ContainerStatus | None:
     return next((s for s in statuses if s.name == name), None)
 
 
-def has_any_regular_container_started(
-    pod: Pod, statuses: Iterable[ContainerStatus]
-) -> bool:
+def has_any_regular_container_started(pod: Pod, statuses: Iterable[ContainerStatus]) -> bool:
     """Whether any regular (non-init) container is running or has terminated.
 
     The kubelet uses this to tell "initialising" from "initialised, but a sidecar
@@ -196,4 +195,3 @@ def pod_phase(
             return FAILED
         return RUNNING
     return PENDING
-

@@ -83,8 +83,17 @@ _DICTIONARY_WORDS: Final = (
 def _build_dictionary() -> bytes:
     # The SPDY/3 draft's header dictionary: length-prefixed words, then a tail of
     # common values without prefixes. Written out this way to be checkable.
-    words = [*_DICTIONARY_WORDS.split(), "200 OK", "version", "HTTP/1.1", "url", "public",
-             "set-cookie", "keep-alive", "origin"]
+    words = [
+        *_DICTIONARY_WORDS.split(),
+        "200 OK",
+        "version",
+        "HTTP/1.1",
+        "url",
+        "public",
+        "set-cookie",
+        "keep-alive",
+        "origin",
+    ]
     tail = (
         "100101201202205206300302303304305306307402405406407408409410411412413414415"
         "416417502504505203 Non-Authoritative Information204 No Content301 Moved "
@@ -124,8 +133,9 @@ class HeaderCodec:
     dictionary."""
 
     def __init__(self) -> None:
-        self._compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 15, 9,
-                                            zdict=HEADER_DICTIONARY)
+        self._compressor = zlib.compressobj(
+            zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 15, 9, zdict=HEADER_DICTIONARY
+        )
         self._decompressor = zlib.decompressobj(zdict=HEADER_DICTIONARY)
 
     def encode(self, headers: Mapping[str, str]) -> bytes:
@@ -142,8 +152,12 @@ class HeaderCodec:
                 raise ValueError(f"SPDY headers: name {name!r} is empty or repeated")
             seen.add(lower)
             raw_name, raw_value = lower.encode(), value.encode()
-            parts += [struct.pack(">I", len(raw_name)), raw_name,
-                      struct.pack(">I", len(raw_value)), raw_value]
+            parts += [
+                struct.pack(">I", len(raw_name)),
+                raw_name,
+                struct.pack(">I", len(raw_value)),
+                raw_value,
+            ]
         block = b"".join(parts)
         return self._compressor.compress(block) + self._compressor.flush(zlib.Z_SYNC_FLUSH)
 
@@ -167,7 +181,7 @@ class HeaderCodec:
             nonlocal pos
             if pos + size > len(raw):
                 raise SpdyProtocolError(f"{what}: header block truncated at byte {pos}")
-            chunk = raw[pos:pos + size]
+            chunk = raw[pos : pos + size]
             pos += size
             return chunk
 

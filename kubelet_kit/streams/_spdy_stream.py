@@ -33,8 +33,9 @@ class SpdyStream:
         reply_headers: The headers of the peer's ``SYN_REPLY`` (streams we opened).
     """
 
-    def __init__(self, session: SpdySession, stream_id: int, headers: Mapping[str, str],
-                 *, send_window: int) -> None:
+    def __init__(
+        self, session: SpdySession, stream_id: int, headers: Mapping[str, str], *, send_window: int
+    ) -> None:
         self.id = stream_id
         self.headers: Mapping[str, str] = MappingProxyType(dict(headers))
         self.reply_headers: Mapping[str, str] = MappingProxyType({})

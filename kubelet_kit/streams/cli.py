@@ -24,24 +24,32 @@ __all__ = ["register"]
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``exec`` subcommand to an ``argparse`` subparsers object."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "exec", help="run a command in a container through a node API",
+        "exec",
+        help="run a command in a container through a node API",
         description="Run a command in a pod's container through a kubelet's node API "
-                    "(/exec over WebSocket) and exit with its exit code.")
-    parser.add_argument("pod", metavar="NAMESPACE/POD", help="the pod (namespace default "
-                        "when only a name is given)")
+        "(/exec over WebSocket) and exit with its exit code.",
+    )
+    parser.add_argument(
+        "pod", metavar="NAMESPACE/POD", help="the pod (namespace default when only a name is given)"
+    )
     parser.add_argument("command", nargs="+", metavar="COMMAND", help="the command (after --)")
     parser.add_argument("-c", "--container", help="the container (default: the pod's only one)")
     parser.add_argument("-i", "--stdin", action="store_true", help="pass standard input")
-    parser.add_argument("--server", required=True, metavar="URL",
-                        help="the node API, e.g. https://127.0.0.1:10250")
+    parser.add_argument(
+        "--server", required=True, metavar="URL", help="the node API, e.g. https://127.0.0.1:10250"
+    )
     parser.add_argument("--token", help="a bearer token")
     parser.add_argument("--token-file", metavar="FILE", help="a file holding a bearer token")
     parser.add_argument("--client-certificate", metavar="FILE", help="client certificate")
     parser.add_argument("--client-key", metavar="FILE", help="its key")
-    parser.add_argument("--certificate-authority", metavar="FILE",
-                        help="CA of the node's serving certificate")
-    parser.add_argument("--insecure-skip-tls-verify", action="store_true",
-                        help="do not verify the node's certificate")
+    parser.add_argument(
+        "--certificate-authority", metavar="FILE", help="CA of the node's serving certificate"
+    )
+    parser.add_argument(
+        "--insecure-skip-tls-verify",
+        action="store_true",
+        help="do not verify the node's certificate",
+    )
     parser.set_defaults(func=_exec)
     return parser
 
@@ -80,8 +88,7 @@ async def _run(args: argparse.Namespace) -> int:
             container = await _only_container(http, args, namespace, pod, headers)
             if container is None:
                 return 2
-        url = node_exec_url(args.server, namespace, pod, container, args.command,
-                            stdin=args.stdin)
+        url = node_exec_url(args.server, namespace, pod, container, args.command, stdin=args.stdin)
         data = await asyncio.to_thread(sys.stdin.buffer.read) if args.stdin else None
         try:
             out = await exec_command(http, url, input=data, headers=headers, ssl=_ssl(args))
@@ -95,11 +102,11 @@ async def _run(args: argparse.Namespace) -> int:
     return out.exit_code
 
 
-async def _only_container(http: Any, args: argparse.Namespace, namespace: str, pod: str,
-                          headers: dict[str, str]) -> str | None:
+async def _only_container(
+    http: Any, args: argparse.Namespace, namespace: str, pod: str, headers: dict[str, str]
+) -> str | None:
     """The pod's one container, from the node's ``/pods`` (asked when -c is not given)."""
-    async with http.get(args.server.rstrip("/") + "/pods", headers=headers,
-                        ssl=_ssl(args)) as resp:
+    async with http.get(args.server.rstrip("/") + "/pods", headers=headers, ssl=_ssl(args)) as resp:
         if resp.status != 200:
             print(f"kubelet-kit exec: {args.server}/pods: {resp.status}", file=sys.stderr)
             return None
@@ -110,8 +117,10 @@ async def _only_container(http: Any, args: argparse.Namespace, namespace: str, p
             names = [c.get("name") for c in (item.get("spec") or {}).get("containers") or ()]
             if len(names) == 1:
                 return str(names[0])
-            print(f"kubelet-kit exec: pod {namespace}/{pod} has containers {names}: give -c",
-                  file=sys.stderr)
+            print(
+                f"kubelet-kit exec: pod {namespace}/{pod} has containers {names}: give -c",
+                file=sys.stderr,
+            )
             return None
     print(f"kubelet-kit exec: no pod {namespace}/{pod} on {args.server}", file=sys.stderr)
     return None

@@ -65,8 +65,14 @@ class StreamError(KubeletKitError):
         self.status = status
 
 
-def _node_url(base: str, kind: str, namespace: str, pod: str, *rest: str,
-              query: Sequence[tuple[str, str]] = ()) -> str:
+def _node_url(
+    base: str,
+    kind: str,
+    namespace: str,
+    pod: str,
+    *rest: str,
+    query: Sequence[tuple[str, str]] = (),
+) -> str:
     path = "/".join(urllib.parse.quote(p, safe="") for p in (namespace, pod, *rest))
     q = urllib.parse.urlencode(list(query))
     return f"{base.rstrip('/')}/{kind}/{path}" + (f"?{q}" if q else "")
@@ -80,25 +86,48 @@ def _flags(stdin: bool, stdout: bool, stderr: bool, tty: bool) -> list[tuple[str
     return out
 
 
-def node_exec_url(base: str, namespace: str, pod: str, container: str,
-                  command: Sequence[str], *, stdin: bool = False, stdout: bool = True,
-                  stderr: bool = True, tty: bool = False) -> str:
+def node_exec_url(
+    base: str,
+    namespace: str,
+    pod: str,
+    container: str,
+    command: Sequence[str],
+    *,
+    stdin: bool = False,
+    stdout: bool = True,
+    stderr: bool = True,
+    tty: bool = False,
+) -> str:
     """The node API's ``/exec`` URL (``base`` like ``https://node:10250``)."""
     query = [("command", c) for c in command] + _flags(stdin, stdout, stderr and not tty, tty)
     return _node_url(base, "exec", namespace, pod, container, query=query)
 
 
-def attach_url(base: str, namespace: str, pod: str, container: str, *, stdin: bool = False,
-               stdout: bool = True, stderr: bool = True, tty: bool = False) -> str:
+def attach_url(
+    base: str,
+    namespace: str,
+    pod: str,
+    container: str,
+    *,
+    stdin: bool = False,
+    stdout: bool = True,
+    stderr: bool = True,
+    tty: bool = False,
+) -> str:
     """The node API's ``/attach`` URL."""
-    return _node_url(base, "attach", namespace, pod, container,
-                     query=_flags(stdin, stdout, stderr and not tty, tty))
+    return _node_url(
+        base,
+        "attach",
+        namespace,
+        pod,
+        container,
+        query=_flags(stdin, stdout, stderr and not tty, tty),
+    )
 
 
 def port_forward_url(base: str, namespace: str, pod: str, ports: Sequence[int] = ()) -> str:
     """The node API's ``/portForward`` URL (WebSocket takes the ports in it)."""
-    return _node_url(base, "portForward", namespace, pod,
-                     query=[("port", str(p)) for p in ports])
+    return _node_url(base, "portForward", namespace, pod, query=[("port", str(p)) for p in ports])
 
 
 @attrs.frozen
@@ -121,10 +150,18 @@ class ExecSession:
     """A running exec or attach: write ``stdin``, read ``stdout``/``stderr``,
     :meth:`resize`, and :meth:`wait` for the exit code. Each source has one reader."""
 
-    def __init__(self, *, stdin: ByteSink | None, stdout: ByteSource | None,
-                 stderr: ByteSource | None, error: ByteSource,
-                 resize: ByteSink | None, close: Callable[[], Awaitable[None]],
-                 tty: bool, protocol: str) -> None:
+    def __init__(
+        self,
+        *,
+        stdin: ByteSink | None,
+        stdout: ByteSource | None,
+        stderr: ByteSource | None,
+        error: ByteSource,
+        resize: ByteSink | None,
+        close: Callable[[], Awaitable[None]],
+        tty: bool,
+        protocol: str,
+    ) -> None:
         self.stdin = stdin
         self.stdout: ByteSource = stdout or _Empty()
         self.stderr: ByteSource = stderr or _Empty()
@@ -171,21 +208,30 @@ class ExecSession:
 # -- WebSocket -------------------------------------------------------------------------
 
 
-async def _ws_connect(http: aiohttp.ClientSession, url: str, protocols: Sequence[str],
-                      headers: Mapping[str, str] | None, ssl: Any,
-                      channels: int) -> ChannelConnection:
+async def _ws_connect(
+    http: aiohttp.ClientSession,
+    url: str,
+    protocols: Sequence[str],
+    headers: Mapping[str, str] | None,
+    ssl: Any,
+    channels: int,
+) -> ChannelConnection:
     ws_url = url.replace("https://", "wss://", 1).replace("http://", "ws://", 1)
     try:
-        ws = await http.ws_connect(ws_url, protocols=tuple(protocols), headers=headers,
-                                   ssl=True if ssl is None else ssl, max_msg_size=0,
-                                   autoping=True)
+        ws = await http.ws_connect(
+            ws_url,
+            protocols=tuple(protocols),
+            headers=headers,
+            ssl=True if ssl is None else ssl,
+            max_msg_size=0,
+            autoping=True,
+        )
     except aiohttp.WSServerHandshakeError as exc:
         raise StreamError(f"{url}: {exc.status} {exc.message}", status=exc.status) from None
     protocol = ws.protocol or ""
     if protocol not in protocols:
         await ws.close()
-        raise StreamError(f"{url}: the node chose no subprotocol of {list(protocols)}",
-                          status=101)
+        raise StreamError(f"{url}: the node chose no subprotocol of {list(protocols)}", status=101)
     conn = ChannelConnection(ws, protocol, channels=channels)
     conn.start()
     return conn
@@ -194,8 +240,13 @@ async def _ws_connect(http: aiohttp.ClientSession, url: str, protocols: Sequence
 # -- SPDY ------------------------------------------------------------------------------
 
 
-async def _spdy_connect(url: str, versions: Sequence[str], headers: Mapping[str, str] | None,
-                        ssl: Any, timeout: float = 30.0) -> tuple[SpdySession, str]:
+async def _spdy_connect(
+    url: str,
+    versions: Sequence[str],
+    headers: Mapping[str, str] | None,
+    ssl: Any,
+    timeout: float = 30.0,
+) -> tuple[SpdySession, str]:
     """Upgrade ``url`` to SPDY/3.1 (a POST, as kubectl sends it) and start a client
     session; returns it and the version the node chose.
 
@@ -217,11 +268,17 @@ async def _spdy_connect(url: str, versions: Sequence[str], headers: Mapping[str,
                 context.verify_mode = _ssl.CERT_NONE
     async with asyncio.timeout(timeout):
         reader, writer = await asyncio.open_connection(
-            host, port, ssl=context, server_hostname=host if context else None)
+            host, port, ssl=context, server_hostname=host if context else None
+        )
         target = parts.path + (f"?{parts.query}" if parts.query else "")
-        lines = [f"POST {target} HTTP/1.1", f"Host: {parts.netloc}",
-                 "Connection: Upgrade", "Upgrade: SPDY/3.1", "Content-Length: 0",
-                 "User-Agent: kubelet-kit"]
+        lines = [
+            f"POST {target} HTTP/1.1",
+            f"Host: {parts.netloc}",
+            "Connection: Upgrade",
+            "Upgrade: SPDY/3.1",
+            "Content-Length: 0",
+            "User-Agent: kubelet-kit",
+        ]
         lines += [f"X-Stream-Protocol-Version: {v}" for v in versions]
         lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
@@ -241,8 +298,9 @@ async def _spdy_connect(url: str, versions: Sequence[str], headers: Mapping[str,
             length = int(got.get("content-length", "0") or 0)
             body = await asyncio.wait_for(reader.readexactly(min(length, 65536)), 5)
         writer.close()
-        raise StreamError(f"{url}: {status} {body.decode('utf-8', 'replace').strip()}",
-                          status=status)
+        raise StreamError(
+            f"{url}: {status} {body.decode('utf-8', 'replace').strip()}", status=status
+        )
     session = SpdySession(reader, writer, server=False)
     await session.__aenter__()
     return session, got.get("x-stream-protocol-version", "")
@@ -252,10 +310,17 @@ async def _spdy_connect(url: str, versions: Sequence[str], headers: Mapping[str,
 
 
 @contextlib.asynccontextmanager
-async def open_exec(http: aiohttp.ClientSession, url: str, *, stdin: bool = False,
-                    tty: bool = False, headers: Mapping[str, str] | None = None,
-                    ssl: Any = None, protocol: Protocol = "websocket",
-                    protocols: Sequence[str] | None = None) -> AsyncIterator[ExecSession]:
+async def open_exec(
+    http: aiohttp.ClientSession,
+    url: str,
+    *,
+    stdin: bool = False,
+    tty: bool = False,
+    headers: Mapping[str, str] | None = None,
+    ssl: Any = None,
+    protocol: Protocol = "websocket",
+    protocols: Sequence[str] | None = None,
+) -> AsyncIterator[ExecSession]:
     """Open an exec or attach session at ``url`` (whose query says which streams).
 
     Args:
@@ -275,6 +340,7 @@ async def open_exec(http: aiohttp.ClientSession, url: str, *, stdin: bool = Fals
     if protocol == "spdy":
         session, version = await _spdy_connect(url, protocols or SPDY_PROTOCOLS, headers, ssl)
         try:
+
             async def open_(kind: str) -> SpdyStream:
                 return await session.open_stream({"streamtype": kind})
 
@@ -282,31 +348,53 @@ async def open_exec(http: aiohttp.ClientSession, url: str, *, stdin: bool = Fals
             stdin_stream = await open_("stdin") if stdin else None
             stdout_stream = await open_("stdout") if wants["output"] else None
             stderr_stream = await open_("stderr") if wants["error"] and not tty else None
-            resize_stream = (await open_("resize")
-                             if tty and version not in ("channel.k8s.io", "v2.channel.k8s.io")
-                             else None)
+            resize_stream = (
+                await open_("resize")
+                if tty and version not in ("channel.k8s.io", "v2.channel.k8s.io")
+                else None
+            )
         except BaseException:
             await session.close()
             raise
-        exec_session = ExecSession(stdin=stdin_stream, stdout=stdout_stream,
-                                   stderr=stderr_stream, error=error, resize=resize_stream,
-                                   close=session.close, tty=tty, protocol=version)
+        exec_session = ExecSession(
+            stdin=stdin_stream,
+            stdout=stdout_stream,
+            stderr=stderr_stream,
+            error=error,
+            resize=resize_stream,
+            close=session.close,
+            tty=tty,
+            protocol=version,
+        )
     else:
         conn = await _ws_connect(http, url, protocols or EXEC_PROTOCOLS, headers, ssl, 5)
-        exec_session = ExecSession(stdin=conn.sink(0) if stdin else None,
-                                   stdout=conn.source(1), stderr=conn.source(2),
-                                   error=conn.source(3), resize=conn.sink(4) if tty else None,
-                                   close=conn.close, tty=tty, protocol=conn.protocol)
+        exec_session = ExecSession(
+            stdin=conn.sink(0) if stdin else None,
+            stdout=conn.source(1),
+            stderr=conn.source(2),
+            error=conn.source(3),
+            resize=conn.sink(4) if tty else None,
+            close=conn.close,
+            tty=tty,
+            protocol=conn.protocol,
+        )
     try:
         yield exec_session
     finally:
         await exec_session.close()
 
 
-async def exec_command(http: aiohttp.ClientSession, url: str, *, input: bytes | None = None,
-                       tty: bool = False, headers: Mapping[str, str] | None = None,
-                       ssl: Any = None, timeout: float = 300.0,
-                       protocol: Protocol = "websocket") -> ExecOutput:
+async def exec_command(
+    http: aiohttp.ClientSession,
+    url: str,
+    *,
+    input: bytes | None = None,
+    tty: bool = False,
+    headers: Mapping[str, str] | None = None,
+    ssl: Any = None,
+    timeout: float = 300.0,
+    protocol: Protocol = "websocket",
+) -> ExecOutput:
     """Run one exec to the end: send ``input`` (then end stdin), collect the output.
 
     Raises:
@@ -317,26 +405,59 @@ async def exec_command(http: aiohttp.ClientSession, url: str, *, input: bytes | 
         # Only v5 can tell the command its stdin ended; like kubectl 1.30 and later,
         # ask for v5 alone and speak SPDY to a node that does not have it.
         try:
-            return await _exec_to_end(http, url, input=input, tty=tty, headers=headers,
-                                      ssl=ssl, timeout=timeout, protocol="websocket",
-                                      protocols=("v5.channel.k8s.io",))
+            return await _exec_to_end(
+                http,
+                url,
+                input=input,
+                tty=tty,
+                headers=headers,
+                ssl=ssl,
+                timeout=timeout,
+                protocol="websocket",
+                protocols=("v5.channel.k8s.io",),
+            )
         except _Refused:
             protocol = "spdy"
-    return await _exec_to_end(http, url, input=input, tty=tty, headers=headers, ssl=ssl,
-                              timeout=timeout, protocol=protocol, protocols=None)
+    return await _exec_to_end(
+        http,
+        url,
+        input=input,
+        tty=tty,
+        headers=headers,
+        ssl=ssl,
+        timeout=timeout,
+        protocol=protocol,
+        protocols=None,
+    )
 
 
 class _Refused(StreamError):
     """The node would not upgrade to the protocol asked for."""
 
 
-async def _exec_to_end(http: aiohttp.ClientSession, url: str, *, input: bytes | None,
-                       tty: bool, headers: Mapping[str, str] | None, ssl: Any,
-                       timeout: float, protocol: Protocol,
-                       protocols: Sequence[str] | None) -> ExecOutput:
+async def _exec_to_end(
+    http: aiohttp.ClientSession,
+    url: str,
+    *,
+    input: bytes | None,
+    tty: bool,
+    headers: Mapping[str, str] | None,
+    ssl: Any,
+    timeout: float,
+    protocol: Protocol,
+    protocols: Sequence[str] | None,
+) -> ExecOutput:
     try:
-        opened = open_exec(http, url, stdin=input is not None, tty=tty, headers=headers,
-                           ssl=ssl, protocol=protocol, protocols=protocols)
+        opened = open_exec(
+            http,
+            url,
+            stdin=input is not None,
+            tty=tty,
+            headers=headers,
+            ssl=ssl,
+            protocol=protocol,
+            protocols=protocols,
+        )
         session = await opened.__aenter__()
     except StreamError as exc:
         # Refused for its protocol (not for its credentials): the caller falls back.
@@ -358,7 +479,8 @@ async def _exec_to_end(http: aiohttp.ClientSession, url: str, *, input: bytes | 
 
         async with asyncio.timeout(timeout):
             _, out, err, code = await asyncio.gather(
-                feed(), drain(session.stdout), drain(session.stderr), session.wait())
+                feed(), drain(session.stdout), drain(session.stderr), session.wait()
+            )
     finally:
         await opened.__aexit__(None, None, None)
     return ExecOutput(code, out, err)
@@ -370,8 +492,15 @@ async def _exec_to_end(http: aiohttp.ClientSession, url: str, *, input: bytes | 
 class PortConnection:
     """One forwarded connection: bytes to and from a port inside the pod."""
 
-    def __init__(self, data: ByteSource, sink: ByteSink, error: ByteSource, port: int,
-                 close: Callable[[], Awaitable[None]], skip_prefix: bool) -> None:
+    def __init__(
+        self,
+        data: ByteSource,
+        sink: ByteSink,
+        error: ByteSource,
+        port: int,
+        close: Callable[[], Awaitable[None]],
+        skip_prefix: bool,
+    ) -> None:
         self.port = port
         self._data = data
         self._sink = sink
@@ -415,10 +544,17 @@ class PortConnection:
 
 
 @contextlib.asynccontextmanager
-async def open_port_forward(http: aiohttp.ClientSession, base_url: str, namespace: str,
-                            pod: str, port: int, *, headers: Mapping[str, str] | None = None,
-                            ssl: Any = None,
-                            protocol: Protocol = "websocket") -> AsyncIterator[PortConnection]:
+async def open_port_forward(
+    http: aiohttp.ClientSession,
+    base_url: str,
+    namespace: str,
+    pod: str,
+    port: int,
+    *,
+    headers: Mapping[str, str] | None = None,
+    ssl: Any = None,
+    protocol: Protocol = "websocket",
+) -> AsyncIterator[PortConnection]:
     """One connection to ``port`` inside the pod.
 
     Raises:
@@ -439,8 +575,9 @@ async def open_port_forward(http: aiohttp.ClientSession, base_url: str, namespac
     else:
         url = port_forward_url(base_url, namespace, pod, [port])
         conn = await _ws_connect(http, url, PORT_FORWARD_PROTOCOLS, headers, ssl, 2)
-        connection = PortConnection(conn.source(0), conn.sink(0), conn.source(1), port,
-                                    conn.close, True)
+        connection = PortConnection(
+            conn.source(0), conn.sink(0), conn.source(1), port, conn.close, True
+        )
     try:
         yield connection
     finally:

@@ -64,32 +64,44 @@ async def serve_port_forward(request: web.Request, forward: ForwardPort) -> web.
     """Answer one port-forward request on whichever protocol it asks for."""
     upgrade = request.headers.get("Upgrade", "").lower()
     if upgrade == "websocket":
-        offered = [p.strip() for raw in request.headers.getall("Sec-WebSocket-Protocol", ())
-                   for p in raw.split(",")]
+        offered = [
+            p.strip()
+            for raw in request.headers.getall("Sec-WebSocket-Protocol", ())
+            for p in raw.split(",")
+        ]
         protocol = pick_protocol(offered, PORT_FORWARD_PROTOCOLS)
         if protocol is None:
-            return web.Response(status=400, text="unable to upgrade: no supported "
-                                "WebSocket subprotocol for port forwarding")
+            return web.Response(
+                status=400,
+                text="unable to upgrade: no supported WebSocket subprotocol for port forwarding",
+            )
         try:
             ports = ports_from_query(request.query)
         except ValueError as exc:
             return web.Response(status=400, text=str(exc))
         if not ports:
-            return web.Response(status=400, text="query parameter \"port\" is required")
+            return web.Response(status=400, text='query parameter "port" is required')
         return await _serve_websocket(request, protocol, ports, forward)
     if upgrade.startswith("spdy/3.1"):
-        offered = [p.strip() for raw in request.headers.getall("X-Stream-Protocol-Version", ())
-                   for p in raw.split(",")]
+        offered = [
+            p.strip()
+            for raw in request.headers.getall("X-Stream-Protocol-Version", ())
+            for p in raw.split(",")
+        ]
         if offered and PORT_FORWARD_PROTOCOL not in offered:
-            return web.Response(status=403, text="unable to upgrade: unable to negotiate "
-                                f"protocol: client supports {offered}, server accepts "
-                                f"[{PORT_FORWARD_PROTOCOL!r}]")
+            return web.Response(
+                status=403,
+                text="unable to upgrade: unable to negotiate "
+                f"protocol: client supports {offered}, server accepts "
+                f"[{PORT_FORWARD_PROTOCOL!r}]",
+            )
         return await _serve_spdy(request, forward)
     return web.Response(status=400, text="Upgrade request required")
 
 
-async def _one(forward: ForwardPort, port: int, source: ByteSource, sink: ByteSink,
-               error: ByteSink) -> None:
+async def _one(
+    forward: ForwardPort, port: int, source: ByteSource, sink: ByteSink, error: ByteSink
+) -> None:
     try:
         await forward(port, source, sink)
     except KubeletKitError as exc:
@@ -103,8 +115,9 @@ async def _one(forward: ForwardPort, port: int, source: ByteSource, sink: ByteSi
                 await s.close()
 
 
-async def _serve_websocket(request: web.Request, protocol: str, ports: Sequence[int],
-                           forward: ForwardPort) -> web.StreamResponse:
+async def _serve_websocket(
+    request: web.Request, protocol: str, ports: Sequence[int], forward: ForwardPort
+) -> web.StreamResponse:
     ws = web.WebSocketResponse(protocols=(protocol,), max_msg_size=0)
     await ws.prepare(request)
     conn = ChannelConnection(ws, protocol, channels=2 * len(ports))
@@ -116,8 +129,7 @@ async def _serve_websocket(request: web.Request, protocol: str, ports: Sequence[
             data, error = conn.sink(2 * i), conn.sink(2 * i + 1)
             await conn.send(2 * i, prefix)
             await conn.send(2 * i + 1, prefix)
-            tasks.append(asyncio.create_task(_one(
-                forward, port, conn.source(2 * i), data, error)))
+            tasks.append(asyncio.create_task(_one(forward, port, conn.source(2 * i), data, error)))
         await asyncio.gather(*tasks)
     finally:
         await conn.close()
@@ -128,8 +140,9 @@ async def _serve_spdy(request: web.Request, forward: ForwardPort) -> web.StreamR
     from kubelet_kit.streams.spdy import SpdySession
     from kubelet_kit.streams.upgrade import accept_upgrade, upgraded_response
 
-    reader, writer = await accept_upgrade(request, "SPDY/3.1",
-                                          {"X-Stream-Protocol-Version": PORT_FORWARD_PROTOCOL})
+    reader, writer = await accept_upgrade(
+        request, "SPDY/3.1", {"X-Stream-Protocol-Version": PORT_FORWARD_PROTOCOL}
+    )
     pending: dict[str, dict[str, Any]] = {}
     tasks: set[asyncio.Task[None]] = set()
     async with SpdySession(reader, writer, server=True) as session:
@@ -153,7 +166,8 @@ async def _serve_spdy(request: web.Request, forward: ForwardPort) -> web.StreamR
             if "data" in pair and "error" in pair:
                 del pending[request_id]
                 task = asyncio.create_task(
-                    _one(forward, port, pair["data"], pair["data"], pair["error"]))
+                    _one(forward, port, pair["data"], pair["data"], pair["error"])
+                )
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
         for task in list(tasks):

@@ -39,8 +39,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: SPDY stream protocol versions, the server's preference first.
-SPDY_PROTOCOLS: Final = ("v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io",
-                         "channel.k8s.io")
+SPDY_PROTOCOLS: Final = (
+    "v4.channel.k8s.io",
+    "v3.channel.k8s.io",
+    "v2.channel.k8s.io",
+    "channel.k8s.io",
+)
 #: How long the client has to open its streams (the kubelet's default).
 STREAM_CREATION_TIMEOUT: Final = 30.0
 
@@ -74,13 +78,22 @@ def options_from_query(query: Mapping[str, str] | Any, *, exec_: bool) -> ExecOp
         ValueError: No stream asked for, or an exec without a command; the
             message is the kubelet's.
     """
+
     def flag(name: str) -> bool:
         return str(query.get(name, "")) in _TRUE
 
-    command = tuple(query.getall("command", ())) if hasattr(query, "getall") else tuple(
-        query.get("command", ()) or ())
-    options = ExecOptions(command=command, stdin=flag("input"), stdout=flag("output"),
-                          stderr=flag("error"), tty=flag("tty"))
+    command = (
+        tuple(query.getall("command", ()))
+        if hasattr(query, "getall")
+        else tuple(query.get("command", ()) or ())
+    )
+    options = ExecOptions(
+        command=command,
+        stdin=flag("input"),
+        stdout=flag("output"),
+        stderr=flag("error"),
+        tty=flag("tty"),
+    )
     if not (options.stdin or options.stdout or options.stderr):
         raise ValueError("you must specify at least 1 of stdin, stdout, stderr")
     if exec_ and not options.command:
@@ -111,8 +124,9 @@ async def resize_events(source: ByteSource) -> AsyncIterator[TerminalSize]:
             buffer = stripped[end:]
             if isinstance(value, dict):
                 try:
-                    yield TerminalSize(width=int(value.get("Width", 0)),
-                                       height=int(value.get("Height", 0)))
+                    yield TerminalSize(
+                        width=int(value.get("Width", 0)), height=int(value.get("Height", 0))
+                    )
                 except (TypeError, ValueError):
                     continue
 
@@ -124,8 +138,9 @@ def _offered(request: web.Request, header: str) -> list[str]:
     return values
 
 
-async def serve_remote_command(request: web.Request, options: ExecOptions,
-                               run: RunSession) -> web.StreamResponse:
+async def serve_remote_command(
+    request: web.Request, options: ExecOptions, run: RunSession
+) -> web.StreamResponse:
     """Answer one exec or attach request on whichever protocol it asks for.
 
     A WebSocket request whose subprotocols we do not speak, and a request without
@@ -135,22 +150,28 @@ async def serve_remote_command(request: web.Request, options: ExecOptions,
     if upgrade == "websocket":
         protocol = pick_protocol(_offered(request, "Sec-WebSocket-Protocol"), EXEC_PROTOCOLS)
         if protocol is None:
-            return web.Response(status=400, text="unable to upgrade: no supported "
-                                f"WebSocket subprotocol (supported: {', '.join(EXEC_PROTOCOLS)})")
+            return web.Response(
+                status=400,
+                text="unable to upgrade: no supported "
+                f"WebSocket subprotocol (supported: {', '.join(EXEC_PROTOCOLS)})",
+            )
         return await _serve_websocket(request, protocol, options, run)
     if upgrade.startswith("spdy/3.1"):
         offered = _offered(request, "X-Stream-Protocol-Version")
         protocol = pick_protocol(offered, SPDY_PROTOCOLS) if offered else "channel.k8s.io"
         if protocol is None:
             return web.Response(
-                status=403, text="unable to upgrade: unable to negotiate protocol: client "
-                f"supports {offered}, server accepts {list(SPDY_PROTOCOLS)}")
+                status=403,
+                text="unable to upgrade: unable to negotiate protocol: client "
+                f"supports {offered}, server accepts {list(SPDY_PROTOCOLS)}",
+            )
         return await _serve_spdy(request, protocol, options, run)
     return web.Response(status=400, text="Upgrade request required")
 
 
-def _final_status(protocol: str, code: int | None, error: BaseException | None,
-                  cmd: Sequence[str]) -> bytes:
+def _final_status(
+    protocol: str, code: int | None, error: BaseException | None, cmd: Sequence[str]
+) -> bytes:
     """What the error stream carries at the end: a Status (v4 and later) or, for
     older protocols, just an error's message (nothing on success)."""
     if protocol.startswith(("v4.", "v5.")):
@@ -183,8 +204,9 @@ async def _run_session(run: RunSession, io: StreamIO) -> tuple[int | None, BaseE
 _STDIN, _STDOUT, _STDERR, _ERROR, _RESIZE = range(5)
 
 
-async def _serve_websocket(request: web.Request, protocol: str, options: ExecOptions,
-                           run: RunSession) -> web.StreamResponse:
+async def _serve_websocket(
+    request: web.Request, protocol: str, options: ExecOptions, run: RunSession
+) -> web.StreamResponse:
     ws = web.WebSocketResponse(protocols=(protocol,), max_msg_size=0)
     await ws.prepare(request)
     conn = ChannelConnection(ws, protocol)
@@ -213,13 +235,15 @@ async def _serve_websocket(request: web.Request, protocol: str, options: ExecOpt
 # -- SPDY ----------------------------------------------------------------------------
 
 
-async def _serve_spdy(request: web.Request, protocol: str, options: ExecOptions,
-                      run: RunSession) -> web.StreamResponse:
+async def _serve_spdy(
+    request: web.Request, protocol: str, options: ExecOptions, run: RunSession
+) -> web.StreamResponse:
     from kubelet_kit.streams.spdy import SpdySession
     from kubelet_kit.streams.upgrade import accept_upgrade
 
-    reader, writer = await accept_upgrade(request, "SPDY/3.1",
-                                          {"X-Stream-Protocol-Version": protocol})
+    reader, writer = await accept_upgrade(
+        request, "SPDY/3.1", {"X-Stream-Protocol-Version": protocol}
+    )
     session = SpdySession(reader, writer, server=True)
     async with session:
         wanted = {"error"}
@@ -245,8 +269,9 @@ async def _serve_spdy(request: web.Request, protocol: str, options: ExecOptions,
         try:
             await asyncio.wait_for(gather(), STREAM_CREATION_TIMEOUT)
         except (TimeoutError, ConnectionError, EOFError) as exc:
-            log.info("exec/attach: the client's streams did not arrive: %s",
-                     exc or type(exc).__name__)
+            log.info(
+                "exec/attach: the client's streams did not arrive: %s", exc or type(exc).__name__
+            )
             return _upgraded_response()
         io = StreamIO(
             stdin=streams.get("stdin"),

@@ -64,9 +64,16 @@ class StreamingServer:
         max_in_flight: Unused URLs kept at most.
     """
 
-    def __init__(self, runtime: StreamingRuntime, *, address: str = "127.0.0.1", port: int = 0,
-                 clock: Clock | None = None, token_ttl: float = TOKEN_TTL,
-                 max_in_flight: int = MAX_IN_FLIGHT) -> None:
+    def __init__(
+        self,
+        runtime: StreamingRuntime,
+        *,
+        address: str = "127.0.0.1",
+        port: int = 0,
+        clock: Clock | None = None,
+        token_ttl: float = TOKEN_TTL,
+        max_in_flight: int = MAX_IN_FLIGHT,
+    ) -> None:
         self.runtime = runtime
         self.address = address
         self.port = port
@@ -89,23 +96,37 @@ class StreamingServer:
         for token in [t for t, p in self._pending.items() if p.expires <= now]:
             del self._pending[token]
         if len(self._pending) >= self.max_in_flight:
-            raise ResourceExhaustedError("maximum number of in-flight streaming requests "
-                                         f"exceeded ({self.max_in_flight})")
+            raise ResourceExhaustedError(
+                f"maximum number of in-flight streaming requests exceeded ({self.max_in_flight})"
+            )
         token = _token()
         self._pending[token] = _Pending(kind, target, options, now + self.token_ttl)
         return f"{self.base_url}/{kind}/{token}"
 
-    async def get_exec_url(self, container_id: str, cmd: Sequence[str], *, tty: bool,
-                           stdin: bool, stdout: bool, stderr: bool) -> str:
+    async def get_exec_url(
+        self,
+        container_id: str,
+        cmd: Sequence[str],
+        *,
+        tty: bool,
+        stdin: bool,
+        stdout: bool,
+        stderr: bool,
+    ) -> str:
         """A one-time URL for an exec of ``cmd`` in the container."""
-        return self._add("exec", container_id, ExecOptions(
-            command=tuple(cmd), stdin=stdin, stdout=stdout, stderr=stderr, tty=tty))
+        return self._add(
+            "exec",
+            container_id,
+            ExecOptions(command=tuple(cmd), stdin=stdin, stdout=stdout, stderr=stderr, tty=tty),
+        )
 
-    async def get_attach_url(self, container_id: str, *, tty: bool, stdin: bool,
-                             stdout: bool, stderr: bool) -> str:
+    async def get_attach_url(
+        self, container_id: str, *, tty: bool, stdin: bool, stdout: bool, stderr: bool
+    ) -> str:
         """A one-time URL for an attach to the container."""
-        return self._add("attach", container_id, ExecOptions(
-            stdin=stdin, stdout=stdout, stderr=stderr, tty=tty))
+        return self._add(
+            "attach", container_id, ExecOptions(stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
+        )
 
     async def get_port_forward_url(self, sandbox_id: str, ports: Sequence[int]) -> str:
         """A one-time URL for a port-forward into the sandbox."""

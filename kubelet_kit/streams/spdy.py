@@ -141,9 +141,17 @@ class SpdySession:
             :meth:`accept_stream`; more are refused.
     """
 
-    def __init__(self, reader: ByteReader, writer: ByteWriter, *, server: bool,
-                 flow_control: bool | None = None, initial_window: int = DEFAULT_WINDOW,
-                 max_buffer: int = 1 << 20, max_pending: int = 128) -> None:
+    def __init__(
+        self,
+        reader: ByteReader,
+        writer: ByteWriter,
+        *,
+        server: bool,
+        flow_control: bool | None = None,
+        initial_window: int = DEFAULT_WINDOW,
+        max_buffer: int = 1 << 20,
+        max_pending: int = 128,
+    ) -> None:
         if not 1 <= initial_window <= MAX_WINDOW:
             raise ValueError(f"initial_window: {initial_window} is not in 1..2^31-1")
         self._reader = reader
@@ -185,8 +193,12 @@ class SpdySession:
             self._task = asyncio.create_task(self.run(), name="spdy-session")
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         await self.close()
 
     async def run(self) -> None:
@@ -209,13 +221,18 @@ class SpdySession:
         except asyncio.IncompleteReadError as exc:
             if exc.partial:
                 error = SpdyProtocolError(
-                    f"connection ended inside a frame ({len(exc.partial)} of "
-                    f"{exc.expected} bytes)")
+                    f"connection ended inside a frame ({len(exc.partial)} of {exc.expected} bytes)"
+                )
         except SpdyProtocolError as exc:
             error = exc
             _log.warning("SPDY session: %s", exc)
-            self._send_quiet(control_frame(FrameType.GOAWAY, 0, struct.pack(
-                ">II", self._last_peer_id, GoAwayStatus.PROTOCOL_ERROR)))
+            self._send_quiet(
+                control_frame(
+                    FrameType.GOAWAY,
+                    0,
+                    struct.pack(">II", self._last_peer_id, GoAwayStatus.PROTOCOL_ERROR),
+                )
+            )
         except (ConnectionError, OSError) as exc:
             error = ConnectionResetError(f"connection lost: {exc}")
         except asyncio.CancelledError:
@@ -236,8 +253,11 @@ class SpdySession:
             self._closed = True
             if not self._dead and not self._goaway_sent:
                 self._goaway_sent = True
-                self._send_quiet(control_frame(FrameType.GOAWAY, 0, struct.pack(
-                    ">II", self._last_peer_id, GoAwayStatus.OK)))
+                self._send_quiet(
+                    control_frame(
+                        FrameType.GOAWAY, 0, struct.pack(">II", self._last_peer_id, GoAwayStatus.OK)
+                    )
+                )
                 with contextlib.suppress(ConnectionError, OSError, TimeoutError):
                     await asyncio.wait_for(self._drain(), _CLOSE_DRAIN_TIMEOUT)
             self._end(None)
@@ -276,13 +296,18 @@ class SpdySession:
             raise ConnectionError("SPDY session: stream ids exhausted")
         self._next_id += 2
         block = self._header_codec.encode(headers)
-        stream = SpdyStream(self, stream_id, {k.lower(): v for k, v in headers.items()},
-                            send_window=self._peer_initial_window)
+        stream = SpdyStream(
+            self,
+            stream_id,
+            {k.lower(): v for k, v in headers.items()},
+            send_window=self._peer_initial_window,
+        )
         stream._reply = asyncio.get_running_loop().create_future()
         self._streams[stream_id] = stream
         # Priority 0 and slot 0, as spdystream sends them.
-        self._send(control_frame(FrameType.SYN_STREAM, 0,
-                                 struct.pack(">IIBB", stream_id, 0, 0, 0) + block))
+        self._send(
+            control_frame(FrameType.SYN_STREAM, 0, struct.pack(">IIBB", stream_id, 0, 0, 0) + block)
+        )
         try:
             await self._drain()
             await stream._reply
@@ -291,8 +316,7 @@ class SpdySession:
             raise
         return stream
 
-    async def accept_stream(self, *, reply_headers: Mapping[str, str] | None = None
-                            ) -> SpdyStream:
+    async def accept_stream(self, *, reply_headers: Mapping[str, str] | None = None) -> SpdyStream:
         """The next stream the peer opened, answered with SYN_REPLY.
 
         Args:
@@ -319,8 +343,7 @@ class SpdySession:
             if stream._reset:
                 continue
             block = self._header_codec.encode(reply_headers or {})
-            self._send(control_frame(FrameType.SYN_REPLY, 0,
-                                     struct.pack(">I", stream.id) + block))
+            self._send(control_frame(FrameType.SYN_REPLY, 0, struct.pack(">I", stream.id) + block))
             await self._drain()
             return stream
 
@@ -390,8 +413,9 @@ class SpdySession:
         # reset that discards what it sent last (an exec's final Status) unread.
         if not always and not self._enforce_windows():
             return
-        self._send_quiet(control_frame(FrameType.WINDOW_UPDATE, 0,
-                                       struct.pack(">II", stream_id, delta)))
+        self._send_quiet(
+            control_frame(FrameType.WINDOW_UPDATE, 0, struct.pack(">II", stream_id, delta))
+        )
 
     def _enforce_windows(self) -> bool:
         if self._flow_control is not None:
@@ -427,11 +451,11 @@ class SpdySession:
         if stream._reset or (stream._local_closed and stream._remote_closed):
             return
         self._mark_reset(stream, reason)
-        self._send_quiet(control_frame(FrameType.RST_STREAM, 0,
-                                       struct.pack(">II", stream.id, status)))
+        self._send_quiet(
+            control_frame(FrameType.RST_STREAM, 0, struct.pack(">II", stream.id, status))
+        )
 
-    def _mark_reset(self, stream: SpdyStream, reason: str, *,
-                    keep_received: bool = False) -> None:
+    def _mark_reset(self, stream: SpdyStream, reason: str, *, keep_received: bool = False) -> None:
         stream._reset = True
         stream._reset_reason = reason
         if not keep_received:
@@ -439,7 +463,8 @@ class SpdySession:
         stream._wake()
         if stream._reply is not None and not stream._reply.done():
             stream._reply.set_exception(
-                ConnectionResetError(f"SPDY stream {stream.id} was {reason}"))
+                ConnectionResetError(f"SPDY stream {stream.id} was {reason}")
+            )
         self._streams.pop(stream.id, None)
         self._windows_changed()
 
@@ -471,14 +496,16 @@ class SpdySession:
             stream._wake()
             if stream._reply is not None and not stream._reply.done():
                 stream._reply.set_exception(
-                    ConnectionResetError(f"SPDY session ended ({self._end_reason()})"))
+                    ConnectionResetError(f"SPDY session ended ({self._end_reason()})")
+                )
         for stream in self._incoming:
             stream._remote_closed = True
             stream._wake()
         for waiter in self._pings.values():
             if not waiter.done():
                 waiter.set_exception(
-                    ConnectionResetError(f"SPDY session ended ({self._end_reason()})"))
+                    ConnectionResetError(f"SPDY session ended ({self._end_reason()})")
+                )
         self._incoming_event.set()
         self._windows_changed()
         if not self._writer_closed:
@@ -500,7 +527,8 @@ class SpdySession:
                 version = (first >> 16) & 0x7FFF
                 if version != VERSION:
                     raise SpdyProtocolError(
-                        f"control frame of SPDY version {version}; this session speaks 3")
+                        f"control frame of SPDY version {version}; this session speaks 3"
+                    )
                 self._on_control(first & 0xFFFF, flags, payload)
             else:
                 stream = self._on_data(first & 0x7FFFFFFF, flags, payload)
@@ -543,16 +571,24 @@ class SpdySession:
             _log.debug("SPDY: control frame type %d ignored", ftype)
             return
         name = kind.name
-        fixed = {FrameType.RST_STREAM: 8, FrameType.PING: 4, FrameType.GOAWAY: 8,
-                 FrameType.WINDOW_UPDATE: 8}
-        minimum = {FrameType.SYN_STREAM: 10, FrameType.SYN_REPLY: 4, FrameType.HEADERS: 4,
-                   FrameType.SETTINGS: 4}
+        fixed = {
+            FrameType.RST_STREAM: 8,
+            FrameType.PING: 4,
+            FrameType.GOAWAY: 8,
+            FrameType.WINDOW_UPDATE: 8,
+        }
+        minimum = {
+            FrameType.SYN_STREAM: 10,
+            FrameType.SYN_REPLY: 4,
+            FrameType.HEADERS: 4,
+            FrameType.SETTINGS: 4,
+        }
         if kind in fixed and len(payload) != fixed[kind]:
-            raise SpdyProtocolError(f"{name} frame of {len(payload)} bytes (must be "
-                                    f"{fixed[kind]})")
+            raise SpdyProtocolError(f"{name} frame of {len(payload)} bytes (must be {fixed[kind]})")
         if kind in minimum and len(payload) < minimum[kind]:
-            raise SpdyProtocolError(f"{name} frame of {len(payload)} bytes (at least "
-                                    f"{minimum[kind]})")
+            raise SpdyProtocolError(
+                f"{name} frame of {len(payload)} bytes (at least {minimum[kind]})"
+            )
         if kind is FrameType.SYN_STREAM:
             self._on_syn_stream(flags, payload)
         elif kind is FrameType.SYN_REPLY or kind is FrameType.HEADERS:
@@ -563,8 +599,11 @@ class SpdySession:
             stream = self._streams.get(stream_id)
             if stream is None:
                 return
-            if kind is FrameType.SYN_REPLY and stream._reply is not None \
-                    and not stream._reply.done():
+            if (
+                kind is FrameType.SYN_REPLY
+                and stream._reply is not None
+                and not stream._reply.done()
+            ):
                 stream.reply_headers = MappingProxyType(headers)
                 stream._reply.set_result(None)
             if flags & FLAG_FIN:
@@ -618,8 +657,9 @@ class SpdySession:
                     return
                 stream._send_window += delta
                 if stream._send_window > MAX_WINDOW:
-                    self._reset_stream(stream, RstStatus.FLOW_CONTROL_ERROR,
-                                       "reset: the peer's window overflowed")
+                    self._reset_stream(
+                        stream, RstStatus.FLOW_CONTROL_ERROR, "reset: the peer's window overflowed"
+                    )
             self._windows_changed()
 
     def _on_syn_stream(self, flags: int, payload: bytes) -> None:
@@ -633,13 +673,19 @@ class SpdySession:
         if stream_id % 2 != peer_parity or stream_id <= self._last_peer_id:
             # Like spdystream: the stream is refused, the session goes on.
             _log.warning("SPDY: SYN_STREAM with invalid id %d refused", stream_id)
-            self._send_quiet(control_frame(FrameType.RST_STREAM, 0, struct.pack(
-                ">II", stream_id, RstStatus.PROTOCOL_ERROR)))
+            self._send_quiet(
+                control_frame(
+                    FrameType.RST_STREAM, 0, struct.pack(">II", stream_id, RstStatus.PROTOCOL_ERROR)
+                )
+            )
             return
         self._last_peer_id = stream_id
         if self._closed or self._goaway_sent or len(self._incoming) >= self._max_pending:
-            self._send_quiet(control_frame(FrameType.RST_STREAM, 0, struct.pack(
-                ">II", stream_id, RstStatus.REFUSED_STREAM)))
+            self._send_quiet(
+                control_frame(
+                    FrameType.RST_STREAM, 0, struct.pack(">II", stream_id, RstStatus.REFUSED_STREAM)
+                )
+            )
             return
         stream = SpdyStream(self, stream_id, headers, send_window=self._peer_initial_window)
         stream._local_closed = bool(flags & FLAG_UNIDIRECTIONAL)
@@ -652,11 +698,10 @@ class SpdySession:
     def _on_settings(self, payload: bytes) -> None:
         (count,) = struct.unpack(">I", payload[:4])
         if len(payload) != 4 + 8 * count:
-            raise SpdyProtocolError(f"SETTINGS frame of {len(payload)} bytes for {count} "
-                                    f"entries")
+            raise SpdyProtocolError(f"SETTINGS frame of {len(payload)} bytes for {count} entries")
         self._peer_counts_windows = True
         for i in range(count):
-            id_flags, value = struct.unpack(">II", payload[4 + 8 * i:12 + 8 * i])
+            id_flags, value = struct.unpack(">II", payload[4 + 8 * i : 12 + 8 * i])
             if id_flags & 0xFFFFFF != SETTINGS_INITIAL_WINDOW_SIZE:
                 continue
             if value > MAX_WINDOW:

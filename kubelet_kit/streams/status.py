@@ -24,7 +24,7 @@ def status_exit(code: int, cmd: Sequence[str] = ()) -> dict[str, Any]:
         "metadata": {},
         "status": "Failure",
         "message": f"command terminated with non-zero exit code: error executing command "
-                   f"[{' '.join(cmd)}], exit code {code}",
+        f"[{' '.join(cmd)}], exit code {code}",
         "reason": "NonZeroExitCode",
         "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
     }

@@ -58,9 +58,19 @@ _MAX_RELAYED_BODY: Final = 4 << 20
 # Headers of the client's request that reach the target.
 _FORWARDED: Final = frozenset({"upgrade", "connection", "x-stream-protocol-version"})
 # Hop-by-hop headers of a non-101 answer that aiohttp sets again itself.
-_HOP_BY_HOP: Final = frozenset({"connection", "keep-alive", "transfer-encoding",
-                                "content-length", "upgrade", "te", "trailer",
-                                "proxy-authenticate", "proxy-authorization"})
+_HOP_BY_HOP: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "content-length",
+        "upgrade",
+        "te",
+        "trailer",
+        "proxy-authenticate",
+        "proxy-authorization",
+    }
+)
 
 
 class _RawFeeder:
@@ -122,8 +132,13 @@ class UpgradedWriter:
         response: The prepared 101 response (a handler may return it to aiohttp).
     """
 
-    def __init__(self, transport: asyncio.Transport, payload_writer: AbstractStreamWriter,
-                 response: web.StreamResponse, feeder: _RawFeeder) -> None:
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        payload_writer: AbstractStreamWriter,
+        response: web.StreamResponse,
+        feeder: _RawFeeder,
+    ) -> None:
         self._transport = transport
         self._payload_writer = payload_writer
         self._feeder = feeder
@@ -201,9 +216,9 @@ def upgraded_response() -> web.StreamResponse:
     return _TakenOverResponse()
 
 
-async def _take_over(request: web.Request, status: int, reason: str | None,
-                     headers: Iterable[tuple[str, str]]
-                     ) -> tuple[asyncio.StreamReader, UpgradedWriter]:
+async def _take_over(
+    request: web.Request, status: int, reason: str | None, headers: Iterable[tuple[str, str]]
+) -> tuple[asyncio.StreamReader, UpgradedWriter]:
     transport = request.transport
     if transport is None or transport.is_closing():
         raise ConnectionResetError("the client's connection is already closed")
@@ -230,8 +245,9 @@ async def _take_over(request: web.Request, status: int, reason: str | None,
     return reader, UpgradedWriter(transport, payload_writer, response, feeder)
 
 
-async def accept_upgrade(request: web.Request, protocol: str, headers: Mapping[str, str]
-                         ) -> tuple[asyncio.StreamReader, UpgradedWriter]:
+async def accept_upgrade(
+    request: web.Request, protocol: str, headers: Mapping[str, str]
+) -> tuple[asyncio.StreamReader, UpgradedWriter]:
     """Answer ``101 Switching Protocols`` and take the connection over.
 
     The caller has checked that the request asks for ``protocol``. Afterwards the
@@ -250,9 +266,12 @@ async def accept_upgrade(request: web.Request, protocol: str, headers: Mapping[s
     Raises:
         ConnectionResetError: The client is already gone.
     """
-    return await _take_over(request, 101, "Switching Protocols",
-                            [("Connection", "Upgrade"), ("Upgrade", protocol),
-                             *headers.items()])
+    return await _take_over(
+        request,
+        101,
+        "Switching Protocols",
+        [("Connection", "Upgrade"), ("Upgrade", protocol), *headers.items()],
+    )
 
 
 class _Sink(Protocol):
@@ -295,8 +314,9 @@ def _parse_head(head: bytes) -> tuple[int, str, list[tuple[str, str]]]:
     return int(parts[1]), parts[2] if len(parts) > 2 else "", headers
 
 
-async def _read_body(reader: asyncio.StreamReader, status: int, method: str,
-                     headers: list[tuple[str, str]]) -> bytes:
+async def _read_body(
+    reader: asyncio.StreamReader, status: int, method: str, headers: list[tuple[str, str]]
+) -> bytes:
     fields = {name.lower(): value for name, value in headers}
     if method == "HEAD" or status < 200 or status in (204, 304):
         return b""
@@ -328,8 +348,9 @@ async def _read_body(reader: asyncio.StreamReader, status: int, method: str,
     return bytes(rest)
 
 
-async def proxy_upgrade(request: web.Request, target_url: str, *,
-                        ssl: ssl_module.SSLContext | None = None) -> web.StreamResponse:
+async def proxy_upgrade(
+    request: web.Request, target_url: str, *, ssl: ssl_module.SSLContext | None = None
+) -> web.StreamResponse:
     """Relay an upgrade request to ``target_url`` and, on its 101, the connection.
 
     The request goes to the target with the method of ``request``, the path and
@@ -369,10 +390,12 @@ async def proxy_upgrade(request: web.Request, target_url: str, *,
     try:
         target_reader, target_writer = await asyncio.wait_for(
             asyncio.open_connection(url.hostname, port, ssl=context, limit=_READ_LIMIT),
-            _CONNECT_TIMEOUT)
+            _CONNECT_TIMEOUT,
+        )
     except (OSError, TimeoutError) as exc:
-        return web.Response(status=502, text=f"unable to reach the streaming server "
-                                             f"{url.hostname}:{port}: {exc}\n")
+        return web.Response(
+            status=502, text=f"unable to reach the streaming server {url.hostname}:{port}: {exc}\n"
+        )
     try:
         target_writer.write(head_out)
         await target_writer.drain()
@@ -380,18 +403,25 @@ async def proxy_upgrade(request: web.Request, target_url: str, *,
         status, reason, headers = _parse_head(head)
         if status != 101:
             body = await asyncio.wait_for(
-                _read_body(target_reader, status, request.method, headers), _CONNECT_TIMEOUT)
+                _read_body(target_reader, status, request.method, headers), _CONNECT_TIMEOUT
+            )
             target_writer.close()
             relayed = web.Response(status=status, reason=reason or None, body=body)
             for name, value in headers:
                 if name.lower() not in _HOP_BY_HOP:
                     relayed.headers.add(name, value)
             return relayed
-    except (OSError, TimeoutError, ValueError, asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError) as exc:
+    except (
+        OSError,
+        TimeoutError,
+        ValueError,
+        asyncio.IncompleteReadError,
+        asyncio.LimitOverrunError,
+    ) as exc:
         target_writer.close()
-        return web.Response(status=502, text=f"bad answer from the streaming server: "
-                                             f"{exc or type(exc).__name__}\n")
+        return web.Response(
+            status=502, text=f"bad answer from the streaming server: {exc or type(exc).__name__}\n"
+        )
     except BaseException:
         target_writer.close()
         raise
@@ -403,8 +433,10 @@ async def proxy_upgrade(request: web.Request, target_url: str, *,
         raise
     # What the target sent after its head is still in target_reader's buffer, and
     # goes to the client first.
-    tasks = [asyncio.create_task(_pipe(client_reader, target_writer)),
-             asyncio.create_task(_pipe(target_reader, client_writer))]
+    tasks = [
+        asyncio.create_task(_pipe(client_reader, target_writer)),
+        asyncio.create_task(_pipe(target_reader, client_writer)),
+    ]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:

@@ -32,11 +32,20 @@ __all__ = [
 ]
 
 #: Subprotocols for exec and attach, the server's preference first.
-EXEC_PROTOCOLS: Final = ("v5.channel.k8s.io", "v4.channel.k8s.io", "v4.base64.channel.k8s.io",
-                         "base64.channel.k8s.io", "channel.k8s.io")
+EXEC_PROTOCOLS: Final = (
+    "v5.channel.k8s.io",
+    "v4.channel.k8s.io",
+    "v4.base64.channel.k8s.io",
+    "base64.channel.k8s.io",
+    "channel.k8s.io",
+)
 #: Subprotocols for port-forward over plain WebSocket channels.
-PORT_FORWARD_PROTOCOLS: Final = ("v4.channel.k8s.io", "v4.base64.channel.k8s.io",
-                                 "base64.channel.k8s.io", "channel.k8s.io")
+PORT_FORWARD_PROTOCOLS: Final = (
+    "v4.channel.k8s.io",
+    "v4.base64.channel.k8s.io",
+    "base64.channel.k8s.io",
+    "channel.k8s.io",
+)
 #: The text (base64) variants.
 BASE64_PROTOCOLS: Final = frozenset(p for p in EXEC_PROTOCOLS if "base64" in p)
 #: v5's control channel: ``[255, n]`` closes channel ``n``.
@@ -158,8 +167,12 @@ class ChannelConnection:
                     except ValueError:
                         continue
                 else:
-                    if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED,
-                                    WSMsgType.ERROR):
+                    if msg.type in (
+                        WSMsgType.CLOSE,
+                        WSMsgType.CLOSING,
+                        WSMsgType.CLOSED,
+                        WSMsgType.ERROR,
+                    ):
                         break
                     continue
                 if not data:

@@ -58,6 +58,7 @@ __all__ = [
 
 
 __getattr__, __dir__ = lazy_exports(
-    __name__, {"KubeletEnv": "kubelet_kit.testing.env", "stub_parts": "kubelet_kit.testing.env"},
+    __name__,
+    {"KubeletEnv": "kubelet_kit.testing.env", "stub_parts": "kubelet_kit.testing.env"},
     __all__,
 )

@@ -85,9 +85,7 @@ class _FakeRuntimeBase:
     _private: dict[str, set[tuple[str, str]]]
     _scripts: list[_ScriptRule]
     _ignore_term: set[str]
-    _exec_handler: (
-        Callable[[str, Sequence[str]], ExecResult | Awaitable[ExecResult] | None] | None
-    )
+    _exec_handler: Callable[[str, Sequence[str]], ExecResult | Awaitable[ExecResult] | None] | None
     _exec_stream_handler: ExecStreamHandler | None
     _attach_handler: AttachHandler | None
     _port_forward_handler: PortForwardHandler | None

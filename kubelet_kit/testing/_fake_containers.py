@@ -265,8 +265,8 @@ class _ContainerPart(_ProcessPart):
         c = self._container(container_id)
         if c.state != ContainerState.RUNNING:
             raise ContainerRuntimeError(
-                f"reopen_container_log: container {container_id} is {c.state.value}, "
-                "not running")
+                f"reopen_container_log: container {container_id} is {c.state.value}, not running"
+            )
         if c.log_path and os.path.isabs(c.log_path):
             Path(c.log_path).parent.mkdir(parents=True, exist_ok=True)
             Path(c.log_path).touch()

@@ -108,8 +108,14 @@ class _ImagePart(_FakeRuntimeBase):
         if self.image_fs is None:
             return []
         used = sum(self._registry[ref].size for ref in self._present)
-        return [FilesystemUsage(self.image_fs, used_bytes=used,
-                                inodes_used=len(self._present), timestamp=self.clock.now())]
+        return [
+            FilesystemUsage(
+                self.image_fs,
+                used_bytes=used,
+                inodes_used=len(self._present),
+                timestamp=self.clock.now(),
+            )
+        ]
 
     async def remove_image(self, image: ImageSpec) -> None:
         """Remove an image from the node (the registry still knows it). Idempotent."""

@@ -284,6 +284,4 @@ class _ProcessPart(_FakeRuntimeBase):
 
     def _check_running(self, c: _Container, method: str) -> None:
         if c.state != ContainerState.RUNNING:
-            raise ContainerRuntimeError(
-                f"{method}: container {c.id} is in {c.state.value} state"
-            )
+            raise ContainerRuntimeError(f"{method}: container {c.id} is in {c.state.value} state")

@@ -35,8 +35,7 @@ class _SandboxPart(_ProcessPart):
         taken = self._sandbox_by_metadata.get(md)
         if taken is not None:
             raise AlreadyExistsError(
-                f"run_pod_sandbox: sandbox name {_sandbox_name(config)!r} is reserved "
-                f"for {taken}"
+                f"run_pod_sandbox: sandbox name {_sandbox_name(config)!r} is reserved for {taken}"
             )
         sid = self._new_id("sandbox")
         ip = "" if config.namespace_options.host_network else f"10.88.{next(self._ips)}.1"
@@ -105,7 +104,6 @@ class _SandboxPart(_ProcessPart):
         if sb.state != PodSandboxState.NOTREADY:
             sb.state = PodSandboxState.NOTREADY
             self._emit(sb.id, ContainerEventType.STOPPED, sb.id)
-
 
 
 def _sandbox_name(config: PodSandboxConfig) -> str:

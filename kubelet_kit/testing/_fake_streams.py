@@ -158,8 +158,9 @@ class _StreamPart(_ProcessPart):
             # Lines written before the end still reach the client.
             while not queue.empty():
                 stream, text = queue.get_nowait()
-                await _send(io.stdout if stream == "stdout" or tty else io.stderr,
-                            (text + "\n").encode())
+                await _send(
+                    io.stdout if stream == "stdout" or tty else io.stderr, (text + "\n").encode()
+                )
         finally:
             listeners = self._attached[c.id]
             listeners.remove(queue)

@@ -94,8 +94,9 @@ class KubeletEnv:
         kubelet_options.setdefault("root_dir", root)
         kubelet_options.setdefault("pod_logs_dir", root / "logs")
         sources = [self.source, *kubelet_options.pop("sources", ())]
-        self.kubelet = Kubelet(**stub_parts(
-            runtime=self.runtime, clock=self.clock, sources=sources, **kubelet_options))
+        self.kubelet = Kubelet(
+            **stub_parts(runtime=self.runtime, clock=self.clock, sources=sources, **kubelet_options)
+        )
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> KubeletEnv:
@@ -151,8 +152,9 @@ class KubeletEnv:
         return [
             c.metadata.name
             for c in await self.runtime.list_containers(
-                ContainerFilter(state=ContainerState.RUNNING,
-                                label_selector={labels.POD_UID: pod_uid})
+                ContainerFilter(
+                    state=ContainerState.RUNNING, label_selector={labels.POD_UID: pod_uid}
+                )
             )
         ]
 
@@ -190,8 +192,9 @@ class KubeletEnv:
         await self.clock.settle()
         while not await holds():
             if self.clock.monotonic() - start >= timeout:
-                raise TimeoutError(f"{what or 'condition'} not reached within {timeout:g}s "
-                                   "of agent time")
+                raise TimeoutError(
+                    f"{what or 'condition'} not reached within {timeout:g}s of agent time"
+                )
             await self.clock.run_for(self.step)
             self._raise_if_crashed()
         return self.clock.monotonic() - start

@@ -27,28 +27,51 @@ __all__ = ["FakeCgroupTree"]
 
 _DEFAULT_CONTROLLERS = ("cpuset", "cpu", "io", "memory", "hugetlb", "pids")
 _CORE_FILES = (
-    "cgroup.controllers", "cgroup.subtree_control", "cgroup.procs", "cgroup.events",
-    "cgroup.freeze", "cgroup.kill", "cgroup.type", "cgroup.stat", "cgroup.max.depth",
-    "cgroup.max.descendants", "cpu.stat", "cpu.pressure", "memory.pressure", "io.pressure",
+    "cgroup.controllers",
+    "cgroup.subtree_control",
+    "cgroup.procs",
+    "cgroup.events",
+    "cgroup.freeze",
+    "cgroup.kill",
+    "cgroup.type",
+    "cgroup.stat",
+    "cgroup.max.depth",
+    "cgroup.max.descendants",
+    "cpu.stat",
+    "cpu.pressure",
+    "memory.pressure",
+    "io.pressure",
 )
 _ROOT_ONLY_ABSENT = ("cgroup.freeze", "cgroup.kill", "cgroup.type", "cgroup.events")
 _CONTROLLER_FILES: dict[str, dict[str, str]] = {
-    "cpu": {"cpu.weight": "100", "cpu.weight.nice": "0", "cpu.max": "max 100000",
-            "cpu.idle": "0"},
-    "memory": {"memory.max": "max", "memory.high": "max", "memory.low": "0", "memory.min": "0",
-               "memory.current": "0", "memory.swap.max": "max",
-               "memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n",
-               "memory.stat": "anon 0\nfile 0\nactive_file 0\ninactive_file 0\n"},
+    "cpu": {"cpu.weight": "100", "cpu.weight.nice": "0", "cpu.max": "max 100000", "cpu.idle": "0"},
+    "memory": {
+        "memory.max": "max",
+        "memory.high": "max",
+        "memory.low": "0",
+        "memory.min": "0",
+        "memory.current": "0",
+        "memory.swap.max": "max",
+        "memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n",
+        "memory.stat": "anon 0\nfile 0\nactive_file 0\ninactive_file 0\n",
+    },
     "pids": {"pids.max": "max", "pids.current": "0", "pids.events": "max 0\n"},
-    "cpuset": {"cpuset.cpus": "", "cpuset.mems": "", "cpuset.cpus.effective": "",
-               "cpuset.mems.effective": ""},
+    "cpuset": {
+        "cpuset.cpus": "",
+        "cpuset.mems": "",
+        "cpuset.cpus.effective": "",
+        "cpuset.mems.effective": "",
+    },
     "io": {"io.max": "", "io.weight": "default 100\n", "io.stat": ""},
     "hugetlb": {"hugetlb.2MB.max": "max", "hugetlb.2MB.current": "0"},
 }
-_CPU_STAT = ("usage_usec 0\nuser_usec 0\nsystem_usec 0\nnr_periods 0\nnr_throttled 0\n"
-             "throttled_usec 0\n")
-_PSI = ("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
-        "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+_CPU_STAT = (
+    "usage_usec 0\nuser_usec 0\nsystem_usec 0\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\n"
+)
+_PSI = (
+    "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+    "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+)
 
 
 @attrs.define
@@ -211,8 +234,9 @@ class FakeCgroupTree:
         node = self._node(cgroup)
         files = self._files(node)
         if name not in files:
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT),
-                                    self.describe(cgroup, name))
+            raise FileNotFoundError(
+                errno.ENOENT, os.strerror(errno.ENOENT), self.describe(cgroup, name)
+            )
         if name == "cgroup.controllers":
             return " ".join(sorted(self._controllers(node))) + "\n"
         if name == "cgroup.subtree_control":
@@ -261,8 +285,16 @@ class FakeCgroupTree:
                 raise _err(errno.EINVAL, where)
             for n in self._subtree(node):
                 n.frozen = text == "1"
-        elif name in ("cgroup.controllers", "cgroup.events", "cgroup.stat", "cpu.stat",
-                      "memory.current", "memory.events", "memory.stat", "pids.current"):
+        elif name in (
+            "cgroup.controllers",
+            "cgroup.events",
+            "cgroup.stat",
+            "cpu.stat",
+            "memory.current",
+            "memory.events",
+            "memory.stat",
+            "pids.current",
+        ):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), where)
         else:
             node.values[name] = self._validate(name, text, where)
@@ -290,8 +322,14 @@ class FakeCgroupTree:
                 raise _err(errno.EINVAL, where)
             period = self._int(parts[1], where) if len(parts) == 2 else 100000
             return f"{parts[0]} {period}"
-        if name in ("memory.max", "memory.high", "memory.low", "memory.min", "pids.max",
-                    "memory.swap.max") or name.startswith("hugetlb."):
+        if name in (
+            "memory.max",
+            "memory.high",
+            "memory.low",
+            "memory.min",
+            "pids.max",
+            "memory.swap.max",
+        ) or name.startswith("hugetlb."):
             if text != "max" and self._int(text, where) < 0:
                 raise _err(errno.EINVAL, where)
             return text

@@ -161,9 +161,7 @@ class _EventStream:
 # -------------------------------------------------------------------- FakeRuntime
 
 
-class FakeRuntime(
-    _CallsPart, _SandboxPart, _ContainerPart, _StreamPart, _ImagePart, _UsagePart
-):
+class FakeRuntime(_CallsPart, _SandboxPart, _ContainerPart, _StreamPart, _ImagePart, _UsagePart):
     """An in-memory container runtime on an injected clock.
 
     Implements every method of :class:`kubelet_kit.container.Runtime` with the CRI's

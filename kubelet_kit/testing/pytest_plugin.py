@@ -47,8 +47,9 @@ def _wants_our_fixtures(obj: Any) -> bool:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_pycollect_makeitem(collector: pytest.Class | pytest.Module, name: str,
-                              obj: object) -> None:
+def pytest_pycollect_makeitem(
+    collector: pytest.Class | pytest.Module, name: str, obj: object
+) -> None:
     """Mark ``async def`` tests that use this plugin's fixtures ``asyncio``.
 
     Runs before pytest-asyncio looks at the function, so its strict mode (the

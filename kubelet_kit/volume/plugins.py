@@ -103,7 +103,13 @@ FAILED_MOUNT = "FailedMount"
 
 #: ``hostPath.type`` values and what the check expects.
 HOST_PATH_TYPES = (
-    "", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice",
+    "",
+    "DirectoryOrCreate",
+    "Directory",
+    "FileOrCreate",
+    "File",
+    "Socket",
+    "CharDevice",
     "BlockDevice",
 )
 
@@ -211,8 +217,11 @@ def host_file_type(path: str | Path) -> str:
     ``Unknown``. Raises OSError when nothing is there."""
     mode = os.stat(path).st_mode
     for test, name in (
-        (stat.S_ISDIR, "Directory"), (stat.S_ISREG, "File"), (stat.S_ISSOCK, "Socket"),
-        (stat.S_ISCHR, "CharDevice"), (stat.S_ISBLK, "BlockDevice"),
+        (stat.S_ISDIR, "Directory"),
+        (stat.S_ISREG, "File"),
+        (stat.S_ISSOCK, "Socket"),
+        (stat.S_ISCHR, "CharDevice"),
+        (stat.S_ISBLK, "BlockDevice"),
     ):
         if test(mode):
             return name
@@ -220,8 +229,11 @@ def host_file_type(path: str | Path) -> str:
 
 
 _TYPE_WORDS = {
-    "Directory": "directory", "File": "file", "Socket": "socket file",
-    "CharDevice": "character device", "BlockDevice": "block device",
+    "Directory": "directory",
+    "File": "file",
+    "Socket": "socket file",
+    "CharDevice": "character device",
+    "BlockDevice": "block device",
 }
 
 
@@ -287,8 +299,10 @@ def _key_payload(
         if item.key not in data:
             if optional:
                 continue
-            word = "configmap references non-existent config key" if kind == "configmap" else (
-                "references non-existent secret key"
+            word = (
+                "configmap references non-existent config key"
+                if kind == "configmap"
+                else ("references non-existent secret key")
             )
             raise _fail(f'{kind} "{ref}": {word}: {item.key}')
         mode = item.mode if item.mode is not None else default_mode
@@ -310,7 +324,11 @@ def config_map_payload(
             the source is not ``optional``.
     """
     return _key_payload(
-        "configmap", f"{namespace}/{source.name}", data, source.items, default_mode,
+        "configmap",
+        f"{namespace}/{source.name}",
+        data,
+        source.items,
+        default_mode,
         bool(source.optional),
     )
 
@@ -351,8 +369,10 @@ def _field_value(pod: Pod, field_path: str, where: str) -> str:
         return _format_map(meta.labels)
     if field_path == "metadata.annotations":
         return _format_map(meta.annotations)
-    for prefix, values in (("metadata.labels", meta.labels),
-                           ("metadata.annotations", meta.annotations)):
+    for prefix, values in (
+        ("metadata.labels", meta.labels),
+        ("metadata.annotations", meta.annotations),
+    ):
         if field_path.startswith(prefix + "['") and field_path.endswith("']"):
             return values.get(field_path[len(prefix) + 2 : -2], "")
     raise _fail(f"{where}.fieldRef.fieldPath: unsupported fieldPath {field_path!r}")
@@ -367,20 +387,20 @@ def _resource_value(
 ) -> str:
     ref = item.resource_field_ref
     assert ref is not None
-    container = next(
-        (c for c in pod.spec.all_containers() if c.name == ref.container_name), None
-    )
+    container = next((c for c in pod.spec.all_containers() if c.name == ref.container_name), None)
     if container is None:
         raise _fail(
             f"{where}.resourceFieldRef.containerName: container {ref.container_name!r} "
             "not found in the pod"
         )
     section, _, resource = ref.resource.partition(".")
-    if section not in ("limits", "requests") or (resource not in (
-        "cpu", "memory", "ephemeral-storage"
-    ) and not resource.startswith("hugepages-")):
-        raise _fail(f"{where}.resourceFieldRef.resource: unsupported container resource "
-                    f"{ref.resource!r}")
+    if section not in ("limits", "requests") or (
+        resource not in ("cpu", "memory", "ephemeral-storage")
+        and not resource.startswith("hugepages-")
+    ):
+        raise _fail(
+            f"{where}.resourceFieldRef.resource: unsupported container resource {ref.resource!r}"
+        )
     values = container.resources.limits if section == "limits" else container.resources.requests
     quantity = values.get(resource)
     if quantity is None and section == "limits":
@@ -388,8 +408,10 @@ def _resource_value(
         quantity = allocatable.get(resource)
     if quantity is None:
         quantity = Quantity.parse("0")
-    divisor = ref.divisor if ref.divisor is not None and not ref.divisor.is_zero() else (
-        Quantity.parse("1")
+    divisor = (
+        ref.divisor
+        if ref.divisor is not None and not ref.divisor.is_zero()
+        else (Quantity.parse("1"))
     )
     if resource == "cpu":
         return str(_ceil_div(quantity.milli_value(), divisor.milli_value()))
@@ -430,9 +452,7 @@ def downward_api_payload(
     return payload
 
 
-def projected_payload(
-    pod: Pod, volume: Volume, env: PluginEnv
-) -> dict[str, FileProjection]:
+def projected_payload(pod: Pod, volume: Volume, env: PluginEnv) -> dict[str, FileProjection]:
     """The files of a projected volume: every source's files together (a later
     source wins a path two of them share). Blocks on the config source.
 
@@ -451,13 +471,20 @@ def projected_payload(
             data = _lookup(env, "secret", pod.namespace, source.secret.name)
             payload.update(secret_payload(source.secret, pod.namespace, data, mode))
         elif source.downward_api is not None:
-            payload.update(downward_api_payload(
-                pod, source.downward_api.items, mode, allocatable=env.node_allocatable,
-                field=f"{where}.downwardAPI",
-            ))
+            payload.update(
+                downward_api_payload(
+                    pod,
+                    source.downward_api.items,
+                    mode,
+                    allocatable=env.node_allocatable,
+                    field=f"{where}.downwardAPI",
+                )
+            )
         elif source.service_account_token is not None:
-            raise _fail(f"{where}.serviceAccountToken: no service account token issuer "
-                        "is available to this agent")
+            raise _fail(
+                f"{where}.serviceAccountToken: no service account token issuer "
+                "is available to this agent"
+            )
     return payload
 
 
@@ -480,8 +507,11 @@ def _payload(pod: Pod, volume: Volume, env: PluginEnv) -> dict[str, FileProjecti
         return secret_payload(sec, pod.namespace, data, sec.default_mode)
     if volume.downward_api is not None:
         return downward_api_payload(
-            pod, volume.downward_api.items, volume.downward_api.default_mode,
-            allocatable=env.node_allocatable, field=f'volume "{volume.name}": downwardAPI',
+            pod,
+            volume.downward_api.items,
+            volume.downward_api.default_mode,
+            allocatable=env.node_allocatable,
+            field=f'volume "{volume.name}": downwardAPI',
         )
     return projected_payload(pod, volume, env)
 
@@ -556,18 +586,23 @@ def _ensure_tmpfs(pod: Pod, volume: Volume, path: Path, env: PluginEnv, mode: in
         return True
     if not env.may_mount:
         if env.allow_secrets_on_disk:
-            log.warning('volume "%s" of pod %s: memory-backed but kept on disk '
-                        "(no mount privilege; allowed by allow_secrets_on_disk)",
-                        volume.name, pod.uid)
+            log.warning(
+                'volume "%s" of pod %s: memory-backed but kept on disk '
+                "(no mount privilege; allowed by allow_secrets_on_disk)",
+                volume.name,
+                pod.uid,
+            )
             return False
         raise _fail(
             f'volume "{volume.name}": must be kept in memory (a tmpfs) but this agent may '
             "not mount (it needs root or CAP_SYS_ADMIN); allow_secrets_on_disk=True puts it "
             "on disk instead"
         )
-    size = empty_dir_memory_size(pod, volume, env.node_allocatable) if (
-        volume.empty_dir is not None
-    ) else None
+    size = (
+        empty_dir_memory_size(pod, volume, env.node_allocatable)
+        if (volume.empty_dir is not None)
+        else None
+    )
     try:
         mounter.mount_tmpfs(path, size, mode)
     except OSError as exc:

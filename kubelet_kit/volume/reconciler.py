@@ -174,26 +174,37 @@ def expand_sub_path_expr(expr: str, env: Mapping[str, str], field: str) -> str:
 
 
 def _container_field(pod: Pod, container: Container) -> str:
-    for kind, items in (("initContainers", pod.spec.init_containers),
-                        ("containers", pod.spec.containers)):
+    for kind, items in (
+        ("initContainers", pod.spec.init_containers),
+        ("containers", pod.spec.containers),
+    ):
         for i, c in enumerate(items):
             if c.name == container.name:
                 return f"spec.{kind}[{i}]"
     return f"container {container.name!r}"
 
 
-def sub_path_target(root_dir: Path, pod: Pod, volume_name: str, container_name: str,
-                    index: int) -> Path:
+def sub_path_target(
+    root_dir: Path, pod: Pod, volume_name: str, container_name: str, index: int
+) -> Path:
     """Where the ``index``-th volumeMount of a container is bind-mounted when it has a
     ``subPath``: ``<root_dir>/pods/<uid>/volume-subpaths/<volume>/<container>/<index>``
     (the kubelet's layout, so its clean-up finds them)."""
-    return (pod_dir(root_dir, pod.uid) / "volume-subpaths" / volume_name / container_name
-            / str(index))
+    return (
+        pod_dir(root_dir, pod.uid) / "volume-subpaths" / volume_name / container_name / str(index)
+    )
 
 
 def _one_mount(
-    root_dir: Path, pod: Pod, container: Container, vm: VolumeMount, field: str,
-    volumes: Mapping[str, Volume], env: Mapping[str, str], index: int, bind_sub_paths: bool,
+    root_dir: Path,
+    pod: Pod,
+    container: Container,
+    vm: VolumeMount,
+    field: str,
+    volumes: Mapping[str, Volume],
+    env: Mapping[str, str],
+    index: int,
+    bind_sub_paths: bool,
 ) -> Mount:
     volume = volumes.get(vm.name)
     if volume is None:
@@ -229,7 +240,9 @@ def _one_mount(
     # that is otherwise valid.
     if sub and bind_sub_paths:
         host = bind_sub_path(
-            host, sub, sub_path_target(root_dir, pod, vm.name, container.name, index),
+            host,
+            sub,
+            sub_path_target(root_dir, pod, vm.name, container.name, index),
             field=f"{field}.subPath",
         )
     elif sub:
@@ -237,14 +250,20 @@ def _one_mount(
     # As the kubelet: API data volumes are always mounted read-only.
     readonly = vm.read_only or plugin in plugins.REFRESHED_PLUGINS
     return Mount(
-        container_path=vm.mount_path, host_path=str(host), readonly=readonly,
+        container_path=vm.mount_path,
+        host_path=str(host),
+        readonly=readonly,
         propagation=propagation,
     )
 
 
 def container_mounts(
-    root_dir: Path, pod: Pod, container: Container, env: Mapping[str, str] | None = None,
-    *, bind_sub_paths: bool = False,
+    root_dir: Path,
+    pod: Pod,
+    container: Container,
+    env: Mapping[str, str] | None = None,
+    *,
+    bind_sub_paths: bool = False,
 ) -> list[Mount]:
     """The runtime mounts for ``container``'s volumeMounts (see
     :meth:`ReconcilingVolumeManager.container_mounts`). Blocks briefly on the
@@ -273,10 +292,19 @@ def container_mounts(
     mounts: list[Mount] = []
     for i, vm in enumerate(container.volume_mounts):
         try:
-            mounts.append(_one_mount(
-                root_dir, pod, container, vm, f"{base}.volumeMounts[{i}]", volumes, env,
-                i, bind_sub_paths,
-            ))
+            mounts.append(
+                _one_mount(
+                    root_dir,
+                    pod,
+                    container,
+                    vm,
+                    f"{base}.volumeMounts[{i}]",
+                    volumes,
+                    env,
+                    i,
+                    bind_sub_paths,
+                )
+            )
         except ValidationError as exc:
             errors.extend(exc.errors)
     if errors:
@@ -503,9 +531,7 @@ class ReconcilingVolumeManager:
                 await self._mount_wanted()
                 await self._clean_pod_dirs()
             finally:
-                self.metrics.set_totals(
-                    self.desired.plugin_counts(), self.actual.plugin_counts()
-                )
+                self.metrics.set_totals(self.desired.plugin_counts(), self.actual.plugin_counts())
                 done, self._round = self._round, asyncio.Event()
                 done.set()
 
@@ -516,9 +542,11 @@ class ReconcilingVolumeManager:
         )
         for key, mv in list(self.actual.volumes.items()):
             pod = self.desired.pods.get(mv.pod_uid)
-            wanted = next((v for v in pod.spec.volumes if v.name == mv.name), None) if (
-                pod is not None
-            ) else None
+            wanted = (
+                next((v for v in pod.spec.volumes if v.name == mv.name), None)
+                if (pod is not None)
+                else None
+            )
             # A volume whose source kind changed (same name) is made anew.
             if wanted is not None and _safe_plugin(wanted) == mv.plugin:
                 continue
@@ -529,7 +557,8 @@ class ReconcilingVolumeManager:
                 # Sub path mounts first (hostPath ones too): they hold the
                 # volume's files, and the kubelet removes them before the volume.
                 await self._offload(
-                    clean_sub_paths, pod_dir(self.root_dir, mv.pod_uid) / "volume-subpaths",
+                    clean_sub_paths,
+                    pod_dir(self.root_dir, mv.pod_uid) / "volume-subpaths",
                     mv.name,
                 )
                 if mv.plugin != plugins.HOST_PATH:
@@ -561,8 +590,7 @@ class ReconcilingVolumeManager:
             mv = self.actual.volumes.get(key)
             if mv is not None:
                 refresh = mv.plugin in plugins.REFRESHED_PLUGINS and (
-                    mv.pod is not pod
-                    or now >= mv.refreshed_at + self.refresh_period
+                    mv.pod is not pod or now >= mv.refreshed_at + self.refresh_period
                 )
                 if not refresh:
                     if mv.pod is not pod:
@@ -574,9 +602,7 @@ class ReconcilingVolumeManager:
             started = self.clock.monotonic()
             try:
                 plugin = plugins.plugin_name(volume)
-                path = await self._offload(
-                    plugins.set_up, pod, volume, self.root_dir, self.env
-                )
+                path = await self._offload(plugins.set_up, pod, volume, self.root_dir, self.env)
             except Exception as exc:
                 # A plugin's or a config source's failure is this volume's problem
                 # only: record it, retry later, keep reconciling the others.
@@ -590,7 +616,9 @@ class ReconcilingVolumeManager:
                     log.warning("pod %s: %s", pod.uid, message)
                 self.errors[key] = message
                 self.metrics.observe_operation(
-                    mv.plugin if mv else _safe_plugin(volume), OPERATION_MOUNT, False,
+                    mv.plugin if mv else _safe_plugin(volume),
+                    OPERATION_MOUNT,
+                    False,
                     self.clock.monotonic() - started,
                 )
                 continue
@@ -685,4 +713,3 @@ def _safe_plugin(volume: Volume) -> str:
         return plugins.plugin_name(volume)
     except PodSyncError:
         return "N/A"
-

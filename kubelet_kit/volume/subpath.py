@@ -128,7 +128,8 @@ def _open_sub_path(
                 try:
                     os.mkdir(part, mode, dir_fd=fd)
                     nfd = os.open(
-                        part, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC,
+                        part,
+                        os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC,
                         dir_fd=fd,
                     )
                     os.chmod(_fd_path(nfd), mode)  # mkdir's mode went through umask

@@ -108,9 +108,14 @@ def field_matches(obj: dict[str, Any], selector: str) -> bool:
                 return False
         else:
             key, value = term.replace("==", "=").split("=", 1)
-            if key not in ("spec.nodeName", "metadata.name", "metadata.namespace",
-                           "involvedObject.name", "involvedObject.uid"):
-                raise ValueError(f'field label not supported: {key}')
+            if key not in (
+                "spec.nodeName",
+                "metadata.name",
+                "metadata.namespace",
+                "involvedObject.name",
+                "involvedObject.uid",
+            ):
+                raise ValueError(f"field label not supported: {key}")
             if _field(obj, key) != value:
                 return False
     return True
@@ -122,8 +127,15 @@ def parse_bool(text: str | None) -> bool:
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
 
 
 def _error(code: int, reason: str, message: str) -> web.Response:
@@ -140,8 +152,9 @@ class StandInAPIServer:
         history_limit: Events kept for watches from older versions.
     """
 
-    def __init__(self, *, history_limit: int = 1000,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, *, history_limit: int = 1000, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.history: list[tuple[int, str, str, dict[str, Any], dict[str, Any] | None]] = []
         self.history_limit = history_limit
@@ -165,8 +178,9 @@ class StandInAPIServer:
         scheme = "https" if self.ssl_context is not None else "http"
         return f"{scheme}://127.0.0.1:{self.port}"
 
-    def kubeconfig(self, user: str = "node", *, ca_data: str = "",
-                   credentials: dict[str, str] | None = None) -> dict[str, Any]:
+    def kubeconfig(
+        self, user: str = "node", *, ca_data: str = "", credentials: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """A kubeconfig document pointing at the stand-in.
 
         Args:
@@ -179,7 +193,9 @@ class StandInAPIServer:
         if ca_data:
             cluster["certificate-authority-data"] = ca_data
         return {
-            "apiVersion": "v1", "kind": "Config", "current-context": "standin",
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "standin",
             "clusters": [{"name": "standin", "cluster": cluster}],
             "users": [{"name": user, "user": credentials or {"token": "standin-token"}}],
             "contexts": [{"name": "standin", "context": {"cluster": "standin", "user": user}}],
@@ -191,8 +207,9 @@ class StandInAPIServer:
         app.router.add_route("*", "/{path:.*}", self._handle)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True,
-                           ssl_context=self.ssl_context)
+        site = web.TCPSite(
+            self._runner, "127.0.0.1", self.port, reuse_address=True, ssl_context=self.ssl_context
+        )
         await site.start()
         if not self.port:
             server = site._server
@@ -216,8 +233,9 @@ class StandInAPIServer:
 
     # -- store --------------------------------------------------------------------
 
-    def _record(self, kind: str, resource: str, obj: dict[str, Any],
-                old: dict[str, Any] | None = None) -> None:
+    def _record(
+        self, kind: str, resource: str, obj: dict[str, Any], old: dict[str, Any] | None = None
+    ) -> None:
         self.history.append((self.rv, kind, resource, copy.deepcopy(obj), old))
         if len(self.history) > self.history_limit:
             dropped = self.history.pop(0)
@@ -272,8 +290,9 @@ class StandInAPIServer:
 
     def count(self, method: str, path_prefix: str, *, query: str = "") -> int:
         """How many requests matched ``method`` and the path prefix (and query)."""
-        return sum(1 for m, p in self.requests
-                   if m == method and p.startswith(path_prefix) and query in p)
+        return sum(
+            1 for m, p in self.requests if m == method and p.startswith(path_prefix) and query in p
+        )
 
     def add_hook(self, hook: Callable[[web.Request], web.Response | None]) -> None:
         """Run ``hook`` on every request first; a response it returns is sent as is
@@ -309,16 +328,20 @@ class StandInAPIServer:
         peer = request.transport.get_extra_info("peercert") if request.transport else None
         if peer:
             # The subject as the API server's x509 authenticator reads it.
-            self.client_subjects.append(",".join(
-                f"{k}={v}" for rdn in peer.get("subject", ()) for k, v in rdn))
+            self.client_subjects.append(
+                ",".join(f"{k}={v}" for rdn in peer.get("subject", ()) for k, v in rdn)
+            )
         for hook in self._hooks:
             response = hook(request)
             if response is not None:
                 return response
         route = self._route(request.path)
         if route is None:
-            return _error(404, "NotFound", f"the server could not find the requested "
-                          f"resource ({request.path})")
+            return _error(
+                404,
+                "NotFound",
+                f"the server could not find the requested resource ({request.path})",
+            )
         resource, namespace, name, sub = route
         body: Any = None
         if request.can_read_body:
@@ -338,34 +361,41 @@ class StandInAPIServer:
         if request.method == "PUT":
             return self._update(resource, namespace, name, body, sub)
         if request.method == "PATCH":
-            return self._patch(resource, namespace, name, body, sub,
-                               request.content_type)
+            return self._patch(resource, namespace, name, body, sub, request.content_type)
         if request.method == "DELETE":
             options = dict(body or {})
             if "gracePeriodSeconds" in request.query:  # DeleteOptions as query parameters
-                options.setdefault("gracePeriodSeconds",
-                                   int(request.query["gracePeriodSeconds"]))
+                options.setdefault("gracePeriodSeconds", int(request.query["gracePeriodSeconds"]))
             return self._delete(resource, namespace, name, options)
         return _error(405, "MethodNotAllowed", f"{request.method} {request.path}")
 
     def _list(self, request: web.Request, resource: str, namespace: str) -> web.Response:
         selector = request.query.get("fieldSelector", "")
         try:
-            items = [o for (r, ns, _), o in sorted(self.objects.items())
-                     if r == resource and (not namespace or ns == namespace)
-                     and field_matches(o, selector)]
+            items = [
+                o
+                for (r, ns, _), o in sorted(self.objects.items())
+                if r == resource
+                and (not namespace or ns == namespace)
+                and field_matches(o, selector)
+            ]
         except ValueError as exc:
             return _error(400, "BadRequest", str(exc))
         # As the real server: items of a list carry no kind or apiVersion.
-        items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")}
-                 for o in items]
+        items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in items]
         kind, _ = _KINDS[resource]
-        return web.json_response({"kind": f"{kind}List", "apiVersion": "v1",
-                                  "metadata": {"resourceVersion": str(self.rv)},
-                                  "items": items})
+        return web.json_response(
+            {
+                "kind": f"{kind}List",
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": str(self.rv)},
+                "items": items,
+            }
+        )
 
-    async def _watch(self, request: web.Request, resource: str,
-                     namespace: str) -> web.StreamResponse:
+    async def _watch(
+        self, request: web.Request, resource: str, namespace: str
+    ) -> web.StreamResponse:
         selector = request.query.get("fieldSelector", "")
         bookmarks = parse_bool(request.query.get("allowWatchBookmarks"))
         timeout = float(request.query.get("timeoutSeconds", "1800"))
@@ -379,14 +409,16 @@ class StandInAPIServer:
                 return False
             md = obj.get("metadata") or {}
             return (not namespace or md.get("namespace") == namespace) and field_matches(
-                obj, selector)
+                obj, selector
+            )
 
         async def send(kind: str, obj: dict[str, Any]) -> None:
             line = json.dumps({"type": kind, "object": obj}) + "\n"
             await response.write(line.encode())
 
-        async def deliver(kind: str, res: str, obj: dict[str, Any],
-                          old: dict[str, Any] | None) -> None:
+        async def deliver(
+            kind: str, res: str, obj: dict[str, Any], old: dict[str, Any] | None
+        ) -> None:
             if res != resource:
                 return
             now_in, was_in = visible(obj), visible(old)
@@ -402,9 +434,12 @@ class StandInAPIServer:
         try:
             if since and since != "0":
                 if int(since) < self.oldest_rv:
-                    await send("ERROR", _status(
-                        410, "Expired", f"too old resource version: {since} "
-                        f"({self.oldest_rv})"))
+                    await send(
+                        "ERROR",
+                        _status(
+                            410, "Expired", f"too old resource version: {since} ({self.oldest_rv})"
+                        ),
+                    )
                     return response
                 for rv, kind, res, obj, old in list(self.history):
                     if rv > int(since):
@@ -418,20 +453,31 @@ class StandInAPIServer:
             while True:
                 try:
                     kind, data, old = await asyncio.wait_for(
-                        queue.get(), max(0.0, deadline - loop.time()))
+                        queue.get(), max(0.0, deadline - loop.time())
+                    )
                 except TimeoutError:
                     if bookmarks:
-                        await send("BOOKMARK", {"kind": _KINDS[resource][0],
-                                                "apiVersion": "v1",
-                                                "metadata": {"resourceVersion": str(self.rv)}})
+                        await send(
+                            "BOOKMARK",
+                            {
+                                "kind": _KINDS[resource][0],
+                                "apiVersion": "v1",
+                                "metadata": {"resourceVersion": str(self.rv)},
+                            },
+                        )
                     break
                 if kind == "CLOSE":
                     break
                 if kind == "BOOKMARK":
                     if bookmarks:
-                        await send("BOOKMARK", {"kind": _KINDS[resource][0],
-                                                "apiVersion": "v1",
-                                                "metadata": {"resourceVersion": str(self.rv)}})
+                        await send(
+                            "BOOKMARK",
+                            {
+                                "kind": _KINDS[resource][0],
+                                "apiVersion": "v1",
+                                "metadata": {"resourceVersion": str(self.rv)},
+                            },
+                        )
                     continue
                 await deliver(kind, data["resource"], data["obj"], old)
         except (ConnectionResetError, asyncio.CancelledError):
@@ -450,25 +496,28 @@ class StandInAPIServer:
             md["namespace"] = namespace
         key = (resource, namespace, md.get("name", ""))
         if key in self.objects:
-            return _error(409, "AlreadyExists",
-                          f'{resource} "{md.get("name")}" already exists')
+            return _error(409, "AlreadyExists", f'{resource} "{md.get("name")}" already exists')
         md.pop("resourceVersion", None)
         md.pop("uid", None)
         if resource == "pods":
             body["status"] = {"phase": "Pending"}  # as the real server sets it on create
         return web.json_response(self.put(resource, body), status=201)
 
-    def _update(self, resource: str, namespace: str, name: str, body: dict[str, Any],
-                sub: str) -> web.Response:
+    def _update(
+        self, resource: str, namespace: str, name: str, body: dict[str, Any], sub: str
+    ) -> web.Response:
         current = self.get(resource, namespace, name)
         if current is None:
             return _error(404, "NotFound", f'{resource} "{name}" not found')
         sent_rv = (body.get("metadata") or {}).get("resourceVersion")
         if sent_rv != current["metadata"]["resourceVersion"]:
-            return _error(409, "Conflict",
-                          f'Operation cannot be fulfilled on {resource} "{name}": the object '
-                          "has been modified; please apply your changes to the latest "
-                          "version and try again")
+            return _error(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {resource} "{name}": the object '
+                "has been modified; please apply your changes to the latest "
+                "version and try again",
+            )
         new = copy.deepcopy(current)
         if sub == "status":
             new["status"] = body.get("status") or {}
@@ -481,24 +530,41 @@ class StandInAPIServer:
             new["metadata"]["creationTimestamp"] = current["metadata"]["creationTimestamp"]
         return web.json_response(self.put(resource, new))
 
-    def _patch(self, resource: str, namespace: str, name: str, body: dict[str, Any],
-               sub: str, content_type: str) -> web.Response:
+    def _patch(
+        self,
+        resource: str,
+        namespace: str,
+        name: str,
+        body: dict[str, Any],
+        sub: str,
+        content_type: str,
+    ) -> web.Response:
         current = self.get(resource, namespace, name)
         if current is None:
             return _error(404, "NotFound", f'{resource} "{name}" not found')
         md = body.get("metadata") or {}
         if md.get("uid") and md["uid"] != current["metadata"]["uid"]:
-            return _error(409, "Conflict",
-                          f"Precondition failed: UID in precondition: {md['uid']}, UID in "
-                          f"object meta: {current['metadata']['uid']}")
-        if md.get("resourceVersion") and md["resourceVersion"] != current["metadata"][
-                "resourceVersion"]:
-            return _error(409, "Conflict",
-                          f'Operation cannot be fulfilled on {resource} "{name}": the object '
-                          "has been modified; please apply your changes to the latest "
-                          "version and try again")
-        if content_type not in ("application/strategic-merge-patch+json",
-                                "application/merge-patch+json"):
+            return _error(
+                409,
+                "Conflict",
+                f"Precondition failed: UID in precondition: {md['uid']}, UID in "
+                f"object meta: {current['metadata']['uid']}",
+            )
+        if (
+            md.get("resourceVersion")
+            and md["resourceVersion"] != current["metadata"]["resourceVersion"]
+        ):
+            return _error(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {resource} "{name}": the object '
+                "has been modified; please apply your changes to the latest "
+                "version and try again",
+            )
+        if content_type not in (
+            "application/strategic-merge-patch+json",
+            "application/merge-patch+json",
+        ):
             return _error(415, "UnsupportedMediaType", f"patch type {content_type}")
         if sub == "status":
             body = {"status": body.get("status") or {}}
@@ -508,16 +574,20 @@ class StandInAPIServer:
         new["metadata"].pop("resourceVersion", None)
         return web.json_response(self.put(resource, new))
 
-    def _delete(self, resource: str, namespace: str, name: str,
-                options: dict[str, Any]) -> web.Response:
+    def _delete(
+        self, resource: str, namespace: str, name: str, options: dict[str, Any]
+    ) -> web.Response:
         current = self.get(resource, namespace, name)
         if current is None:
             return _error(404, "NotFound", f'{resource} "{name}" not found')
         want_uid = (options.get("preconditions") or {}).get("uid")
         if want_uid and want_uid != current["metadata"]["uid"]:
-            return _error(409, "Conflict",
-                          f"Precondition failed: UID in precondition: {want_uid}, UID in "
-                          f"object meta: {current['metadata']['uid']}")
+            return _error(
+                409,
+                "Conflict",
+                f"Precondition failed: UID in precondition: {want_uid}, UID in "
+                f"object meta: {current['metadata']['uid']}",
+            )
         grace = options.get("gracePeriodSeconds")
         if resource == "pods" and (current.get("spec") or {}).get("nodeName"):
             if grace is None:
@@ -529,8 +599,7 @@ class StandInAPIServer:
                 if old_grace is None or grace < old_grace:
                     new["metadata"]["deletionGracePeriodSeconds"] = grace
                     deadline = _dt.datetime.now(_dt.UTC) + _dt.timedelta(seconds=grace)
-                    new["metadata"]["deletionTimestamp"] = deadline.strftime(
-                        "%Y-%m-%dT%H:%M:%SZ")
+                    new["metadata"]["deletionTimestamp"] = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
                     new["metadata"].pop("resourceVersion", None)
                     return web.json_response(self.put(resource, new))
                 return web.json_response(current)

@@ -10,18 +10,26 @@ from typing import Any
 from kubelet_kit.testing import FakeClock
 
 
-def pod_object(name: str, node: str = "node-1", *, namespace: str = "default",
-               command: str = "sleep infinity", restart: str = "Always",
-               grace: int = 30, **meta: Any) -> dict[str, Any]:
+def pod_object(
+    name: str,
+    node: str = "node-1",
+    *,
+    namespace: str = "default",
+    command: str = "sleep infinity",
+    restart: str = "Always",
+    grace: int = 30,
+    **meta: Any,
+) -> dict[str, Any]:
     """A pod as a user would create it, already bound to ``node``."""
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, **meta},
         "spec": {
-            "nodeName": node, "restartPolicy": restart,
+            "nodeName": node,
+            "restartPolicy": restart,
             "terminationGracePeriodSeconds": grace,
-            "containers": [{"name": "main", "image": "busybox",
-                            "command": ["sh", "-c", command]}],
+            "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", command]}],
         },
     }
 

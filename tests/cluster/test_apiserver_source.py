@@ -44,7 +44,8 @@ class Reader:
 
 
 async def test_lists_and_watches_only_this_nodes_pods(
-        standin: StandInAPIServer, api_client: Any) -> None:
+    standin: StandInAPIServer, api_client: Any
+) -> None:
     standin.put("pods", pod_object("a"))
     standin.put("pods", pod_object("elsewhere", node="node-2"))
     source = APIServerSource(api_client, "node-1", clock=FakeClock())
@@ -67,19 +68,23 @@ async def test_lists_and_watches_only_this_nodes_pods(
 
 
 async def test_a_modified_pod_is_a_new_snapshot_with_its_new_spec(
-        standin: StandInAPIServer, api_client: Any) -> None:
+    standin: StandInAPIServer, api_client: Any
+) -> None:
     obj = standin.put("pods", pod_object("a"))
     source = APIServerSource(api_client, "node-1", clock=FakeClock())
     async with Reader(source) as reader:
         await eventually(lambda: reader.names() == ["a"])
         obj["metadata"]["labels"] = {"tier": "web"}
         standin.put("pods", obj)
-        await eventually(lambda: dict(reader.snapshots[-1].pods[0].metadata.labels)
-                         == {"tier": "web"}, what="label change")
+        await eventually(
+            lambda: dict(reader.snapshots[-1].pods[0].metadata.labels) == {"tier": "web"},
+            what="label change",
+        )
 
 
 async def test_410_gone_relists_and_a_bookmark_avoids_it(
-        standin: StandInAPIServer, api_client: Any) -> None:
+    standin: StandInAPIServer, api_client: Any
+) -> None:
     standin.put("pods", pod_object("a"))
     source = APIServerSource(api_client, "node-1", clock=FakeClock())
     async with Reader(source) as reader:
@@ -110,15 +115,23 @@ async def test_410_gone_relists_and_a_bookmark_avoids_it(
 
 
 async def test_errors_back_off_on_the_clock_and_keep_the_last_pods(
-        standin: StandInAPIServer, api_client: Any) -> None:
+    standin: StandInAPIServer, api_client: Any
+) -> None:
     clock = FakeClock()
     failing = {"n": 2}
 
     def hook(request: web.Request) -> web.Response | None:
         if request.path == "/api/v1/pods" and failing["n"] > 0:
             failing["n"] -= 1
-            return web.json_response({"kind": "Status", "code": 500, "reason": "InternalError",
-                                      "message": "etcd is sad"}, status=500)
+            return web.json_response(
+                {
+                    "kind": "Status",
+                    "code": 500,
+                    "reason": "InternalError",
+                    "message": "etcd is sad",
+                },
+                status=500,
+            )
         return None
 
     standin.add_hook(hook)
@@ -129,8 +142,9 @@ async def test_errors_back_off_on_the_clock_and_keep_the_last_pods(
         assert clock.next_deadline() == clock.monotonic() + 1.0
         assert reader.snapshots == []
         clock.advance(1.0)
-        await eventually(lambda: failing["n"] == 0 and clock.next_deadline() is not None,
-                         what="second back-off")
+        await eventually(
+            lambda: failing["n"] == 0 and clock.next_deadline() is not None, what="second back-off"
+        )
         assert clock.next_deadline() == clock.monotonic() + 2.0  # doubled
         clock.advance(2.0)
         await eventually(lambda: reader.names() == ["a"], what="list after back-off")
@@ -141,16 +155,18 @@ async def test_errors_back_off_on_the_clock_and_keep_the_last_pods(
         assert len(reader.snapshots) == count
         await standin.start()
         standin.put("pods", pod_object("b"))
-        await eventually(lambda: reader.names() == ["a", "b"], clock=clock,
-                         what="caught up after the outage")
+        await eventually(
+            lambda: reader.names() == ["a", "b"], clock=clock, what="caught up after the outage"
+        )
 
 
 def test_snapshot_skips_mirror_pods_and_names_bad_pods() -> None:
     good = pod_object("good")
     good["metadata"].update(uid="u1", resourceVersion="5", creationTimestamp="2026-01-01T00:00:00Z")
     mirror = pod_object("static-node-1")
-    mirror["metadata"].update(uid="u2", resourceVersion="6",
-                              annotations={"kubernetes.io/config.mirror": "abc"})
+    mirror["metadata"].update(
+        uid="u2", resourceVersion="6", annotations={"kubernetes.io/config.mirror": "abc"}
+    )
     # The API server judged its pods: a value the agent cannot read is served with
     # the pod, for the agent to reject at admission; only a pod that cannot be
     # named becomes a problem line.
@@ -160,8 +176,9 @@ def test_snapshot_skips_mirror_pods_and_names_bad_pods() -> None:
     nameless = pod_object("")
     nameless["metadata"].update(uid="u4", resourceVersion="8")
     cache: dict[tuple[str, str], Any] = {}
-    snap = pods_snapshot({"u1": good, "u2": mirror, "u3": bad, "u4": nameless},
-                         node_name="node-1", cache=cache)
+    snap = pods_snapshot(
+        {"u1": good, "u2": mirror, "u3": bad, "u4": nameless}, node_name="node-1", cache=cache
+    )
     assert [p.name for p in snap.pods] == ["good", "bad"]
     assert snap.pods[0].problems == ()
     assert [e.path for e in snap.pods[1].problems] == ["spec.containers[0].resources.limits.memory"]
@@ -191,32 +208,38 @@ def test_a_pod_finished_before_it_was_first_seen_is_not_run_again() -> None:
     snap = pods_snapshot({"u1": done, "u2": running}, node_name="node-1", seen_active=seen)
     assert [p.name for p in snap.pods] == ["job"]
     # The job finishes while this agent runs it: it stays until the server drops it.
-    finished = {**running, "status": {"phase": "Succeeded"},
-                "metadata": {**running["metadata"], "resourceVersion": "7"}}
+    finished = {
+        **running,
+        "status": {"phase": "Succeeded"},
+        "metadata": {**running["metadata"], "resourceVersion": "7"},
+    }
     snap = pods_snapshot({"u1": done, "u2": finished}, node_name="node-1", seen_active=seen)
     assert [p.name for p in snap.pods] == ["job"]
     assert snap.pods[0].status.phase == "Succeeded"
 
 
 async def test_a_malformed_watch_answer_backs_off_and_recovers(
-        standin: StandInAPIServer, api_client: Any) -> None:
+    standin: StandInAPIServer, api_client: Any
+) -> None:
     clock = FakeClock()
     broken = {"n": 1}
 
     def hook(request: web.Request) -> web.Response | None:
         if request.query.get("watch") and broken["n"]:
             broken["n"] -= 1
-            return web.Response(text='{"neither": "type nor object"}\n',
-                                content_type="application/json")
+            return web.Response(
+                text='{"neither": "type nor object"}\n', content_type="application/json"
+            )
         return None
 
     standin.add_hook(hook)
     standin.put("pods", pod_object("a"))
     source = APIServerSource(api_client, "node-1", clock=clock)
     async with Reader(source) as reader:
-        await eventually(lambda: reader.names() == ["a"] and clock.next_deadline() is not None,
-                         what="list, then a back-off after the bad watch")
+        await eventually(
+            lambda: reader.names() == ["a"] and clock.next_deadline() is not None,
+            what="list, then a back-off after the bad watch",
+        )
         standin.put("pods", pod_object("b"))
-        await eventually(lambda: reader.names() == ["a", "b"], clock=clock,
-                         what="watching again")
+        await eventually(lambda: reader.names() == ["a", "b"], clock=clock, what="watching again")
         assert source.lists == 1

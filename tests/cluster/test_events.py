@@ -17,18 +17,29 @@ def events(standin: StandInAPIServer) -> list[dict[str, Any]]:
     return [e for (r, _, _), e in sorted(standin.objects.items()) if r == "events"]
 
 
-POD = load_pod({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "web", "namespace": "default", "uid": "uid-web"},
-                "spec": {"containers": [{"name": "main", "image": "busybox"}]}})
+POD = load_pod(
+    {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "default", "uid": "uid-web"},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
+)
 
 
 async def test_events_are_created_counted_and_rate_limited(
-        standin: StandInAPIServer, api_client: Any) -> None:
+    standin: StandInAPIServer, api_client: Any
+) -> None:
     clock = FakeClock()
     log = EventLog(clock)
     sink = EventSink(api_client, log.events, "node-1", clock=clock)
-    log.event(POD, "Normal", "Pulled", 'Container image "busybox" already present on machine',
-              container="main")
+    log.event(
+        POD,
+        "Normal",
+        "Pulled",
+        'Container image "busybox" already present on machine',
+        container="main",
+    )
     log.event(POD, "Normal", "Started", "Started container main", container="main")
     await sink.flush()
     assert [e["reason"] for e in events(standin)] == ["Pulled", "Started"]
@@ -36,11 +47,13 @@ async def test_events_are_created_counted_and_rate_limited(
 
     # The same event again: the existing Event's count goes up.
     clock.advance(30)
-    log.event(POD, "Warning", "BackOff", "Back-off restarting failed container main",
-              container="main")
+    log.event(
+        POD, "Warning", "BackOff", "Back-off restarting failed container main", container="main"
+    )
     clock.advance(30)
-    log.event(POD, "Warning", "BackOff", "Back-off restarting failed container main",
-              container="main")
+    log.event(
+        POD, "Warning", "BackOff", "Back-off restarting failed container main", container="main"
+    )
     await sink.flush()
     backoff = [e for e in events(standin) if e["reason"] == "BackOff"]
     assert len(backoff) == 1
@@ -56,7 +69,8 @@ async def test_events_are_created_counted_and_rate_limited(
 
 
 async def test_events_wait_for_the_server_to_return(
-        standin: StandInAPIServer, api_client: Any) -> None:
+    standin: StandInAPIServer, api_client: Any
+) -> None:
     clock = FakeClock()
     log = EventLog(clock)
     sink = EventSink(api_client, log.events, "node-1", clock=clock)

@@ -21,8 +21,14 @@ class Status:
         self.value: dict[str, Any] = {
             "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
             "allocatable": {"cpu": "4", "memory": "7Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                            "lastHeartbeatTime": "2026-01-01T00:00:00Z"}],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                }
+            ],
             "nodeInfo": {"kubeletVersion": "v0.1.0+kubelet-kit"},
         }
 
@@ -35,7 +41,8 @@ def status_patches(standin: StandInAPIServer) -> int:
 
 
 async def test_registers_the_node_with_labels_taints_and_status(
-        standin: StandInAPIServer, api_client: Any) -> None:
+    standin: StandInAPIServer, api_client: Any
+) -> None:
     taint = {"key": "edge", "value": "true", "effect": "NoSchedule"}
     node = NodeController(api_client, "node-1", Status(), labels={"zone": "a"}, taints=[taint])
     assert await node.register()
@@ -45,17 +52,27 @@ async def test_registers_the_node_with_labels_taints_and_status(
     assert stored["metadata"]["labels"]["zone"] == "a"
     assert stored["metadata"]["labels"]["kubernetes.io/os"] == "linux"
     assert stored["metadata"]["labels"]["beta.kubernetes.io/os"] == "linux"
-    assert stored["metadata"]["labels"]["beta.kubernetes.io/arch"] == \
-        stored["metadata"]["labels"]["kubernetes.io/arch"]
+    assert (
+        stored["metadata"]["labels"]["beta.kubernetes.io/arch"]
+        == stored["metadata"]["labels"]["kubernetes.io/arch"]
+    )
     assert stored["spec"]["taints"] == [taint]
     assert stored["status"]["allocatable"]["memory"] == "7Gi"
     assert node.node_uid == stored["metadata"]["uid"]
 
 
 async def test_an_existing_node_is_adopted_and_its_labels_updated(
-        standin: StandInAPIServer, api_client: Any) -> None:
-    existing = standin.put("nodes", {"metadata": {"name": "node-1", "labels": {
-        "custom": "kept", "kubernetes.io/hostname": "old-name"}}})
+    standin: StandInAPIServer, api_client: Any
+) -> None:
+    existing = standin.put(
+        "nodes",
+        {
+            "metadata": {
+                "name": "node-1",
+                "labels": {"custom": "kept", "kubernetes.io/hostname": "old-name"},
+            }
+        },
+    )
     node = NodeController(api_client, "node-1", Status(), labels={"zone": "b"})
     assert await node.register()
     stored = standin.get("nodes", "", "node-1")
@@ -68,7 +85,8 @@ async def test_an_existing_node_is_adopted_and_its_labels_updated(
 
 
 async def test_status_is_sent_when_changed_or_at_the_report_frequency(
-        standin: StandInAPIServer, api_client: Any) -> None:
+    standin: StandInAPIServer, api_client: Any
+) -> None:
     clock = FakeClock()
     status = Status()
     node = NodeController(api_client, "node-1", status, clock=clock)
@@ -91,7 +109,8 @@ async def test_status_is_sent_when_changed_or_at_the_report_frequency(
 
 
 async def test_a_conflict_is_retried_after_reading_the_node_again(
-        standin: StandInAPIServer, api_client: Any) -> None:
+    standin: StandInAPIServer, api_client: Any
+) -> None:
     status = Status()
     node = NodeController(api_client, "node-1", status)
     assert await node.register()
@@ -110,17 +129,22 @@ async def test_a_conflict_is_retried_after_reading_the_node_again(
 
 
 async def test_a_deleted_node_is_registered_again(
-        standin: StandInAPIServer, api_client: Any) -> None:
+    standin: StandInAPIServer, api_client: Any
+) -> None:
     clock = FakeClock()
     node = NodeController(api_client, "node-1", Status(), clock=clock)
     task = asyncio.create_task(node.run())
     try:
-        await eventually(lambda: standin.get("nodes", "", "node-1") is not None,
-                         clock=clock, what="registered")
+        await eventually(
+            lambda: standin.get("nodes", "", "node-1") is not None, clock=clock, what="registered"
+        )
         first = node.node_uid
         standin.remove("nodes", "", "node-1")
-        await eventually(lambda: standin.get("nodes", "", "node-1") is not None,
-                         clock=clock, what="registered again")
+        await eventually(
+            lambda: standin.get("nodes", "", "node-1") is not None,
+            clock=clock,
+            what="registered again",
+        )
         await eventually(lambda: node.node_uid not in (None, first), clock=clock)
     finally:
         task.cancel()
@@ -128,9 +152,16 @@ async def test_a_deleted_node_is_registered_again(
 
 
 def test_status_changed_ignores_heartbeat_times_only() -> None:
-    base = {"conditions": [{"type": "Ready", "status": "True",
-                            "lastHeartbeatTime": "2026-01-01T00:00:00Z",
-                            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    base = {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    }
     beat = {"conditions": [{**base["conditions"][0], "lastHeartbeatTime": "2026-01-01T00:01:00Z"}]}
     flip = {"conditions": [{**base["conditions"][0], "status": "False"}]}
     assert status_changed(None, base)
@@ -139,7 +170,8 @@ def test_status_changed_ignores_heartbeat_times_only() -> None:
 
 
 async def test_the_lease_is_created_and_renewed_every_ten_seconds(
-        standin: StandInAPIServer, api_client: Any) -> None:
+    standin: StandInAPIServer, api_client: Any
+) -> None:
     clock = FakeClock()
     lease = LeaseController(api_client, "node-1", clock=clock, node_uid=lambda: "node-uid")
     assert lease.renew_interval == 10.0
@@ -151,7 +183,8 @@ async def test_the_lease_is_created_and_renewed_every_ten_seconds(
         assert stored["spec"]["holderIdentity"] == "node-1"
         assert stored["spec"]["leaseDurationSeconds"] == 40
         assert stored["metadata"]["ownerReferences"] == [
-            {"apiVersion": "v1", "kind": "Node", "name": "node-1", "uid": "node-uid"}]
+            {"apiVersion": "v1", "kind": "Node", "name": "node-1", "uid": "node-uid"}
+        ]
         first = stored["spec"]["renewTime"]
         clock.advance(9.9)
         await asyncio.sleep(0.05)
@@ -166,7 +199,8 @@ async def test_the_lease_is_created_and_renewed_every_ten_seconds(
 
 
 async def test_a_lease_changed_by_another_writer_is_read_again(
-        standin: StandInAPIServer, api_client: Any) -> None:
+    standin: StandInAPIServer, api_client: Any
+) -> None:
     clock = FakeClock()
     lease = LeaseController(api_client, "node-1", clock=clock)
     assert await lease.renew()
@@ -176,15 +210,20 @@ async def test_a_lease_changed_by_another_writer_is_read_again(
     standin.put("leases", stored)
     clock.advance(10)
     assert await lease.renew()
-    assert standin.count("PUT", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}"
-                         "/leases/node-1") == 2  # 409, then success
+    assert (
+        standin.count(
+            "PUT", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/node-1"
+        )
+        == 2
+    )  # 409, then success
     stored = standin.get("leases", LEASE_NAMESPACE, "node-1")
     assert stored is not None and stored["metadata"]["labels"] == {"by": "other"}
     assert lease.renewals == 2
 
 
 async def test_lease_renewal_fails_quietly_while_the_server_is_away(
-        standin: StandInAPIServer, api_client: Any) -> None:
+    standin: StandInAPIServer, api_client: Any
+) -> None:
     clock = FakeClock()
     lease = LeaseController(api_client, "node-1", clock=clock)
     assert await lease.renew()
@@ -196,7 +235,8 @@ async def test_lease_renewal_fails_quietly_while_the_server_is_away(
 
 
 async def test_registration_retries_after_100ms_doubling(
-        standin: StandInAPIServer, api_client: Any) -> None:
+    standin: StandInAPIServer, api_client: Any
+) -> None:
     clock = FakeClock()
     failures = {"n": 3}
 

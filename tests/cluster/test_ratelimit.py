@@ -34,8 +34,11 @@ from .helpers import eventually, pod_object
 def within_budget(times: list[float], qps: float, burst: int) -> bool:
     """Whether every stretch of these (sorted) send times holds at most what a full
     bucket allows: ``burst`` at once plus ``qps`` a second."""
-    return all(j - i + 1 <= burst + qps * (times[j] - times[i]) + 1e-9
-               for i in range(len(times)) for j in range(i, len(times)))
+    return all(
+        j - i + 1 <= burst + qps * (times[j] - times[i]) + 1e-9
+        for i in range(len(times))
+        for j in range(i, len(times))
+    )
 
 
 # -- the bucket ----------------------------------------------------------------------
@@ -144,13 +147,12 @@ def test_a_bucket_names_a_bad_argument() -> None:
 # -- the client ----------------------------------------------------------------------
 
 
-async def test_connect_limits_as_client_go_reads_qps_and_burst(
-        standin: StandInAPIServer) -> None:
+async def test_connect_limits_as_client_go_reads_qps_and_burst(standin: StandInAPIServer) -> None:
     cases: list[tuple[Mapping[str, Any], tuple[float, int] | None]] = [
-        ({}, (50, 100)),                      # the kubelet's defaults
+        ({}, (50, 100)),  # the kubelet's defaults
         ({"qps": 7, "burst": 9}, (7, 9)),
-        ({"qps": 0, "burst": 0}, (5, 10)),    # client-go's rest.DefaultQPS/DefaultBurst
-        ({"qps": -1}, None),                  # negative: no rate limiter
+        ({"qps": 0, "burst": 0}, (5, 10)),  # client-go's rest.DefaultQPS/DefaultBurst
+        ({"qps": -1}, None),  # negative: no rate limiter
     ]
     for options, expected in cases:
         api = await connect(standin.kubeconfig(), **options)
@@ -166,8 +168,7 @@ async def test_connect_limits_as_client_go_reads_qps_and_burst(
         await connect(standin.kubeconfig(), burst=-1)
 
 
-async def test_every_request_of_the_client_waits_for_its_token(
-        standin: StandInAPIServer) -> None:
+async def test_every_request_of_the_client_waits_for_its_token(standin: StandInAPIServer) -> None:
     from kubernetes_asyncio import client as k8s
 
     clock = FakeClock()
@@ -176,14 +177,17 @@ async def test_every_request_of_the_client_waits_for_its_token(
     try:
         assert request_budget(sibling) is request_budget(api)
         core, other = k8s.CoreV1Api(api), k8s.CoreV1Api(sibling)
-        calls = [asyncio.create_task(c.list_namespaced_pod("default", _preload_content=False))
-                 for c in (core, other, core, other, core, other)]
+        calls = [
+            asyncio.create_task(c.list_namespaced_pod("default", _preload_content=False))
+            for c in (core, other, core, other, core, other)
+        ]
         await eventually(lambda: len(standin.requests) >= 3, what="the burst")
         for _ in range(20):  # real time for more to arrive, if they could
             await asyncio.sleep(0.005)
         assert len(standin.requests) == 3  # both clients draw on the one budget
-        await eventually(lambda: all(c.done() for c in calls), clock=clock, step=0.25,
-                         what="all requests sent")
+        await eventually(
+            lambda: all(c.done() for c in calls), clock=clock, step=0.25, what="all requests sent"
+        )
         assert len(standin.requests) == 6
         assert clock.monotonic() >= 1000.0 + 1.5  # three more at two a second
         for call in calls:
@@ -194,7 +198,8 @@ async def test_every_request_of_the_client_waits_for_its_token(
 
 
 async def test_a_burst_of_pods_stays_within_the_budget(
-        standin: StandInAPIServer, tmp_path: Path) -> None:
+    standin: StandInAPIServer, tmp_path: Path
+) -> None:
     # The whole cluster side (pod source, Node, Lease, pod statuses, events) on one
     # client with a small budget: the stand-in must never see more than it allows,
     # and every request it sees was let through by the bucket.
@@ -214,10 +219,16 @@ async def test_a_burst_of_pods_stays_within_the_budget(
     bucket.acquire = stamped  # type: ignore[method-assign]
     runtime = FakeRuntime(clock)
     runtime.add_image("busybox")
-    kubelet = Kubelet(**stub_parts(
-        runtime=runtime, clock=clock, node_name="node-1",
-        sources=[APIServerSource(api, "node-1", clock=clock)], root_dir=tmp_path,
-        pod_logs_dir=tmp_path / "logs"))
+    kubelet = Kubelet(
+        **stub_parts(
+            runtime=runtime,
+            clock=clock,
+            node_name="node-1",
+            sources=[APIServerSource(api, "node-1", clock=clock)],
+            root_dir=tmp_path,
+            pod_logs_dir=tmp_path / "logs",
+        )
+    )
     provider = NodeStatusProvider(kubelet, addresses=lambda: ["127.0.0.1"])
 
     async def node_status() -> Mapping[str, Any]:
@@ -227,14 +238,22 @@ async def test_a_burst_of_pods_stays_within_the_budget(
         standin.put("pods", pod_object(f"web-{n}"))
 
     def running() -> int:
-        return sum(1 for n in range(pods)
-                   if ((standin.get("pods", "default", f"web-{n}") or {}).get("status")
-                       or {}).get("phase") == "Running")
+        return sum(
+            1
+            for n in range(pods)
+            if ((standin.get("pods", "default", f"web-{n}") or {}).get("status") or {}).get("phase")
+            == "Running"
+        )
 
     try:
         async with kubelet, ClusterNode(kubelet, api, node_status=node_status):
-            await eventually(lambda: running() == pods, clock=clock, step=0.1, timeout=60,
-                             what="every pod Running on the server")
+            await eventually(
+                lambda: running() == pods,
+                clock=clock,
+                step=0.1,
+                timeout=60,
+                what="every pod Running on the server",
+            )
             await clock.run_for(1)
         await clock.settle()
     finally:
@@ -253,14 +272,23 @@ async def test_a_burst_of_pods_stays_within_the_budget(
 
 
 async def test_the_agent_takes_its_budget_from_the_configuration(
-        standin: StandInAPIServer, tmp_path: Path) -> None:
+    standin: StandInAPIServer, tmp_path: Path
+) -> None:
     clock = FakeClock()
-    config = KubeletConfiguration(cgroups_per_qos=False, kube_api_qps=3, kube_api_burst=4,
-                                  port=0, healthz_port=0)
-    agent = await build_agent(config, cluster=ClusterOptions(kubeconfig=standin.kubeconfig()),
-                              node_ip="127.0.0.1", runtime=FakeRuntime(clock), clock=clock,
-                              node_name="node-1", root_dir=tmp_path / "root",
-                              pod_logs_dir=tmp_path / "logs", serve=False)
+    config = KubeletConfiguration(
+        cgroups_per_qos=False, kube_api_qps=3, kube_api_burst=4, port=0, healthz_port=0
+    )
+    agent = await build_agent(
+        config,
+        cluster=ClusterOptions(kubeconfig=standin.kubeconfig()),
+        node_ip="127.0.0.1",
+        runtime=FakeRuntime(clock),
+        clock=clock,
+        node_name="node-1",
+        root_dir=tmp_path / "root",
+        pod_logs_dir=tmp_path / "logs",
+        serve=False,
+    )
     try:
         bucket = request_budget(agent.api_client)
         assert bucket is not None
@@ -275,7 +303,8 @@ def test_the_kubelets_flags_fold_into_the_configuration() -> None:
     parser = argparse.ArgumentParser()
     run = register(parser.add_subparsers())
     config = configuration_from_args(
-        run.parse_args(["--kube-api-qps", "20", "--kube-api-burst", "40"]))
+        run.parse_args(["--kube-api-qps", "20", "--kube-api-burst", "40"])
+    )
     assert (config.kube_api_qps, config.kube_api_burst) == (20, 40)
     defaults = configuration_from_args(run.parse_args([]))
     assert (defaults.kube_api_qps, defaults.kube_api_burst) == (50, 100)

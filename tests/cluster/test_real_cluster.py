@@ -57,26 +57,42 @@ async def test_join_a_real_cluster(tmp_path: Path) -> None:
     core = k8s.CoreV1Api(api_client)
     runtime = FakeRuntime()
     runtime.add_image("busybox")
-    kubelet = Kubelet(**stub_parts(runtime=runtime, node_name=node_name, root_dir=tmp_path,
-                      pod_logs_dir=tmp_path / "logs",
-                      sources=[APIServerSource(api_client, node_name)]))
+    kubelet = Kubelet(
+        **stub_parts(
+            runtime=runtime,
+            node_name=node_name,
+            root_dir=tmp_path,
+            pod_logs_dir=tmp_path / "logs",
+            sources=[APIServerSource(api_client, node_name)],
+        )
+    )
     provider = NodeStatusProvider(kubelet, addresses=lambda: ["127.0.0.1"])
 
     async def node_status() -> Any:
         return (await provider.status()).to_dict()
 
-    node = ClusterNode(kubelet, api_client, node_status=node_status,
-                       taints=[{"key": "kubelet-kit.io/check", "effect": "NoSchedule"}])
+    node = ClusterNode(
+        kubelet,
+        api_client,
+        node_status=node_status,
+        taints=[{"key": "kubelet-kit.io/check", "effect": "NoSchedule"}],
+    )
     pod = {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": f"{node_name}-web", "namespace": "default"},
-        "spec": {"nodeName": node_name, "terminationGracePeriodSeconds": 5,
-                 "tolerations": [{"operator": "Exists"}],
-                 "containers": [{"name": "main", "image": "busybox",
-                                 "command": ["sh", "-c", "sleep infinity"]}]},
+        "spec": {
+            "nodeName": node_name,
+            "terminationGracePeriodSeconds": 5,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [
+                {"name": "main", "image": "busybox", "command": ["sh", "-c", "sleep infinity"]}
+            ],
+        },
     }
     try:
         async with kubelet, node:
+
             async def registered() -> Any:
                 try:
                     return await core.read_node(node_name)
@@ -96,21 +112,24 @@ async def test_join_a_real_cluster(tmp_path: Path) -> None:
 
             await until(running, "pod Running and Ready")
             lease = await k8s.CoordinationV1Api(api_client).read_namespaced_lease(
-                node_name, LEASE_NAMESPACE)
+                node_name, LEASE_NAMESPACE
+            )
             assert lease.spec.holder_identity == node_name
             assert lease.spec.lease_duration_seconds == 40
             first_renew = lease.spec.renew_time
 
             async def renewed() -> bool:
                 again = await k8s.CoordinationV1Api(api_client).read_namespaced_lease(
-                    node_name, LEASE_NAMESPACE)
+                    node_name, LEASE_NAMESPACE
+                )
                 return bool(again.spec.renew_time > first_renew)
 
             await until(renewed, "lease renewed", timeout=30)
 
             async def started_event() -> bool:
                 events = await core.list_namespaced_event(
-                    "default", field_selector=f"involvedObject.name={pod['metadata']['name']}")
+                    "default", field_selector=f"involvedObject.name={pod['metadata']['name']}"
+                )
                 return any(e.reason == "Started" for e in events.items)
 
             await until(started_event, "Started event")
@@ -126,9 +145,12 @@ async def test_join_a_real_cluster(tmp_path: Path) -> None:
 
             await until(gone, "pod deleted for good")
     finally:
-        for call in (lambda: core.delete_namespaced_pod(pod["metadata"]["name"], "default",
-                                                        grace_period_seconds=0),
-                     lambda: core.delete_node(node_name)):
+        for call in (
+            lambda: core.delete_namespaced_pod(
+                pod["metadata"]["name"], "default", grace_period_seconds=0
+            ),
+            lambda: core.delete_node(node_name),
+        ):
             with contextlib.suppress(ApiException):
                 await call()
         await api_client.close()

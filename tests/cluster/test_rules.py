@@ -19,59 +19,94 @@ def cond(kind: str, status: str = "True", **more: str) -> dict[str, Any]:
 
 # (case, api status, agent status, containers stopped, expected status in the patch)
 STATUS_CASES = [
-    ("others' conditions are not written; the kubelet's are",
-     {"phase": "Running", "conditions": [cond("example.com/gate")]},
-     {"phase": "Running", "conditions": [cond("Ready"), cond("example.com/gate", "False")]},
-     False,
-     {"phase": "Running", "conditions": [cond("Ready")]}),
-    ("terminal phase waits while containers may run",
-     {"phase": "Running", "conditions": []},
-     {"phase": "Failed", "reason": "Evicted", "message": "low on memory",
-      "conditions": [cond("Ready", "False")]},
-     False,
-     {"phase": "Running", "conditions": [cond("Ready", "False")]}),
-    ("terminal phase once stopped; ready conditions forced False",
-     {"phase": "Running"},
-     {"phase": "Succeeded", "conditions": [cond("Ready"), cond("ContainersReady"),
-                                           cond("Initialized")]},
-     True,
-     {"phase": "Succeeded", "conditions": [cond("Ready", "False", reason="PodCompleted"),
-                                           cond("ContainersReady", "False",
-                                                reason="PodCompleted"),
-                                           cond("Initialized")]}),
-    ("failed pods: reason PodFailed",
-     {"phase": "Running"},
-     {"phase": "Failed", "conditions": [cond("Ready")]},
-     True,
-     {"phase": "Failed", "conditions": [cond("Ready", "False", reason="PodFailed")]}),
-    ("DisruptionTarget only with the move to terminal, once stopped",
-     {"phase": "Running"},
-     {"phase": "Failed", "conditions": [cond("DisruptionTarget", reason="TerminationByKubelet")]},
-     True,
-     {"phase": "Failed", "conditions": [cond("DisruptionTarget",
-                                             reason="TerminationByKubelet")]}),
-    ("DisruptionTarget held back while containers may run",
-     {"phase": "Running"},
-     {"phase": "Failed", "conditions": [cond("DisruptionTarget")]},
-     False,
-     {"phase": "Running", "conditions": []}),
-    ("DisruptionTarget not re-sent for an already terminal pod",
-     {"phase": "Failed"},
-     {"phase": "Failed", "conditions": [cond("DisruptionTarget")]},
-     True,
-     {"phase": "Failed", "conditions": []}),
-    ("resource claim statuses are never the node's",
-     {"phase": "Pending"},
-     {"phase": "Pending", "resourceClaimStatuses": [{"name": "gpu"}], "conditions": []},
-     False,
-     {"phase": "Pending", "conditions": []}),
+    (
+        "others' conditions are not written; the kubelet's are",
+        {"phase": "Running", "conditions": [cond("example.com/gate")]},
+        {"phase": "Running", "conditions": [cond("Ready"), cond("example.com/gate", "False")]},
+        False,
+        {"phase": "Running", "conditions": [cond("Ready")]},
+    ),
+    (
+        "terminal phase waits while containers may run",
+        {"phase": "Running", "conditions": []},
+        {
+            "phase": "Failed",
+            "reason": "Evicted",
+            "message": "low on memory",
+            "conditions": [cond("Ready", "False")],
+        },
+        False,
+        {"phase": "Running", "conditions": [cond("Ready", "False")]},
+    ),
+    (
+        "terminal phase once stopped; ready conditions forced False",
+        {"phase": "Running"},
+        {
+            "phase": "Succeeded",
+            "conditions": [cond("Ready"), cond("ContainersReady"), cond("Initialized")],
+        },
+        True,
+        {
+            "phase": "Succeeded",
+            "conditions": [
+                cond("Ready", "False", reason="PodCompleted"),
+                cond("ContainersReady", "False", reason="PodCompleted"),
+                cond("Initialized"),
+            ],
+        },
+    ),
+    (
+        "failed pods: reason PodFailed",
+        {"phase": "Running"},
+        {"phase": "Failed", "conditions": [cond("Ready")]},
+        True,
+        {"phase": "Failed", "conditions": [cond("Ready", "False", reason="PodFailed")]},
+    ),
+    (
+        "DisruptionTarget only with the move to terminal, once stopped",
+        {"phase": "Running"},
+        {
+            "phase": "Failed",
+            "conditions": [cond("DisruptionTarget", reason="TerminationByKubelet")],
+        },
+        True,
+        {
+            "phase": "Failed",
+            "conditions": [cond("DisruptionTarget", reason="TerminationByKubelet")],
+        },
+    ),
+    (
+        "DisruptionTarget held back while containers may run",
+        {"phase": "Running"},
+        {"phase": "Failed", "conditions": [cond("DisruptionTarget")]},
+        False,
+        {"phase": "Running", "conditions": []},
+    ),
+    (
+        "DisruptionTarget not re-sent for an already terminal pod",
+        {"phase": "Failed"},
+        {"phase": "Failed", "conditions": [cond("DisruptionTarget")]},
+        True,
+        {"phase": "Failed", "conditions": []},
+    ),
+    (
+        "resource claim statuses are never the node's",
+        {"phase": "Pending"},
+        {"phase": "Pending", "resourceClaimStatuses": [{"name": "gpu"}], "conditions": []},
+        False,
+        {"phase": "Pending", "conditions": []},
+    ),
 ]
 
 
-@pytest.mark.parametrize(("api", "new", "stopped", "expected"),
-                         [c[1:] for c in STATUS_CASES], ids=[c[0] for c in STATUS_CASES])
-def test_what_a_node_may_write(api: dict[str, Any], new: dict[str, Any], stopped: bool,
-                               expected: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("api", "new", "stopped", "expected"),
+    [c[1:] for c in STATUS_CASES],
+    ids=[c[0] for c in STATUS_CASES],
+)
+def test_what_a_node_may_write(
+    api: dict[str, Any], new: dict[str, Any], stopped: bool, expected: dict[str, Any]
+) -> None:
     patch = node_status_patch("uid-1", api, new, containers_stopped=stopped)
     assert patch == {"metadata": {"uid": "uid-1"}, "status": expected}
 
@@ -89,34 +124,66 @@ def test_spam_filter_allows_a_burst_of_25_then_one_per_five_minutes() -> None:
 
 
 def test_event_object_is_the_kubelets() -> None:
-    event = RecordedEvent(1_767_225_600.0, "ns", "web", "uid-1", "main", "Warning",
-                          "BackOff", "Back-off restarting failed container main")
+    event = RecordedEvent(
+        1_767_225_600.0,
+        "ns",
+        "web",
+        "uid-1",
+        "main",
+        "Warning",
+        "BackOff",
+        "Back-off restarting failed container main",
+    )
     obj = event_object(event, node_name="node-1", name="web.1")
-    assert obj["involvedObject"] == {"kind": "Pod", "apiVersion": "v1", "namespace": "ns",
-                                     "name": "web", "uid": "uid-1",
-                                     "fieldPath": "spec.containers{main}"}
+    assert obj["involvedObject"] == {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "namespace": "ns",
+        "name": "web",
+        "uid": "uid-1",
+        "fieldPath": "spec.containers{main}",
+    }
     assert obj["source"] == {"component": "kubelet", "host": "node-1"}
     assert (obj["reason"], obj["type"], obj["count"]) == ("BackOff", "Warning", 1)
     assert obj["firstTimestamp"] == obj["lastTimestamp"] == "2026-01-01T00:00:00Z"
-    pod_event = RecordedEvent(1_767_225_600.0, "ns", "web", "uid-1", "", "Normal", "Killing",
-                              "Stopping pod")
+    pod_event = RecordedEvent(
+        1_767_225_600.0, "ns", "web", "uid-1", "", "Normal", "Killing", "Stopping pod"
+    )
     assert "fieldPath" not in event_object(pod_event, node_name="n", name="x")["involvedObject"]
 
 
 def test_mirror_pod_object() -> None:
-    pod = load_pod({"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": "etcd-node-1", "namespace": "kube-system",
-                                 "uid": "hash-1", "labels": {"tier": "control"},
-                                 "annotations": {"kubernetes.io/config.hash": "hash-1",
-                                                 "kubernetes.io/config.source": "file",
-                                                 "kubernetes.io/config.seen": "t"}},
-                    "spec": {"containers": [{"name": "etcd", "image": "etcd"}]}})
+    pod = load_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "etcd-node-1",
+                "namespace": "kube-system",
+                "uid": "hash-1",
+                "labels": {"tier": "control"},
+                "annotations": {
+                    "kubernetes.io/config.hash": "hash-1",
+                    "kubernetes.io/config.source": "file",
+                    "kubernetes.io/config.seen": "t",
+                },
+            },
+            "spec": {"containers": [{"name": "etcd", "image": "etcd"}]},
+        }
+    )
     obj = mirror_pod_object(pod, node_name="node-1", node_uid="node-uid")
     md = obj["metadata"]
     assert md["annotations"]["kubernetes.io/config.mirror"] == "hash-1"
     assert "kubernetes.io/config.seen" not in md["annotations"]
-    assert md["ownerReferences"] == [{"apiVersion": "v1", "kind": "Node", "name": "node-1",
-                                      "uid": "node-uid", "controller": True}]
+    assert md["ownerReferences"] == [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "name": "node-1",
+            "uid": "node-uid",
+            "controller": True,
+        }
+    ]
     assert obj["spec"]["nodeName"] == "node-1"
     assert obj["spec"]["containers"][0]["image"] == "etcd"
 
@@ -132,8 +199,9 @@ def test_the_core_does_not_import_the_client_library() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, kubelet_kit, kubelet_kit.config, kubelet_kit.kubelet, "
-            "kubelet_kit.node.nodestatus\nprint('kubernetes_asyncio' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys, kubelet_kit, kubelet_kit.config, kubelet_kit.kubelet, "
+        "kubelet_kit.node.nodestatus\nprint('kubernetes_asyncio' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

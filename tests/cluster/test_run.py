@@ -18,12 +18,20 @@ from .apiserver_standin import StandInAPIServer
 from .helpers import eventually, pod_object
 
 
-@pytest.mark.parametrize(("text", "taint"), [
-    ("dedicated=edge:NoSchedule", {"key": "dedicated", "value": "edge", "effect": "NoSchedule"}),
-    ("gpu:NoExecute", {"key": "gpu", "effect": "NoExecute"}),
-    ("example.com/k=a:b:PreferNoSchedule",
-     {"key": "example.com/k", "value": "a:b", "effect": "PreferNoSchedule"}),
-])
+@pytest.mark.parametrize(
+    ("text", "taint"),
+    [
+        (
+            "dedicated=edge:NoSchedule",
+            {"key": "dedicated", "value": "edge", "effect": "NoSchedule"},
+        ),
+        ("gpu:NoExecute", {"key": "gpu", "effect": "NoExecute"}),
+        (
+            "example.com/k=a:b:PreferNoSchedule",
+            {"key": "example.com/k", "value": "a:b", "effect": "PreferNoSchedule"},
+        ),
+    ],
+)
 def test_parse_taint(text: str, taint: dict[str, str]) -> None:
     assert parse_taint(text) == taint
 
@@ -40,12 +48,15 @@ def test_main_without_credentials_fails_with_a_message(monkeypatch: pytest.Monke
 
 
 async def test_an_agent_from_a_kubelet_configuration_joins_and_reads_configmaps(
-        standin: StandInAPIServer, tmp_path: Path) -> None:
+    standin: StandInAPIServer, tmp_path: Path
+) -> None:
     clock = FakeClock()
     runtime = FakeRuntime(clock)
     runtime.add_image("busybox")
-    standin.put("configmaps", {"metadata": {"name": "settings", "namespace": "default"},
-                               "data": {"mode": "fast"}})
+    standin.put(
+        "configmaps",
+        {"metadata": {"name": "settings", "namespace": "default"}, "data": {"mode": "fast"}},
+    )
     pod = pod_object("web")
     # A volume, read from a worker thread. (Env lookups are made on the agent's
     # loop and block it for one request: against this in-process stand-in, which
@@ -53,26 +64,43 @@ async def test_an_agent_from_a_kubelet_configuration_joins_and_reads_configmaps(
     pod["spec"]["volumes"] = [{"name": "cfg", "configMap": {"name": "settings"}}]
     pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "cfg", "mountPath": "/cfg"}]
     standin.put("pods", pod)
-    standin.put("services", {"metadata": {"name": "kubernetes", "namespace": "default"},
-                             "spec": {"clusterIP": "10.96.0.1",
-                                      "ports": [{"name": "https", "port": 443}]}})
+    standin.put(
+        "services",
+        {
+            "metadata": {"name": "kubernetes", "namespace": "default"},
+            "spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443}]},
+        },
+    )
     # cgroupsPerQOS off: the host's cgroups stay as they are; the node API off, as
     # this test reads the API server only.
-    config = KubeletConfiguration(node_labels={"pool": "edge"}, cgroups_per_qos=False,
-                                  port=0, healthz_port=0)
-    task = asyncio.create_task(run_cluster_node(
-        standin.kubeconfig(), config, taints=[parse_taint("edge:NoSchedule")],
-        node_name="node-1", clock=clock, runtime=runtime, root_dir=tmp_path,
-        pod_logs_dir=tmp_path / "logs"))
+    config = KubeletConfiguration(
+        node_labels={"pool": "edge"}, cgroups_per_qos=False, port=0, healthz_port=0
+    )
+    task = asyncio.create_task(
+        run_cluster_node(
+            standin.kubeconfig(),
+            config,
+            taints=[parse_taint("edge:NoSchedule")],
+            node_name="node-1",
+            clock=clock,
+            runtime=runtime,
+            root_dir=tmp_path,
+            pod_logs_dir=tmp_path / "logs",
+        )
+    )
     try:
+
         def phase() -> str:
             obj = standin.get("pods", "default", "web") or {}
             return str(obj.get("status", {}).get("phase", ""))
 
-        await eventually(lambda: phase() == "Running", clock=clock, timeout=20,
-                         what="web Running")
-        await eventually(lambda: standin.get("nodes", "", "node-1") is not None, clock=clock,
-                         timeout=20, what="node registered")
+        await eventually(lambda: phase() == "Running", clock=clock, timeout=20, what="web Running")
+        await eventually(
+            lambda: standin.get("nodes", "", "node-1") is not None,
+            clock=clock,
+            timeout=20,
+            what="node registered",
+        )
         node = standin.get("nodes", "", "node-1")
         assert node is not None
         assert node["metadata"]["labels"]["pool"] == "edge"
@@ -84,7 +112,9 @@ async def test_an_agent_from_a_kubelet_configuration_joins_and_reads_configmaps(
         (created,) = runtime.calls_to("create_container")
         env = {kv.key: kv.value for kv in created.args[1].envs}
         assert (env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]) == (
-            "10.96.0.1", "443")
+            "10.96.0.1",
+            "443",
+        )
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

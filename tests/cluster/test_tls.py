@@ -26,15 +26,53 @@ def openssl(*args: str, cwd: Path) -> None:
 def make_certificates(where: Path) -> None:
     """A CA, a server certificate for 127.0.0.1 and a node's client certificate."""
     key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    openssl("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
-            "-subj", "/CN=standin-ca", cwd=where)
+    openssl(
+        "req",
+        "-x509",
+        *key,
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=standin-ca",
+        cwd=where,
+    )
     (where / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    for name, subject, ext in (("server", "/CN=127.0.0.1", ["-extfile", "san.ext"]),
-                               ("client", "/O=system:nodes/CN=system:node:node-1", [])):
-        openssl("req", *key, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject,
-                cwd=where)
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                "-CAcreateserial", "-out", f"{name}.crt", "-days", "1", *ext, cwd=where)
+    for name, subject, ext in (
+        ("server", "/CN=127.0.0.1", ["-extfile", "san.ext"]),
+        ("client", "/O=system:nodes/CN=system:node:node-1", []),
+    ):
+        openssl(
+            "req",
+            *key,
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            subject,
+            cwd=where,
+        )
+        openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.crt",
+            "-days",
+            "1",
+            *ext,
+            cwd=where,
+        )
 
 
 def b64(path: Path) -> str:
@@ -48,9 +86,13 @@ async def test_a_node_kubeconfig_with_a_client_certificate(tmp_path: Path) -> No
     context.verify_mode = ssl.CERT_REQUIRED  # as an API server with --client-ca-file
     async with StandInAPIServer(ssl_context=context) as standin:
         kubeconfig = standin.kubeconfig(
-            "system:node:node-1", ca_data=b64(tmp_path / "ca.crt"),
-            credentials={"client-certificate-data": b64(tmp_path / "client.crt"),
-                         "client-key-data": b64(tmp_path / "client.key")})
+            "system:node:node-1",
+            ca_data=b64(tmp_path / "ca.crt"),
+            credentials={
+                "client-certificate-data": b64(tmp_path / "client.crt"),
+                "client-key-data": b64(tmp_path / "client.key"),
+            },
+        )
         api = await connect(kubeconfig)
         try:
             assert await LeaseController(api, "node-1").renew()
@@ -58,5 +100,7 @@ async def test_a_node_kubeconfig_with_a_client_certificate(tmp_path: Path) -> No
             await api.close()
         assert standin.get("leases", "kube-node-lease", "node-1") is not None
         assert standin.client_subjects
-        assert all(s == "organizationName=system:nodes,commonName=system:node:node-1"
-                   for s in standin.client_subjects)
+        assert all(
+            s == "organizationName=system:nodes,commonName=system:node:node-1"
+            for s in standin.client_subjects
+        )

@@ -82,9 +82,7 @@ def source() -> ProgrammaticSource:
 
 
 @pytest.fixture
-async def cleanup(
-    containerd: Containerd, source: ProgrammaticSource
-) -> AsyncIterator[None]:
+async def cleanup(containerd: Containerd, source: ProgrammaticSource) -> AsyncIterator[None]:
     """Remove the sandboxes of the test's pods from containerd afterwards
     (starting containerd again when the test left it killed)."""
     yield
@@ -185,8 +183,9 @@ def standalone_node_env(
     if containerd_env.proc is None or containerd_env.proc.poll() is not None:
         containerd_env.start()  # a test that crashed it on purpose failed before restarting
     try:
-        node = start_node(kind, Path(tempfile.mkdtemp(prefix=f"kk-{kind}-")),
-                          containerd_env.endpoint)
+        node = start_node(
+            kind, Path(tempfile.mkdtemp(prefix=f"kk-{kind}-")), containerd_env.endpoint
+        )
     except Exception as exc:
         yield f"the {kind} node did not start: {exc}"
         return

@@ -35,9 +35,29 @@ BUSYBOX_IMAGE = "kubelet-kit.test/busybox:1"
 NAMESPACE = "k8s.io"
 
 _APPLETS = (
-    "sh", "sleep", "echo", "cat", "env", "ls", "true", "false", "printf", "id", "kill",
-    "httpd", "wc", "head", "grep", "hostname", "ps", "mkdir", "touch", "test", "seq",
-    "tar", "stty",
+    "sh",
+    "sleep",
+    "echo",
+    "cat",
+    "env",
+    "ls",
+    "true",
+    "false",
+    "printf",
+    "id",
+    "kill",
+    "httpd",
+    "wc",
+    "head",
+    "grep",
+    "hostname",
+    "ps",
+    "mkdir",
+    "touch",
+    "test",
+    "seq",
+    "tar",
+    "stty",
 )
 
 
@@ -94,8 +114,9 @@ def build_image_tar(
     Returns:
         The blobs by digest and the manifest's digest (what a registry serves).
     """
-    return images.write_layout(path, name, _layer_tar(), env=["PATH=/bin"],
-                               entrypoint=entrypoint, cmd=cmd)
+    return images.write_layout(
+        path, name, _layer_tar(), env=["PATH=/bin"], entrypoint=entrypoint, cmd=cmd
+    )
 
 
 # -------------------------------------------------------------------- registry
@@ -140,8 +161,11 @@ class Registry:
                 repo, kind, ref = m.groups()
                 digest = ref if ref.startswith("sha256:") else registry.tags.get((repo, ref), "")
                 data = registry.blobs.get(digest)
-                if data is None or (kind == "manifests" and (repo, ref) not in registry.tags
-                                    and digest not in registry.tags.values()):
+                if data is None or (
+                    kind == "manifests"
+                    and (repo, ref) not in registry.tags
+                    and digest not in registry.tags.values()
+                ):
                     code = "MANIFEST_UNKNOWN" if kind == "manifests" else "BLOB_UNKNOWN"
                     err = json.dumps({"errors": [{"code": code, "message": "unknown"}]})
                     return self._reply(404, err.encode(), "application/json", body)
@@ -225,8 +249,11 @@ class Containerd:
         # other interface is ever made on the host.
         (self.cni_conf / "10-kubelet-kit-loopback.conflist").write_text(
             json.dumps(
-                {"cniVersion": "0.4.0", "name": "kubelet-kit-loopback",
-                 "plugins": [{"type": "loopback"}]}
+                {
+                    "cniVersion": "0.4.0",
+                    "name": "kubelet-kit-loopback",
+                    "plugins": [{"type": "loopback"}],
+                }
             )
         )
         cri = '[plugins."io.containerd.grpc.v1.cri"]'
@@ -262,7 +289,9 @@ class Containerd:
         log = self.log_file.open("ab")
         self.proc = subprocess.Popen(
             ["containerd", "--config", str(self.config)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
         log.close()
@@ -319,7 +348,9 @@ class Containerd:
         """Run ``ctr`` against this containerd in the k8s.io namespace."""
         out = subprocess.run(
             ["ctr", "-a", str(self.socket), "-n", NAMESPACE, *args],
-            check=True, capture_output=True, timeout=120,
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
         return out.stdout.decode()
 

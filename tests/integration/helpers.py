@@ -48,8 +48,12 @@ def container_config(
         metadata=ContainerMetadata(name=name),
         image=ImageSpec(BUSYBOX_IMAGE),
         args=args,
-        labels={kl.POD_NAME: meta.name, kl.POD_NAMESPACE: meta.namespace,
-                kl.POD_UID: meta.uid, kl.CONTAINER_NAME: name},
+        labels={
+            kl.POD_NAME: meta.name,
+            kl.POD_NAMESPACE: meta.namespace,
+            kl.POD_UID: meta.uid,
+            kl.CONTAINER_NAME: name,
+        },
         log_path=f"{name}/0.log",
         **kw,  # type: ignore[arg-type]
     )

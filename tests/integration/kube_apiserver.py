@@ -55,13 +55,15 @@ def kubernetes_bin_dir() -> Path:
     if explicit:
         return Path(explicit)
     script = Path(__file__).resolve().parents[2] / "scripts" / "kubernetes"
-    out = subprocess.run(["bash", str(script), "--bin-dir"], capture_output=True, text=True,
-                         check=True, timeout=30)
+    out = subprocess.run(
+        ["bash", str(script), "--bin-dir"], capture_output=True, text=True, check=True, timeout=30
+    )
     return Path(out.stdout.strip())
 
 
-def https_get(port: int, context: ssl.SSLContext, path: str,
-              timeout: float = 5.0) -> tuple[int, bytes]:
+def https_get(
+    port: int, context: ssl.SSLContext, path: str, timeout: float = 5.0
+) -> tuple[int, bytes]:
     """GET ``path`` on ``127.0.0.1:port`` over TLS with ``context`` (no proxy):
     the status and the body."""
     conn = http.client.HTTPSConnection(LOOPBACK, port, timeout=timeout, context=context)
@@ -187,8 +189,12 @@ class KubeAPIServer:
         pki.signed("apiserver", "/CN=kube-apiserver", "server", ca)
         pki.signed("admin", "/O=system:masters/CN=kubelet-kit-test-admin", "client", ca)
         kubelet_ca = pki.ca("kubelet-client-ca", "kubelet-kit-test-kubelet-client-ca")
-        pki.signed("apiserver-kubelet-client",
-                   "/O=system:masters/CN=kube-apiserver-kubelet-client", "client", kubelet_ca)
+        pki.signed(
+            "apiserver-kubelet-client",
+            "/O=system:masters/CN=kube-apiserver-kubelet-client",
+            "client",
+            kubelet_ca,
+        )
         pki.public_key(pki.key("sa", rsa=True))
 
     def write_kubeconfig(self) -> None:
@@ -238,60 +244,91 @@ current-context: admin@test
         with log.open("wb") as out:
             # A session of its own: a Ctrl-C meant for pytest does not reach it first,
             # and stop() still ends it by its pid.
-            return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                    cwd=self.base, env=clean_env())
+            return subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=self.base,
+                env=clean_env(),
+            )
 
     def _start_etcd(self, deadline: float) -> None:
         self.etcd_port, peer = free_port(), free_port()
         client = f"http://{LOOPBACK}:{self.etcd_port}"
         peer_url = f"http://{LOOPBACK}:{peer}"
         self.etcd = self._spawn(
-            ["etcd", "--name", "kk", "--data-dir", str(self.etcd_dir),
-             "--listen-client-urls", client, "--advertise-client-urls", client,
-             "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
-             "--initial-cluster", f"kk={peer_url}", "--initial-cluster-state", "new"],
-            self.etcd_log)
+            [
+                "etcd",
+                "--name",
+                "kk",
+                "--data-dir",
+                str(self.etcd_dir),
+                "--listen-client-urls",
+                client,
+                "--advertise-client-urls",
+                client,
+                "--listen-peer-urls",
+                peer_url,
+                "--initial-advertise-peer-urls",
+                peer_url,
+                "--initial-cluster",
+                f"kk={peer_url}",
+                "--initial-cluster-state",
+                "new",
+            ],
+            self.etcd_log,
+        )
         self._wait(self.etcd, self.etcd_log, deadline, self._etcd_healthy, "etcd")
 
     def _start_apiserver(self, deadline: float) -> None:
         self.port = free_port()
         pki = self.pki_dir
         self.apiserver = self._spawn(
-            [str(self.bin_dir / "kube-apiserver"),
-             f"--etcd-servers=http://{LOOPBACK}:{self.etcd_port}",
-             f"--bind-address={LOOPBACK}", f"--advertise-address={LOOPBACK}",
-             f"--secure-port={self.port}",
-             f"--cert-dir={self.base / 'apiserver-certs'}",
-             f"--tls-cert-file={pki / 'apiserver.crt'}",
-             f"--tls-private-key-file={pki / 'apiserver.key'}",
-             f"--client-ca-file={self.ca_file}",
-             "--service-account-issuer=https://kubernetes.default.svc",
-             f"--service-account-key-file={pki / 'sa.pub'}",
-             f"--service-account-signing-key-file={pki / 'sa.key'}",
-             f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
-             f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
-             "--kubelet-preferred-address-types=InternalIP",
-             "--authorization-mode=RBAC",
-             "--allow-privileged=true",
-             # No kube-proxy runs, so nothing ever connects to a service IP; taking them
-             # from the loopback block keeps even the addresses handed out on loopback.
-             "--service-cluster-ip-range=127.0.100.0/28",
-             # Endpoints may not hold loopback addresses, so the API server's own
-             # `kubernetes` endpoints are not kept.
-             "--endpoint-reconciler-type=none",
-             # ServiceAccount admission waits for tokens the controller manager makes,
-             # and without its node lifecycle controller the not-ready taint that
-             # TaintNodesByCondition adds would never be lifted: neither runs here.
-             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"],
-            self.apiserver_log)
-        self._wait(self.apiserver, self.apiserver_log, deadline, self._apiserver_ready,
-                   "kube-apiserver")
+            [
+                str(self.bin_dir / "kube-apiserver"),
+                f"--etcd-servers=http://{LOOPBACK}:{self.etcd_port}",
+                f"--bind-address={LOOPBACK}",
+                f"--advertise-address={LOOPBACK}",
+                f"--secure-port={self.port}",
+                f"--cert-dir={self.base / 'apiserver-certs'}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={self.ca_file}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+                f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+                "--kubelet-preferred-address-types=InternalIP",
+                "--authorization-mode=RBAC",
+                "--allow-privileged=true",
+                # No kube-proxy runs, so nothing ever connects to a service IP; taking them
+                # from the loopback block keeps even the addresses handed out on loopback.
+                "--service-cluster-ip-range=127.0.100.0/28",
+                # Endpoints may not hold loopback addresses, so the API server's own
+                # `kubernetes` endpoints are not kept.
+                "--endpoint-reconciler-type=none",
+                # ServiceAccount admission waits for tokens the controller manager makes,
+                # and without its node lifecycle controller the not-ready taint that
+                # TaintNodesByCondition adds would never be lifted: neither runs here.
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            ],
+            self.apiserver_log,
+        )
+        self._wait(
+            self.apiserver, self.apiserver_log, deadline, self._apiserver_ready, "kube-apiserver"
+        )
         self.write_kubeconfig()
 
     def _wait(
-        self, proc: subprocess.Popen[bytes], log: Path, deadline: float,
-        ready: Callable[[], bool], what: str,
+        self,
+        proc: subprocess.Popen[bytes],
+        log: Path,
+        deadline: float,
+        ready: Callable[[], bool],
+        what: str,
     ) -> None:
         while True:
             if proc.poll() is not None:
@@ -299,8 +336,9 @@ current-context: admin@test
                 if "address already in use" in text:
                     raise _PortTaken(what)
                 # The directory goes away with the harness: quote the log's end.
-                raise RuntimeError(f"{what} exited with {proc.returncode}; its log ends:\n"
-                                   + text[-3000:])
+                raise RuntimeError(
+                    f"{what} exited with {proc.returncode}; its log ends:\n" + text[-3000:]
+                )
             if ready():
                 return
             if time.monotonic() > deadline:
@@ -357,9 +395,12 @@ current-context: admin@test
     def kubectl_argv(self, *args: str, request_timeout: float | None = None) -> list[str]:
         """The command line of the built kubectl as admin (for a long-running one,
         such as ``logs -f`` or ``port-forward``, started by the caller)."""
-        argv = [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.admin_kubeconfig}",
-                # Its discovery cache goes here rather than under the user's home.
-                f"--cache-dir={self.kubectl_cache}"]
+        argv = [
+            str(self.bin_dir / "kubectl"),
+            f"--kubeconfig={self.admin_kubeconfig}",
+            # Its discovery cache goes here rather than under the user's home.
+            f"--cache-dir={self.kubectl_cache}",
+        ]
         if request_timeout is not None:
             argv.append(f"--request-timeout={int(request_timeout)}s")
         return [*argv, *args]
@@ -372,11 +413,19 @@ current-context: admin@test
         """
         argv = self.kubectl_argv(*args, request_timeout=timeout)
         try:
-            done = subprocess.run(argv, input=input, capture_output=True, text=True,
-                                  timeout=timeout, env=clean_env(), cwd=self.base)
+            done = subprocess.run(
+                argv,
+                input=input,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=clean_env(),
+                cwd=self.base,
+            )
         except subprocess.TimeoutExpired as exc:
-            raise AssertionError(f"kubectl {' '.join(args)}: no answer within {timeout:g}s")\
-                from exc
+            raise AssertionError(
+                f"kubectl {' '.join(args)}: no answer within {timeout:g}s"
+            ) from exc
         return Completed(done.returncode, done.stdout, done.stderr)
 
     # ---------------------------------------------------------------- teardown

@@ -134,7 +134,7 @@ class LogDirectoryProxy:
     def _move(self, directory: str) -> str:
         root = KUBELET_POD_LOGS + "/"
         if directory.startswith(root):
-            return str(self.log_root / directory[len(root):])
+            return str(self.log_root / directory[len(root) :])
         return directory
 
     def _rewrite(self, method: str, request: bytes) -> bytes:
@@ -144,22 +144,23 @@ class LogDirectoryProxy:
             return bytes(run.SerializeToString())
         if method.endswith("/CreateContainer"):
             create = api_pb2.CreateContainerRequest.FromString(request)
-            create.sandbox_config.log_directory = self._move(
-                create.sandbox_config.log_directory)
+            create.sandbox_config.log_directory = self._move(create.sandbox_config.log_directory)
             return bytes(create.SerializeToString())
         return request
 
     def start(self) -> None:
-        channel = grpc.insecure_channel(self.upstream, options=[
-            ("grpc.max_receive_message_length", 64 << 20),
-            ("grpc.max_send_message_length", 64 << 20)])
+        channel = grpc.insecure_channel(
+            self.upstream,
+            options=[
+                ("grpc.max_receive_message_length", 64 << 20),
+                ("grpc.max_send_message_length", 64 << 20),
+            ],
+        )
         self._channel = channel
         proxy = self
 
         class Handler(grpc.GenericRpcHandler):  # type: ignore[misc]  # grpc is untyped
-            def service(
-                self, details: grpc.HandlerCallDetails
-            ) -> grpc.RpcMethodHandler | None:
+            def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
                 method: str = details.method
                 forward = channel.unary_unary(method)
 
@@ -167,17 +168,20 @@ class LogDirectoryProxy:
                     proxy.calls.append(method.rsplit("/", 1)[-1])
                     remaining = context.time_remaining()
                     try:
-                        reply: bytes = forward(proxy._rewrite(method, request),
-                                               timeout=remaining)
+                        reply: bytes = forward(proxy._rewrite(method, request), timeout=remaining)
                     except grpc.RpcError as exc:
                         context.abort(exc.code(), exc.details() or "")
                     return reply
 
                 return grpc.unary_unary_rpc_method_handler(call)
 
-        server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=16),
-                             options=[("grpc.max_receive_message_length", 64 << 20),
-                                      ("grpc.max_send_message_length", 64 << 20)])
+        server = grpc.server(
+            concurrent.futures.ThreadPoolExecutor(max_workers=16),
+            options=[
+                ("grpc.max_receive_message_length", 64 << 20),
+                ("grpc.max_send_message_length", 64 << 20),
+            ],
+        )
         server.add_generic_rpc_handlers((Handler(),))
         server.add_insecure_port(self.endpoint)
         server.start()
@@ -198,21 +202,28 @@ class LogDirectoryProxy:
 def busybox_container(name: str, script: str, **extra: Any) -> dict[str, Any]:
     """A busybox container running ``script`` with ``sh -c``."""
     return {
-        "name": name, "image": BUSYBOX_IMAGE,
+        "name": name,
+        "image": BUSYBOX_IMAGE,
         # IfNotPresent: an earlier test may have removed the image, and the
         # harness's registry serves it again.
         "imagePullPolicy": "IfNotPresent",
-        "command": ["sh", "-c", script], **extra}
+        "command": ["sh", "-c", script],
+        **extra,
+    }
 
 
 def static_pod(name: str, *containers: dict[str, Any]) -> dict[str, Any]:
     """A static pod in ``default`` on the host's network (the harness's CNI is
     loopback only)."""
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "namespace": "default"},
-        "spec": {"hostNetwork": True, "terminationGracePeriodSeconds": 1,
-                 "containers": list(containers)},
+        "spec": {
+            "hostNetwork": True,
+            "terminationGracePeriodSeconds": 1,
+            "containers": list(containers),
+        },
     }
 
 
@@ -303,11 +314,15 @@ class StandaloneNode:
         self._prepare()
         self.port = free_port()
         self.proc = subprocess.Popen(
-            self.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            self.argv(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             # A session of its own: a Ctrl-C meant for pytest does not reach it first.
-            start_new_session=True, cwd=self.base,
-            env=clean_env(PYTHONUNBUFFERED="1"))
+            start_new_session=True,
+            cwd=self.base,
+            env=clean_env(PYTHONUNBUFFERED="1"),
+        )
         # Keep reading its log, so that a full pipe never stalls it and a failure
         # can show what it said.
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -316,11 +331,15 @@ class StandaloneNode:
         while not self._healthy():
             if self.proc.poll() is not None:
                 self._reader.join(5)
-                raise RuntimeError(f"the {self.kind} exited with {self.proc.returncode}; "
-                                   f"its log ends:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"the {self.kind} exited with {self.proc.returncode}; "
+                    f"its log ends:\n{self.log_tail()}"
+                )
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the {self.kind}'s node API did not answer within "
-                                   f"{wait:g}s; its log ends:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"the {self.kind}'s node API did not answer within "
+                    f"{wait:g}s; its log ends:\n{self.log_tail()}"
+                )
             time.sleep(0.2)
 
     def _read(self) -> None:
@@ -331,8 +350,9 @@ class StandaloneNode:
     def check(self) -> None:
         """Fail at once, with its log, if the node has exited."""
         if self.proc is not None and self.proc.poll() is not None:
-            raise AssertionError(f"the {self.kind} exited with {self.proc.returncode}:\n"
-                                 + self.log_tail())
+            raise AssertionError(
+                f"the {self.kind} exited with {self.proc.returncode}:\n" + self.log_tail()
+            )
 
     # ---------------------------------------------------------------- the node API
 
@@ -367,8 +387,11 @@ class StandaloneNode:
         """Whether the pod is Running with every container started."""
         status = (self.pod(name) or {}).get("status") or {}
         containers = status.get("containerStatuses") or []
-        return status.get("phase") == "Running" and bool(containers) and all(
-            "running" in (c.get("state") or {}) for c in containers)
+        return (
+            status.get("phase") == "Running"
+            and bool(containers)
+            and all("running" in (c.get("state") or {}) for c in containers)
+        )
 
     def wait_running(self, name: str, timeout: float = 90.0) -> None:
         """Wait (bounded, polled) until the pod runs; the failure shows its status
@@ -386,7 +409,8 @@ class StandaloneNode:
                 status = (self.pod(name) or {}).get("status")
                 raise AssertionError(
                     f"pod {name} not Running within {timeout:g}s on the {self.kind}\n"
-                    f"its status: {status}\nlog (tail):\n{self.log_tail()}")
+                    f"its status: {status}\nlog (tail):\n{self.log_tail()}"
+                )
             time.sleep(0.2)
 
     # ---------------------------------------------------------------- teardown
@@ -437,8 +461,7 @@ class RealKubelet(StandaloneNode):
         self.binary = kubernetes_bin_dir() / "kubelet"
         self.root_dir = base / "root"
         self.pod_logs = base / "pod-logs"
-        self.proxy = LogDirectoryProxy(runtime_endpoint, base / "cri-proxy.sock",
-                                       self.pod_logs)
+        self.proxy = LogDirectoryProxy(runtime_endpoint, base / "cri-proxy.sock", self.pod_logs)
 
     def _prepare(self) -> None:
         for d in (self.root_dir, self.pod_logs):
@@ -454,10 +477,14 @@ class RealKubelet(StandaloneNode):
             work = self.base / f"overlay{i}" / "work"
             upper.mkdir(parents=True, exist_ok=True)
             work.mkdir(parents=True, exist_ok=True)
-            lines.append(f"mount -t overlay kk-real-kubelet -o lowerdir={directory},"
-                         f"upperdir={upper},workdir={work} {directory}")
-        lines += [f"mkdir -p {KUBELET_POD_LOGS} /var/log/containers",
-                  f"mount --bind {self.pod_logs} {KUBELET_POD_LOGS}"]
+            lines.append(
+                f"mount -t overlay kk-real-kubelet -o lowerdir={directory},"
+                f"upperdir={upper},workdir={work} {directory}"
+            )
+        lines += [
+            f"mkdir -p {KUBELET_POD_LOGS} /var/log/containers",
+            f"mount --bind {self.pod_logs} {KUBELET_POD_LOGS}",
+        ]
         tunables = self.base / "sysctl"
         tunables.mkdir(exist_ok=True)
         for key, value in _KERNEL_TUNABLES.items():
@@ -482,7 +509,8 @@ class RealKubelet(StandaloneNode):
             f"--seccomp-profile-root={self.root_dir / 'seccomp'}",
             f"--volume-plugin-dir={self.base / 'volume-plugins'}",
             # The host's cgroups stay as they are.
-            "--cgroups-per-qos=false", "--enforce-node-allocatable=",
+            "--cgroups-per-qos=false",
+            "--enforce-node-allocatable=",
             "--cgroup-driver=cgroupfs",
             "--fail-swap-on=false",
             # Refuse to start rather than write a kernel tunable (they are covered).
@@ -492,10 +520,14 @@ class RealKubelet(StandaloneNode):
             f"--pod-infra-container-image={PAUSE_IMAGE}",
             # Never remove images or evict pods, and never collect another test's
             # exited containers from the shared runtime.
-            "--image-gc-high-threshold=100", "--image-gc-low-threshold=99",
-            "--eviction-hard=", "--minimum-container-ttl-duration=1h",
-            f"--address={LOOPBACK}", f"--port={self.port}",
-            "--healthz-port=0", "--read-only-port=0",
+            "--image-gc-high-threshold=100",
+            "--image-gc-low-threshold=99",
+            "--eviction-hard=",
+            "--minimum-container-ttl-duration=1h",
+            f"--address={LOOPBACK}",
+            f"--port={self.port}",
+            "--healthz-port=0",
+            "--read-only-port=0",
             f"--tls-cert-file={self.serving_cert}",
             f"--tls-private-key-file={self.serving_key}",
             f"--client-ca-file={self.ca_file}",
@@ -503,8 +535,18 @@ class RealKubelet(StandaloneNode):
             "--authorization-mode=AlwaysAllow",
             "--v=2",
         ]
-        return ["unshare", "--mount", "--propagation", "private", "--",
-                "sh", "-c", self._namespace_script(), "kubelet", *kubelet]
+        return [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            self._namespace_script(),
+            "kubelet",
+            *kubelet,
+        ]
 
     def stop(self) -> None:
         super().stop()
@@ -522,20 +564,40 @@ class KubeletKitNode(StandaloneNode):
 
     def argv(self) -> list[str]:
         return [
-            sys.executable, "-m", "kubelet_kit.cli", "run",
-            "--pod-manifest-path", str(self.manifests),
-            "--file-check-frequency", "0.3",
-            "--container-runtime-endpoint", self.runtime_endpoint,
-            "--root-dir", str(self.base / "state"),
-            "--pod-logs-dir", str(self.base / "logs"),
-            "--hostname-override", self.name,
-            "--cgroups-per-qos", "false",
-            "--address", LOOPBACK, "--port", str(self.port), "--healthz-port", "0",
-            "--tls-cert-file", str(self.serving_cert),
-            "--tls-private-key-file", str(self.serving_key),
-            "--client-ca-file", str(self.ca_file),
-            "--anonymous-auth", "false",
-            "--authorization-mode", "AlwaysAllow",
+            sys.executable,
+            "-m",
+            "kubelet_kit.cli",
+            "run",
+            "--pod-manifest-path",
+            str(self.manifests),
+            "--file-check-frequency",
+            "0.3",
+            "--container-runtime-endpoint",
+            self.runtime_endpoint,
+            "--root-dir",
+            str(self.base / "state"),
+            "--pod-logs-dir",
+            str(self.base / "logs"),
+            "--hostname-override",
+            self.name,
+            "--cgroups-per-qos",
+            "false",
+            "--address",
+            LOOPBACK,
+            "--port",
+            str(self.port),
+            "--healthz-port",
+            "0",
+            "--tls-cert-file",
+            str(self.serving_cert),
+            "--tls-private-key-file",
+            str(self.serving_key),
+            "--client-ca-file",
+            str(self.ca_file),
+            "--anonymous-auth",
+            "false",
+            "--authorization-mode",
+            "AlwaysAllow",
         ]
 
 
@@ -543,7 +605,8 @@ def start_node(kind: str, base: Path, runtime_endpoint: str) -> StandaloneNode:
     """A started node of ``kind`` (``kubelet`` or ``kubelet-kit``); on failure
     everything is cleaned up before the error is raised."""
     node: StandaloneNode = (RealKubelet if kind == "kubelet" else KubeletKitNode)(
-        base, runtime_endpoint)
+        base, runtime_endpoint
+    )
     try:
         node.start()
     except BaseException:

@@ -66,10 +66,12 @@ class Target:
     def base(self) -> str:
         return self.node.url
 
-    def exec_url(self, command: list[str], *, container: str = "main", stdin: bool = False,
-                 tty: bool = False) -> str:
-        return node_exec_url(self.base, NAMESPACE, self.pod.name, container, command,
-                             stdin=stdin, tty=tty)
+    def exec_url(
+        self, command: list[str], *, container: str = "main", stdin: bool = False, tty: bool = False
+    ) -> str:
+        return node_exec_url(
+            self.base, NAMESPACE, self.pod.name, container, command, stdin=stdin, tty=tty
+        )
 
 
 @pytest.fixture(scope="module")
@@ -79,25 +81,29 @@ def streams_pod(standalone_node_env: StandaloneNode | str) -> Pod | None:
         return None
     port = free_port()
     www = f"/tmp/www-{port}"  # inside the container's own filesystem
-    name = standalone_node_env.add_pod(static_pod(
-        "streams",
-        busybox_container("main", "sleep 3600"),
-        # stdin stays open across attaches (no stdinOnce): each protocol's attach
-        # gets its own answer.
-        busybox_container("reader", "while read line; do echo got:$line; done; sleep 3600",
-                          stdin=True),
-        busybox_container("web", f"mkdir -p {www} && echo {PAGE.decode().strip()} > "
-                                 f"{www}/index.html && "
-                                 f"exec httpd -f -p 127.0.0.1:{port} -h {www}"),
-    ))
+    name = standalone_node_env.add_pod(
+        static_pod(
+            "streams",
+            busybox_container("main", "sleep 3600"),
+            # stdin stays open across attaches (no stdinOnce): each protocol's attach
+            # gets its own answer.
+            busybox_container(
+                "reader", "while read line; do echo got:$line; done; sleep 3600", stdin=True
+            ),
+            busybox_container(
+                "web",
+                f"mkdir -p {www} && echo {PAGE.decode().strip()} > "
+                f"{www}/index.html && "
+                f"exec httpd -f -p 127.0.0.1:{port} -h {www}",
+            ),
+        )
+    )
     standalone_node_env.wait_running(name)
     return Pod(name, port)
 
 
 @pytest.fixture
-async def target(
-    standalone_node: StandaloneNode, streams_pod: Pod | None
-) -> AsyncIterator[Target]:
+async def target(standalone_node: StandaloneNode, streams_pod: Pod | None) -> AsyncIterator[Target]:
     assert streams_pod is not None
     async with aiohttp.ClientSession() as http:
         yield Target(standalone_node, streams_pod, http, standalone_node.ssl_context())
@@ -112,17 +118,27 @@ async def test_exec_gives_stdout_stderr_and_the_exit_code(
     target: Target, protocol: Protocol
 ) -> None:
     out = await exec_command(
-        target.http, target.exec_url(["sh", "-c", "echo out; echo err >&2; exit 3"]),
-        ssl=target.ssl, protocol=protocol, timeout=60)
+        target.http,
+        target.exec_url(["sh", "-c", "echo out; echo err >&2; exit 3"]),
+        ssl=target.ssl,
+        protocol=protocol,
+        timeout=60,
+    )
     assert (out.exit_code, out.stdout, out.stderr) == (3, b"out\n", b"err\n"), _why(target)
-    ok = await exec_command(target.http, target.exec_url(["echo", "fine"]), ssl=target.ssl,
-                            protocol=protocol, timeout=60)
+    ok = await exec_command(
+        target.http,
+        target.exec_url(["echo", "fine"]),
+        ssl=target.ssl,
+        protocol=protocol,
+        timeout=60,
+    )
     assert (ok.exit_code, ok.stdout, ok.stderr) == (0, b"fine\n", b""), _why(target)
 
 
 def _text(size: int) -> bytes:
-    lines = b"".join(b"%06d the quick brown fox jumps over the lazy dog\n" % i
-                     for i in range(size // 50 + 1))
+    lines = b"".join(
+        b"%06d the quick brown fox jumps over the lazy dog\n" % i for i in range(size // 50 + 1)
+    )
     return lines[:size]
 
 
@@ -133,9 +149,14 @@ async def test_exec_with_stdin_round_trips_a_few_hundred_kilobytes(
     data = _text(300_000)
     # head ends by itself once it has every byte: no end of stdin needed, which
     # v4.channel.k8s.io cannot say (the next test).
-    out = await exec_command(target.http, target.exec_url(["head", "-c", str(len(data))],
-                                                          stdin=True),
-                             input=data, ssl=target.ssl, protocol=protocol, timeout=120)
+    out = await exec_command(
+        target.http,
+        target.exec_url(["head", "-c", str(len(data))], stdin=True),
+        input=data,
+        ssl=target.ssl,
+        protocol=protocol,
+        timeout=120,
+    )
     assert out.exit_code == 0, _why(target)
     assert len(out.stdout) == len(data) and out.stdout == data
     assert out.stderr == b""
@@ -145,13 +166,16 @@ async def test_exec_with_stdin_round_trips_a_few_hundred_kilobytes(
 async def test_exec_sees_the_end_of_stdin(target: Target, protocol: Protocol) -> None:
     data = _text(200_000)
     url = target.exec_url(["cat"], stdin=True)
-    async with open_exec(target.http, url, stdin=True, ssl=target.ssl,
-                         protocol=protocol) as session:
+    async with open_exec(
+        target.http, url, stdin=True, ssl=target.ssl, protocol=protocol
+    ) as session:
         if protocol == "websocket" and not session.protocol.startswith("v5."):
             # Closing a channel is v5's; before it a WebSocket client cannot end
             # stdin short of closing the whole connection.
-            pytest.skip(f"the {target.node.kind} chose {session.protocol}, which has no "
-                        "way to end stdin (v5.channel.k8s.io adds it)")
+            pytest.skip(
+                f"the {target.node.kind} chose {session.protocol}, which has no "
+                "way to end stdin (v5.channel.k8s.io adds it)"
+            )
         assert session.stdin is not None
         await session.stdin.write(data)
         await session.stdin.close()
@@ -169,8 +193,14 @@ async def test_exec_command_ends_stdin_over_websocket_on_any_node(target: Target
     # node without v5 (the 1.20 kubelet, containerd's streaming server), as kubectl
     # 1.30 and later do.
     data = _text(100_000)
-    out = await exec_command(target.http, target.exec_url(["cat"], stdin=True), input=data,
-                             ssl=target.ssl, protocol="websocket", timeout=60)
+    out = await exec_command(
+        target.http,
+        target.exec_url(["cat"], stdin=True),
+        input=data,
+        ssl=target.ssl,
+        protocol="websocket",
+        timeout=60,
+    )
     assert (out.exit_code, out.stdout) == (0, data), _why(target)
 
 
@@ -178,8 +208,9 @@ async def test_exec_command_ends_stdin_over_websocket_on_any_node(target: Target
 async def test_exec_with_a_tty_applies_a_resize(target: Target, protocol: Protocol) -> None:
     # The command waits for a line, so the resize is applied before stty asks.
     url = target.exec_url(["sh", "-c", "read x; stty size"], stdin=True, tty=True)
-    async with open_exec(target.http, url, stdin=True, tty=True, ssl=target.ssl,
-                         protocol=protocol) as session:
+    async with open_exec(
+        target.http, url, stdin=True, tty=True, ssl=target.ssl, protocol=protocol
+    ) as session:
         assert session.stdin is not None
         await session.resize(123, 45)
         await asyncio.sleep(0.5)  # the resize travels on its own stream
@@ -200,8 +231,9 @@ async def test_exec_with_a_tty_applies_a_resize(target: Target, protocol: Protoc
 async def test_attach_reaches_the_containers_stdin(target: Target, protocol: Protocol) -> None:
     url = attach_url(target.base, NAMESPACE, target.pod.name, "reader", stdin=True)
     word = f"hello-{protocol}"
-    async with open_exec(target.http, url, stdin=True, ssl=target.ssl,
-                         protocol=protocol) as session:
+    async with open_exec(
+        target.http, url, stdin=True, ssl=target.ssl, protocol=protocol
+    ) as session:
         assert session.stdin is not None
         seen = b""
         async with asyncio.timeout(30):
@@ -220,12 +252,16 @@ async def test_attach_reaches_the_containers_stdin(target: Target, protocol: Pro
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-async def test_port_forward_reaches_a_server_in_the_pod(
-    target: Target, protocol: Protocol
-) -> None:
-    async with open_port_forward(target.http, target.base, NAMESPACE, target.pod.name,
-                                 target.pod.web_port, ssl=target.ssl,
-                                 protocol=protocol) as conn:
+async def test_port_forward_reaches_a_server_in_the_pod(target: Target, protocol: Protocol) -> None:
+    async with open_port_forward(
+        target.http,
+        target.base,
+        NAMESPACE,
+        target.pod.name,
+        target.pod.web_port,
+        ssl=target.ssl,
+        protocol=protocol,
+    ) as conn:
         await conn.write(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
         reply = b""
         async with asyncio.timeout(30):
@@ -233,6 +269,7 @@ async def test_port_forward_reaches_a_server_in_the_pod(
                 reply += chunk
                 if reply.endswith(PAGE):
                     break
-    assert reply.startswith(b"HTTP/1.") and b" 200 " in reply.split(b"\r\n", 1)[0], \
+    assert reply.startswith(b"HTTP/1.") and b" 200 " in reply.split(b"\r\n", 1)[0], (
         f"reply {reply[:300]!r}\n{_why(target)}"
+    )
     assert reply.endswith(PAGE), reply[-200:]

@@ -67,13 +67,17 @@ def static_containerd(require_real: Callable[[bool, str], None]) -> Iterator[Sta
     assert 'bin_dir = "/usr/lib/cni"' in config
     harness.config.write_text(config.replace('bin_dir = "/usr/lib/cni"', f'bin_dir = "{bin_dir}"'))
     # Named to sort before the harness's loopback-only list: containerd uses the first.
-    (harness.cni_conf / "05-kk-static.conflist").write_text(json.dumps({
-        "cniVersion": "1.0.0",
-        "name": net.name,
-        "plugins": [
-            {"type": "kk-static", "addresses": ADDRESSES, "dataDir": str(net.data_dir)}
-        ],
-    }))
+    (harness.cni_conf / "05-kk-static.conflist").write_text(
+        json.dumps(
+            {
+                "cniVersion": "1.0.0",
+                "name": net.name,
+                "plugins": [
+                    {"type": "kk-static", "addresses": ADDRESSES, "dataDir": str(net.data_dir)}
+                ],
+            }
+        )
+    )
     try:
         harness.start()
         harness.import_images()

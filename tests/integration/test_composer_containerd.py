@@ -78,8 +78,13 @@ class Agent:
     """A Kubelet over a CRIRuntime of the session's containerd, run in a task."""
 
     def __init__(
-        self, containerd: Containerd, tmp: Path, source: ProgrammaticSource, *,
-        evented: bool = False, wrap: Callable[[CRIRuntime], Any] | None = None,
+        self,
+        containerd: Containerd,
+        tmp: Path,
+        source: ProgrammaticSource,
+        *,
+        evented: bool = False,
+        wrap: Callable[[CRIRuntime], Any] | None = None,
     ) -> None:
         self.cri = CRIRuntime(containerd.endpoint, timeout=30, backoff_initial=0.05)
         # ``wrap`` puts something between the agent and the CRI client (a fault).
@@ -87,16 +92,18 @@ class Agent:
         self.logs = tmp / "pod-logs"
         self.registry = CollectorRegistry()
         self.pleg = EventedPLEG(self.cri, registry=self.registry) if evented else None
-        self.kubelet = Kubelet(**stub_parts(
-            runtime=self.runtime,
-            pleg=self.pleg,
-            registry=self.registry,
-            sources=[source],
-            node_name=NODE,
-            root_dir=tmp / "state",
-            pod_logs_dir=self.logs,
-            housekeeping_period=1.0,
-        ))
+        self.kubelet = Kubelet(
+            **stub_parts(
+                runtime=self.runtime,
+                pleg=self.pleg,
+                registry=self.registry,
+                sources=[source],
+                node_name=NODE,
+                root_dir=tmp / "state",
+                pod_logs_dir=self.logs,
+                housekeeping_period=1.0,
+            )
+        )
         self.task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Agent:
@@ -117,16 +124,17 @@ class Agent:
 
     def sync_count(self, operation: str) -> float:
         """How many pod syncs of ``operation`` the agent finished (or failed)."""
-        return self.registry.get_sample_value(
-            "kubelet_pod_worker_duration_seconds_count", {"operation": operation}
-        ) or 0.0
+        return (
+            self.registry.get_sample_value(
+                "kubelet_pod_worker_duration_seconds_count", {"operation": operation}
+            )
+            or 0.0
+        )
 
     def status(self, pod: Pod) -> PodStatus:
         return self.kubelet.pod_status(pod.uid) or PodStatus()
 
-    async def eventually(
-        self, probe: Callable[[], object], what: str, within: float = 30.0
-    ) -> Any:
+    async def eventually(self, probe: Callable[[], object], what: str, within: float = 30.0) -> Any:
         """Poll ``probe`` (plain or async) until it returns something other than
         None or False, and return that."""
         deadline = time.monotonic() + within
@@ -169,10 +177,13 @@ async def snapshot(rt: CRIRuntime, uid: str) -> tuple[list[str], dict[str, str]]
 async def test_two_containers_run_exit_log_exec_and_are_deleted(
     containerd: Containerd, source: ProgrammaticSource, tmp_path: Path, cleanup: None
 ) -> None:
-    pod = manifest("web", [
-        container("app", env=[{"name": "GREETING", "value": "hello from the pod"}]),
-        container("job", "echo hello; exit 3"),
-    ])
+    pod = manifest(
+        "web",
+        [
+            container("app", env=[{"name": "GREETING", "value": "hello from the pod"}]),
+            container("job", "echo hello; exit 3"),
+        ],
+    )
     source.add(pod)
     async with Agent(containerd, tmp_path, source) as agent:
 
@@ -198,7 +209,8 @@ async def test_two_containers_run_exit_log_exec_and_are_deleted(
         assert len(boxes) == 1 and set(ids) == {"app", "job"}
         # The kubelet's "<runtime>://<id>" form.
         assert (app.container_id, job.container_id) == (
-            f"containerd://{ids['app']}", f"containerd://{ids['job']}"
+            f"containerd://{ids['app']}",
+            f"containerd://{ids['job']}",
         )
         [sandbox] = await sandboxes(agent.cri, pod.uid)
         assert sandbox.state is PodSandboxState.READY
@@ -215,8 +227,7 @@ async def test_two_containers_run_exit_log_exec_and_are_deleted(
         assert await agent.eventually(log_lines, "the job's log") == [("stdout", "F", "hello")]
 
         # Exec into the running container sees its environment.
-        result = await agent.cri.exec_sync(ids["app"], ["sh", "-c", 'echo "$GREETING"'],
-                                           timeout=10)
+        result = await agent.cri.exec_sync(ids["app"], ["sh", "-c", 'echo "$GREETING"'], timeout=10)
         assert (result.exit_code, result.stdout) == (0, b"hello from the pod\n")
 
         # A graceful delete stops the pod and removes it from containerd.
@@ -240,10 +251,13 @@ async def test_an_unknown_image_backs_off_with_the_kubelets_reasons(
     # Named by the test registry's loopback address, so containerd asks that
     # registry (plain HTTP for a loopback host) and no name is ever resolved.
     image = f"{containerd.registry.url.removeprefix('http://')}/nothing-here:1"
-    pod = manifest("badimage", [
-        {"name": "app", "image": image, "command": ["sh", "-c", SERVE]},
-        container("helper"),
-    ])
+    pod = manifest(
+        "badimage",
+        [
+            {"name": "app", "image": image, "command": ["sh", "-c", SERVE]},
+            container("helper"),
+        ],
+    )
     source.add(pod)
     async with Agent(containerd, tmp_path, source) as agent:
         # Every status the agent publishes, read as it is published: ErrImagePull
@@ -281,11 +295,15 @@ async def test_an_unknown_image_backs_off_with_the_kubelets_reasons(
         assert status.phase == "Pending"
         assert by_name(status)["helper"].state.running is not None
 
-        events = [(e.reason, e.message) for e in agent.kubelet.events.events(pod.uid)
-                  if e.container == "app"]
+        events = [
+            (e.reason, e.message)
+            for e in agent.kubelet.events.events(pod.uid)
+            if e.container == "app"
+        ]
         assert ("Pulling", f'Pulling image "{image}"') in events
-        assert any(r == "Failed" and m.startswith(f'Failed to pull image "{image}": ')
-                   for r, m in events)
+        assert any(
+            r == "Failed" and m.startswith(f'Failed to pull image "{image}": ') for r, m in events
+        )
         assert ("BackOff", f'Back-off pulling image "{image}"') in events
         # The app was never created in containerd.
         _, ids = await snapshot(agent.cri, pod.uid)
@@ -293,7 +311,10 @@ async def test_an_unknown_image_backs_off_with_the_kubelets_reasons(
 
 
 async def test_containerd_restart_loses_and_duplicates_nothing(
-    containerd: Containerd, source: ProgrammaticSource, tmp_path: Path, cleanup: None,
+    containerd: Containerd,
+    source: ProgrammaticSource,
+    tmp_path: Path,
+    cleanup: None,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     pod = manifest("steady", [container("app"), container("side")], restart="Always")
@@ -337,8 +358,9 @@ async def test_containerd_restart_loses_and_duplicates_nothing(
         # restarted runtime at once, beside the PLEG's relists.
         updates = agent.sync_count("update")
         source.update(_annotated(pod, "after-restart"))
-        await agent.eventually(lambda: agent.sync_count("update") > updates,
-                               "a sync after the restart")
+        await agent.eventually(
+            lambda: agent.sync_count("update") > updates, "a sync after the restart"
+        )
         await asyncio.sleep(2)  # relists and housekeeping on the restarted runtime
         failures = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
         assert failures == []
@@ -360,8 +382,11 @@ async def test_a_restarted_agent_adopts_its_pods(
     async with Agent(containerd, tmp_path, source) as first:
         await first.eventually(lambda: all_running(first.status(pod), 2), "pod Running")
         before = await snapshot(first.cri, pod.uid)
-        started = {cs.name: cs.state.running.started_at for cs in first.status(pod)
-                   .container_statuses if cs.state.running is not None}
+        started = {
+            cs.name: cs.state.running.started_at
+            for cs in first.status(pod).container_statuses
+            if cs.state.running is not None
+        }
     # The first agent is gone; its pod keeps running in containerd.
     async with Agent(containerd, tmp_path, source) as second:
         await second.eventually(lambda: all_running(second.status(pod), 2), "pod Running")
@@ -369,8 +394,11 @@ async def test_a_restarted_agent_adopts_its_pods(
         status = second.status(pod)
         assert all_running(status, 2), status
         assert await snapshot(second.cri, pod.uid) == before
-        assert {cs.name: cs.state.running.started_at for cs in status.container_statuses
-                if cs.state.running is not None} == started
+        assert {
+            cs.name: cs.state.running.started_at
+            for cs in status.container_statuses
+            if cs.state.running is not None
+        } == started
         assert [cs.restart_count for cs in status.container_statuses] == [0, 0]
         reasons = {e.reason for e in second.kubelet.events.events(pod.uid)}
         assert not reasons & {"Created", "Started", "SandboxChanged", "Killing"}, reasons
@@ -382,10 +410,14 @@ async def test_a_privileged_container_runs_in_a_privileged_sandbox(
     """containerd creates a privileged container only in a privileged sandbox
     ("no privileged container allowed in sandbox"); the kubelet makes the sandbox
     privileged when any container, init containers included, is."""
-    pod = manifest("priv", [
-        container("plain"),
-        container("root", securityContext={"privileged": True}),
-    ], restart="Always")
+    pod = manifest(
+        "priv",
+        [
+            container("plain"),
+            container("root", securityContext={"privileged": True}),
+        ],
+        restart="Always",
+    )
     source.add(pod)
     async with Agent(containerd, tmp_path, source) as agent:
         await agent.eventually(lambda: all_running(agent.status(pod), 2), "pod Running")

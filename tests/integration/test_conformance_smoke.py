@@ -22,8 +22,17 @@ from .kube_apiserver import kubernetes_bin_dir
 
 REPO = Path(__file__).resolve().parents[2]
 #: What scripts/conformance needs beyond the default peers (scripts/setup builds them).
-BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl",
-            "e2e.test", "ginkgo", "agnhost", "nonewprivs", "pause")
+BINARIES = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "e2e.test",
+    "ginkgo",
+    "agnhost",
+    "nonewprivs",
+    "pause",
+)
 
 pytestmark = pytest.mark.integration
 
@@ -33,10 +42,12 @@ def _missing() -> list[str]:
     if os.geteuid() != 0:
         missing.append("root")
     bin_dir = kubernetes_bin_dir()
-    missing += [f"{bin_dir / b} (scripts/kubernetes)" for b in BINARIES
-                if not os.access(bin_dir / b, os.X_OK)]
-    missing += [t for t in ("containerd", "etcd", "unshare", "openssl")
-                if shutil.which(t) is None]
+    missing += [
+        f"{bin_dir / b} (scripts/kubernetes)"
+        for b in BINARIES
+        if not os.access(bin_dir / b, os.X_OK)
+    ]
+    missing += [t for t in ("containerd", "etcd", "unshare", "openssl") if shutil.which(t) is None]
     return missing
 
 
@@ -46,7 +57,8 @@ SPEC_SET = os.environ.get("KUBELET_KIT_CONFORMANCE_SET", "smoke")
 
 @pytest.mark.timeout(1800 if SPEC_SET == "smoke" else 5400)
 def test_smoke_subset_passes_on_a_kubelet_kit_node(
-        require_real: Callable[[bool, str], None]) -> None:
+    require_real: Callable[[bool, str], None],
+) -> None:
     """Every smoke spec (logs, exec, downward API volumes and env, ConfigMap,
     Secret, projected and emptyDir volumes, probes, a lifecycle hook, init containers,
     termination messages, /etc/hosts, security contexts, variable expansion, the
@@ -57,18 +69,25 @@ def test_smoke_subset_passes_on_a_kubelet_kit_node(
     # A short directory of its own: containerd's sockets live under it, and a unix
     # socket's path has at most 107 bytes (pytest's tmp_path is too deep).
     out = Path(tempfile.mkdtemp(prefix="kk-cf-")) / "run"
-    done = subprocess.run(["bash", str(REPO / "scripts" / "conformance"), "--set", SPEC_SET,
-                           "--out", str(out)], capture_output=True, text=True,
-                          timeout=1700 if SPEC_SET == "smoke" else 5300, check=False)
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "conformance"), "--set", SPEC_SET, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=1700 if SPEC_SET == "smoke" else 5300,
+        check=False,
+    )
     summary_path = out / "summary.json"
     assert summary_path.is_file(), (
-        f"no summary in {out}:\n" + done.stdout[-4000:] + done.stderr[-4000:])
+        f"no summary in {out}:\n" + done.stdout[-4000:] + done.stderr[-4000:]
+    )
     summary = json.loads(summary_path.read_text())
     assert summary["set"] == SPEC_SET
-    assert summary["total"] == {"smoke": 20, "all": 155, "node": 149,
-                                "nodeconformance": 16}[SPEC_SET], summary
+    assert (
+        summary["total"] == {"smoke": 20, "all": 155, "node": 149, "nodeconformance": 16}[SPEC_SET]
+    ), summary
     assert summary["failed"] == {}, "\n".join(
-        f"{name}:\n  {msg[:600]}" for name, msg in summary["failed"].items())
+        f"{name}:\n  {msg[:600]}" for name, msg in summary["failed"].items()
+    )
     assert summary["passed"] == summary["total"]
     assert done.returncode == 0, done.stdout[-4000:]
     # Nothing of the run is left: no process names its directory.

@@ -45,10 +45,7 @@ async def _conformance(rt: CRIRuntime, containerd: Containerd) -> None:
         sandbox_template=_template(containerd),
         timeout=30,
     )
-    unexpected = [
-        r for r in report.failures
-        if KNOWN_QUIRKS.get(r.name, "\0") not in r.message
-    ]
+    unexpected = [r for r in report.failures if KNOWN_QUIRKS.get(r.name, "\0") not in r.message]
     assert not unexpected, report.summary()
     # containerd 1.6 has no GetContainerEvents: the one optional check is skipped.
     assert report.result("events").status == "skipped", report.summary()

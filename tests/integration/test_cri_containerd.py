@@ -141,8 +141,10 @@ async def test_log_rotation_through_reopen_container_log(
     sandbox_id = await cri.run_pod_sandbox(pod)
     try:
         cfg = container_config(
-            pod, "talker",
-            ("sh", "-c", "i=0; while true; do i=$((i+1)); echo line-$i; sleep 0.02; done"))
+            pod,
+            "talker",
+            ("sh", "-c", "i=0; while true; do i=$((i+1)); echo line-$i; sleep 0.02; done"),
+        )
         cid = await cri.create_container(sandbox_id, cfg, pod)
         await cri.start_container(cid)
         path = Path(pod.log_directory) / "talker" / "0.log"
@@ -160,8 +162,9 @@ async def test_log_rotation_through_reopen_container_log(
         await eventually(refilled)
         await cri.stop_container(cid, 0)
         (rotated,) = [p for p in path.parent.iterdir() if p.name != "0.log"]
-        lines = [line.split(" ", 3)[3] for p in (rotated, path)
-                 for line in p.read_text().splitlines()]
+        lines = [
+            line.split(" ", 3)[3] for p in (rotated, path) for line in p.read_text().splitlines()
+        ]
         numbers = [int(text.removeprefix("line-")) for text in lines]
         assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))  # none lost
     finally:
@@ -173,7 +176,9 @@ async def test_two_container_pod(cri: CRIRuntime, containerd: Containerd) -> Non
     pod = pod_config(containerd.logs, cgroup_parent=containerd.cgroup_parent)
     sandbox_id = await cri.run_pod_sandbox(pod)
     app_cfg = container_config(
-        pod, "app", ("sh", "-c", "echo hello; echo oops >&2; exec sleep 3600"),
+        pod,
+        "app",
+        ("sh", "-c", "echo hello; echo oops >&2; exec sleep 3600"),
         envs=(KeyValue("GREETING", "hi there"),),
     )
     job_cfg = container_config(pod, "job", ("sh", "-c", "echo done; exit 3"))
@@ -296,9 +301,12 @@ async def test_containerd_restart_mid_run(containerd: Containerd) -> None:
 
         async def listed() -> list[str] | None:
             try:
-                return [s.id for s in await rt.list_pod_sandboxes(
-                    PodSandboxFilter(label_selector={kl.POD_UID: pod.metadata.uid})
-                )]
+                return [
+                    s.id
+                    for s in await rt.list_pod_sandboxes(
+                        PodSandboxFilter(label_selector={kl.POD_UID: pod.metadata.uid})
+                    )
+                ]
             except RuntimeUnavailableError:
                 return None
 

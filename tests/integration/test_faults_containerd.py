@@ -85,12 +85,17 @@ class KillingRuntime:
 @pytest.mark.parametrize("when", ["during", "after", "bounce"])
 @pytest.mark.parametrize("step", ["run_pod_sandbox", "create_container", "start_container"])
 async def test_a_crash_mid_creation_ends_in_one_ready_sandbox_and_each_container_once(
-    containerd: Containerd, source: ProgrammaticSource, tmp_path: Path, cleanup: None,
-    step: str, when: str,
+    containerd: Containerd,
+    source: ProgrammaticSource,
+    tmp_path: Path,
+    cleanup: None,
+    step: str,
+    when: str,
 ) -> None:
     pod = manifest("crashed", [container("app"), container("side")], restart="Always")
-    first = Agent(containerd, tmp_path, source,
-                  wrap=lambda cri: KillingRuntime(cri, containerd, step, when))
+    first = Agent(
+        containerd, tmp_path, source, wrap=lambda cri: KillingRuntime(cri, containerd, step, when)
+    )
     faulty: KillingRuntime = first.runtime
     source.add(pod)
     if when == "bounce":
@@ -102,28 +107,31 @@ async def test_a_crash_mid_creation_ends_in_one_ready_sandbox_and_each_container
             await asyncio.sleep(1)  # the agent meets the dead runtime
             first.check()
         await asyncio.to_thread(containerd.start)
-        second = Agent(containerd, tmp_path, source,
-                       wrap=lambda cri: KillingRuntime(cri, containerd, "", when))
+        second = Agent(
+            containerd, tmp_path, source, wrap=lambda cri: KillingRuntime(cri, containerd, "", when)
+        )
     async with second:
-        await second.eventually(lambda: all_running(second.status(pod), 2), "pod Running",
-                                within=60)
+        await second.eventually(
+            lambda: all_running(second.status(pod), 2), "pod Running", within=60
+        )
         await asyncio.sleep(3)  # relists, syncs and housekeeping of the second agent
 
         async def settled() -> bool:
             boxes = await sandboxes(second.cri, pod.uid)
             ready = [b for b in boxes if b.state is PodSandboxState.READY]
-            running = [c for c in await containers(second.cri, pod.uid)
-                       if c.state is ContainerState.RUNNING]
+            running = [
+                c
+                for c in await containers(second.cri, pod.uid)
+                if c.state is ContainerState.RUNNING
+            ]
             return len(ready) == 1 and len(running) == 2
 
-        await second.eventually(settled, "one ready sandbox, two running containers",
-                                within=30)
+        await second.eventually(settled, "one ready sandbox, two running containers", within=30)
         boxes = await sandboxes(second.cri, pod.uid)
         [ready] = [b for b in boxes if b.state is PodSandboxState.READY]
         ctrs = await containers(second.cri, pod.uid)
         running = sorted(
-            (c.metadata.name, c.pod_sandbox_id) for c in ctrs
-            if c.state is ContainerState.RUNNING
+            (c.metadata.name, c.pod_sandbox_id) for c in ctrs if c.state is ContainerState.RUNNING
         )
         assert running == [("app", ready.id), ("side", ready.id)], ctrs
         # No container was ever put in a sandbox that was not ready.
@@ -135,17 +143,18 @@ async def test_a_crash_mid_creation_ends_in_one_ready_sandbox_and_each_container
                 assert c.state is not ContainerState.RUNNING, c
         status = second.status(pod)
         assert all_running(status, 2), status
-        assert {cs.container_id.removeprefix("containerd://") for cs in
-                status.container_statuses} == {
-            c.id for c in ctrs if c.state is ContainerState.RUNNING
-        }
+        assert {
+            cs.container_id.removeprefix("containerd://") for cs in status.container_statuses
+        } == {c.id for c in ctrs if c.state is ContainerState.RUNNING}
         second.check()
-
 
 
 @pytest.mark.parametrize("delay", [0.1, 0.2, 0.3])
 async def test_a_pod_removed_while_being_made_is_only_stopped(
-    containerd: Containerd, source: ProgrammaticSource, tmp_path: Path, cleanup: None,
+    containerd: Containerd,
+    source: ProgrammaticSource,
+    tmp_path: Path,
+    cleanup: None,
     delay: float,
 ) -> None:
     # Removed (as a static pod whose file is deleted) a moment after it is added,
@@ -169,8 +178,9 @@ async def test_a_pod_removed_while_being_made_is_only_stopped(
             workers = agent.kubelet.workers
             if not (workers.is_finished(pod.uid) or workers.phase(pod.uid) is None):
                 return False  # a finished pod's worker is soon forgotten
-            return not [c for c in await containers(agent.cri, pod.uid)
-                        if c.state is ContainerState.RUNNING]
+            return not [
+                c for c in await containers(agent.cri, pod.uid) if c.state is ContainerState.RUNNING
+            ]
 
         await agent.eventually(stopped, "the pod stopped", within=60)
         events = agent.kubelet.events.events(pod.uid)
@@ -190,5 +200,6 @@ async def test_a_pod_removed_while_being_made_is_only_stopped(
             assert terminated is not None, cs
             # Stopped by its SIGTERM trap, or never made (the kubelet's unknown).
             assert (terminated.reason, terminated.exit_code) in (
-                ("Completed", 0), ("ContainerStatusUnknown", 137)
+                ("Completed", 0),
+                ("ContainerStatusUnknown", 137),
             ), cs

@@ -52,13 +52,17 @@ class Node:
         self.manifests = tmp / "manifests"  # the static-pod directory start_agent passes
         self.manifests.mkdir(exist_ok=True)
         self.config = tmp / "kubelet.yaml"
-        self.config.write_text(json.dumps({
-            "apiVersion": "kubelet.config.k8s.io/v1beta1",
-            "kind": "KubeletConfiguration",
-            "containerRuntimeEndpoint": containerd.endpoint,
-            # The host's cgroups stay as they are.
-            "cgroupsPerQOS": False,
-        }))
+        self.config.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "kubelet.config.k8s.io/v1beta1",
+                    "kind": "KubeletConfiguration",
+                    "containerRuntimeEndpoint": containerd.endpoint,
+                    # The host's cgroups stay as they are.
+                    "cgroupsPerQOS": False,
+                }
+            )
+        )
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self._reader: threading.Thread | None = None
@@ -75,16 +79,26 @@ class Node:
 
     def start(self) -> None:
         self.proc, self.lines = start_agent(
-            self.tmp, self.name,
-            "--kubeconfig", str(self.apiserver.admin_kubeconfig),
-            "--config", str(self.config),
-            "--node-ip", LOOPBACK,
-            "--address", LOOPBACK,
-            "--port", str(self.port),
-            "--healthz-port", "0",
-            "--client-ca-file", str(self.apiserver.kubelet_client_ca),
+            self.tmp,
+            self.name,
+            "--kubeconfig",
+            str(self.apiserver.admin_kubeconfig),
+            "--config",
+            str(self.config),
+            "--node-ip",
+            LOOPBACK,
+            "--address",
+            LOOPBACK,
+            "--port",
+            str(self.port),
+            "--healthz-port",
+            "0",
+            "--client-ca-file",
+            str(self.apiserver.kubelet_client_ca),
             *self.extra_args,
-            until=self.name, timeout=60)
+            until=self.name,
+            timeout=60,
+        )
         # Keep reading its log, so that a full pipe never stalls the agent and a
         # failure can show what it said.
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -103,13 +117,20 @@ class Node:
         if self.proc is not None and self.proc.poll() is not None:
             if self._reader is not None:
                 self._reader.join(5)
-            raise AssertionError(f"the agent exited with {self.proc.returncode}:\n"
-                                 + self.log_tail())
+            raise AssertionError(
+                f"the agent exited with {self.proc.returncode}:\n" + self.log_tail()
+            )
 
-    async def until(self, predicate: Callable[[], object], what: str,
-                    timeout: float = 60.0, explain: Callable[[], str] | None = None) -> None:
+    async def until(
+        self,
+        predicate: Callable[[], object],
+        what: str,
+        timeout: float = 60.0,
+        explain: Callable[[], str] | None = None,
+    ) -> None:
         """Wait for ``predicate`` while the agent runs; the failure shows its log and
         what ``explain`` says about the state it is in."""
+
         def holds() -> bool:
             self.check()
             return bool(predicate())
@@ -118,8 +139,7 @@ class Node:
             await wait_until(holds, what=what, timeout=timeout)
         except AssertionError as exc:
             more = f"\n{explain()}" if explain is not None else ""
-            raise AssertionError(f"{exc}{more}\nagent log (tail):\n{self.log_tail()}")\
-                from None
+            raise AssertionError(f"{exc}{more}\nagent log (tail):\n{self.log_tail()}") from None
 
     def stop(self) -> None:
         """SIGTERM, a bounded wait, then SIGKILL."""
@@ -154,8 +174,9 @@ class Node:
     async def containers(self, pod_name: str) -> list[ContainerInfo]:
         """The containers containerd holds for the pod ``pod_name`` in default."""
         async with CRIRuntime(self.containerd.endpoint, timeout=30) as rt:
-            return await rt.list_containers(ContainerFilter(label_selector={
-                kl.POD_NAME: pod_name, kl.POD_NAMESPACE: "default"}))
+            return await rt.list_containers(
+                ContainerFilter(label_selector={kl.POD_NAME: pod_name, kl.POD_NAMESPACE: "default"})
+            )
 
     async def cleanup(self) -> None:
         """Stop the agent, delete the node's objects from the API server and its
@@ -163,8 +184,14 @@ class Node:
         self.stop()
         for args in (
             # Without a kubelet a graceful delete never finishes: delete at once.
-            ("delete", "pods", "--all-namespaces", "--force", "--grace-period=0",
-             f"--field-selector=spec.nodeName={self.name}"),
+            (
+                "delete",
+                "pods",
+                "--all-namespaces",
+                "--force",
+                "--grace-period=0",
+                f"--field-selector=spec.nodeName={self.name}",
+            ),
             ("delete", "node", self.name, "--ignore-not-found"),
             ("delete", "lease", self.name, "-n", "kube-node-lease", "--ignore-not-found"),
         ):
@@ -204,22 +231,30 @@ def condition(obj: dict[str, Any] | None, kind: str) -> str:
 
 
 def hello_pod(name: str, node: str) -> str:
-    return json.dumps({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "nodeName": node,
-            # The harness's CNI is loopback only, and containerd 1.6 refuses a pod
-            # network without an eth0, so the pods use the host's.
-            "hostNetwork": True,
-            "terminationGracePeriodSeconds": 1,
-            # IfNotPresent: an earlier test may have removed the image, and the
-            # harness's registry serves it again.
-            "containers": [{"name": "hello", "image": BUSYBOX_IMAGE,
-                            "imagePullPolicy": "IfNotPresent",
-                            "command": ["sh", "-c", f"echo {HELLO}; sleep 3600"]}],
-        },
-    })
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "nodeName": node,
+                # The harness's CNI is loopback only, and containerd 1.6 refuses a pod
+                # network without an eth0, so the pods use the host's.
+                "hostNetwork": True,
+                "terminationGracePeriodSeconds": 1,
+                # IfNotPresent: an earlier test may have removed the image, and the
+                # harness's registry serves it again.
+                "containers": [
+                    {
+                        "name": "hello",
+                        "image": BUSYBOX_IMAGE,
+                        "imagePullPolicy": "IfNotPresent",
+                        "command": ["sh", "-c", f"echo {HELLO}; sleep 3600"],
+                    }
+                ],
+            },
+        }
+    )
 
 
 async def run_hello_pod(node: Node) -> str:
@@ -229,9 +264,12 @@ async def run_hello_pod(node: Node) -> str:
     await node.until(lambda: node.node() is not None, "the Node to register")
     name = f"hello-{node.name}"
     node.kubectl("apply", "-f", "-", input=hello_pod(name, node.name))
-    await node.until(lambda: ((node.pod(name) or {}).get("status") or {}).get("phase")
-                     == "Running", f"pod {name} Running on the API server", timeout=90,
-                     explain=lambda: f"its status: {(node.pod(name) or {}).get('status')}")
+    await node.until(
+        lambda: ((node.pod(name) or {}).get("status") or {}).get("phase") == "Running",
+        f"pod {name} Running on the API server",
+        timeout=90,
+        explain=lambda: f"its status: {(node.pod(name) or {}).get('status')}",
+    )
     return name
 
 
@@ -240,16 +278,21 @@ async def test_the_node_registers_with_its_port_and_address_and_gets_ready(
 ) -> None:
     node.start()
     await node.until(lambda: node.node() is not None, "the Node to register")
-    await node.until(lambda: condition(node.node(), "Ready") == "True",
-                     "the Node's Ready condition to be True", timeout=90)
+    await node.until(
+        lambda: condition(node.node(), "Ready") == "True",
+        "the Node's Ready condition to be True",
+        timeout=90,
+    )
     status = (node.node() or {})["status"]
     endpoint = status.get("daemonEndpoints", {}).get("kubeletEndpoint", {})
     assert endpoint.get("Port") == node.port, (
         f"daemonEndpoints.kubeletEndpoint.Port is {endpoint.get('Port')}, the agent serves "
-        f"on {node.port}: the API server could not reach it")
+        f"on {node.port}: the API server could not reach it"
+    )
     addresses = [(a.get("type"), a.get("address")) for a in status.get("addresses", ())]
     assert ("InternalIP", LOOPBACK) in addresses, (
-        f"status.addresses {addresses} lack InternalIP {LOOPBACK} (--node-ip)")
+        f"status.addresses {addresses} lack InternalIP {LOOPBACK} (--node-ip)"
+    )
 
 
 async def test_a_pod_bound_through_the_api_runs_in_the_configured_containerd(
@@ -258,13 +301,16 @@ async def test_a_pod_bound_through_the_api_runs_in_the_configured_containerd(
     name = await run_hello_pod(node)
     pod = node.pod(name) or {}
     assert pod["status"].get("hostIP") == LOOPBACK, (
-        f"status.hostIP is {pod['status'].get('hostIP')!r}, not the node's --node-ip")
+        f"status.hostIP is {pod['status'].get('hostIP')!r}, not the node's --node-ip"
+    )
     uid = pod["metadata"]["uid"]
     containers = await node.containers(name)
     assert [(c.metadata.name, c.state) for c in containers] == [
-        ("hello", ContainerState.RUNNING)], (
+        ("hello", ContainerState.RUNNING)
+    ], (
         f"containerd at the configured containerRuntimeEndpoint should run the pod's one "
-        f"container, it has {containers}")
+        f"container, it has {containers}"
+    )
     assert containers[0].labels.get(kl.POD_UID) == uid, "the container is not the API pod's"
     host = await HostProcessRuntime(node.tmp / "state" / "runtime").list_containers()
     assert host == [], f"the pod also ran as host processes: {host}"
@@ -283,21 +329,33 @@ async def test_kubectl_logs_reaches_the_node_through_the_api_server(node: Node) 
     try:
         await node.until(said_hello, f"kubectl logs {name} to print {HELLO}", timeout=30)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\nlast kubectl logs: {logs[-1] if logs else None}")\
-            from None
+        raise AssertionError(f"{exc}\nlast kubectl logs: {logs[-1] if logs else None}") from None
 
 
 async def test_a_deleted_mirror_pod_is_recreated_and_the_static_pod_keeps_running(
     node: Node,
 ) -> None:
-    (node.manifests / "static.yaml").write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "static", "namespace": "default"},
-        "spec": {"hostNetwork": True, "terminationGracePeriodSeconds": 1,
-                 "containers": [{"name": "main", "image": BUSYBOX_IMAGE,
-                                 "imagePullPolicy": "IfNotPresent",
-                                 "command": ["sh", "-c", "sleep 3600"]}]},
-    }))
+    (node.manifests / "static.yaml").write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "static", "namespace": "default"},
+                "spec": {
+                    "hostNetwork": True,
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": BUSYBOX_IMAGE,
+                            "imagePullPolicy": "IfNotPresent",
+                            "command": ["sh", "-c", "sleep 3600"],
+                        }
+                    ],
+                },
+            }
+        )
+    )
     node.start()
     name = f"static-{node.name}"  # the kubelet suffixes static pods with the node name
 
@@ -330,8 +388,10 @@ async def test_a_deleted_mirror_pod_is_recreated_and_the_static_pod_keeps_runnin
     def kept() -> str:
         return f"the API server has: {(node.pod(name) or {}).get('metadata')}"
 
-    await node.until(recreated, f"a new mirror pod {name} (uid other than {old_uid})",
-                     timeout=60, explain=kept)
+    await node.until(
+        recreated, f"a new mirror pod {name} (uid other than {old_uid})", timeout=60, explain=kept
+    )
     after = await running()
     assert [c.id for c in after] == [c.id for c in before], (
-        f"deleting the mirror pod touched the static pod: containers {before} became {after}")
+        f"deleting the mirror pod touched the static pod: containers {before} became {after}"
+    )

@@ -36,45 +36,60 @@ def node(plain_node: Node, request: pytest.FixtureRequest) -> Node:
         plain_node.use_host_runtime()
     return plain_node
 
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
-def busybox_pod(name: str, node_name: str, script: str, restart: str = "Always",
-                **container: Any) -> str:
-    return json.dumps({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "nodeName": node_name,
-            # The harness's CNI is loopback only: the pods use the host's network.
-            "hostNetwork": True,
-            "terminationGracePeriodSeconds": 1,
-            "restartPolicy": restart,
-            "containers": [{"name": "main", "image": BUSYBOX_IMAGE,
-                            "imagePullPolicy": "IfNotPresent",
-                            "command": ["sh", "-c", script], **container}],
-        },
-    })
+def busybox_pod(
+    name: str, node_name: str, script: str, restart: str = "Always", **container: Any
+) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "nodeName": node_name,
+                # The harness's CNI is loopback only: the pods use the host's network.
+                "hostNetwork": True,
+                "terminationGracePeriodSeconds": 1,
+                "restartPolicy": restart,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": BUSYBOX_IMAGE,
+                        "imagePullPolicy": "IfNotPresent",
+                        "command": ["sh", "-c", script],
+                        **container,
+                    }
+                ],
+            },
+        }
+    )
 
 
-async def running_pod(node: Node, script: str, restart: str = "Always",
-                      **container: Any) -> str:
+async def running_pod(node: Node, script: str, restart: str = "Always", **container: Any) -> str:
     """Start the agent and one busybox pod running ``script``; its name once Running."""
     node.start()
     await node.until(lambda: node.node() is not None, "the Node to register")
     name = f"streams-{node.name}"
-    node.kubectl("apply", "-f", "-", input=busybox_pod(name, node.name, script, restart,
-                                                          **container))
-    await node.until(lambda: ((node.pod(name) or {}).get("status") or {}).get("phase")
-                     == "Running", f"pod {name} Running", timeout=90,
-                     explain=lambda: f"its status: {(node.pod(name) or {}).get('status')}")
+    node.kubectl(
+        "apply", "-f", "-", input=busybox_pod(name, node.name, script, restart, **container)
+    )
+    await node.until(
+        lambda: ((node.pod(name) or {}).get("status") or {}).get("phase") == "Running",
+        f"pod {name} Running",
+        timeout=90,
+        explain=lambda: f"its status: {(node.pod(name) or {}).get('status')}",
+    )
     return name
 
 
 async def test_kubectl_exec_runs_the_command_and_passes_its_exit_code(node: Node) -> None:
     name = await running_pod(node, "sleep 3600")
-    done = node.apiserver.kubectl("exec", name, "--", "sh", "-c",
-                                  "echo to-stdout; echo to-stderr >&2; exit 3")
+    done = node.apiserver.kubectl(
+        "exec", name, "--", "sh", "-c", "echo to-stdout; echo to-stderr >&2; exit 3"
+    )
     assert done.rc == 3, done
     assert done.stdout == "to-stdout\n", done
     assert "to-stderr" in done.stderr, done
@@ -102,18 +117,21 @@ async def test_kubectl_cp_copies_a_file_into_the_pod(node: Node, tmp_path: Path)
 async def test_kubectl_attach_reaches_the_containers_stdin(node: Node) -> None:
     # The container waits for a line on its stdin, answers and exits, which ends
     # the attach.
-    name = await running_pod(node, "read line; echo got:$line", restart="Never",
-                             stdin=True, stdinOnce=True)
-    done = node.apiserver.kubectl("attach", "-i", name, "-c", "main", input="hello\n",
-                                  timeout=60)
+    name = await running_pod(
+        node, "read line; echo got:$line", restart="Never", stdin=True, stdinOnce=True
+    )
+    done = node.apiserver.kubectl("attach", "-i", name, "-c", "main", input="hello\n", timeout=60)
     assert "got:hello" in done.stdout, done
 
 
 async def test_kubectl_logs_follow_streams_new_lines(node: Node) -> None:
-    name = await running_pod(node, "i=0; while true; do echo tick-$i; i=$((i+1)); "
-                                   "sleep 0.2; done")
-    proc = subprocess.Popen(node.apiserver.kubectl_argv("logs", "-f", name),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    name = await running_pod(node, "i=0; while true; do echo tick-$i; i=$((i+1)); sleep 0.2; done")
+    proc = subprocess.Popen(
+        node.apiserver.kubectl_argv("logs", "-f", name),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         seen = []
@@ -137,13 +155,18 @@ async def test_kubectl_port_forward_reaches_a_server_in_the_pod(node: Node) -> N
     # no httpd of its own; its directory under /tmp, which both have.
     www = f"/tmp/kk-www-{remote}"
     name = await running_pod(
-        node, f"mkdir -p {www} && echo port-forward-ok > {www}/index.html && "
-              f"if command -v httpd >/dev/null; then h=httpd; else h='busybox httpd'; fi; "
-              f"exec $h -f -p 127.0.0.1:{remote} -h {www}")
+        node,
+        f"mkdir -p {www} && echo port-forward-ok > {www}/index.html && "
+        f"if command -v httpd >/dev/null; then h=httpd; else h='busybox httpd'; fi; "
+        f"exec $h -f -p 127.0.0.1:{remote} -h {www}",
+    )
     local = free_port()
     proc = subprocess.Popen(
         node.apiserver.kubectl_argv("port-forward", name, f"{local}:{remote}"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # "Forwarding from 127.0.0.1:LOCAL -> REMOTE"

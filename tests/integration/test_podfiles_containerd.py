@@ -43,11 +43,19 @@ NODE = "files-node"
 
 def _pod(name: str, containers: list[dict[str, Any]], **spec: Any) -> Pod:
     return load_pod(
-        {"apiVersion": "v1", "kind": "Pod",
-         "metadata": {"name": name, "namespace": "default"},
-         "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 2,
-                  "containers": containers, **spec}},
-        source="test", node_name=NODE,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 2,
+                "containers": containers,
+                **spec,
+            },
+        },
+        source="test",
+        node_name=NODE,
     )
 
 
@@ -63,15 +71,17 @@ class Agent:
         self.root = tmp / "state"
         self.logs = tmp / "pod-logs"
         self.source = ProgrammaticSource()
-        self.kubelet = Kubelet(**stub_parts(
-            runtime=self.cri,
-            sources=[self.source],
-            volume_manager=ReconcilingVolumeManager(self.root),
-            node_name=NODE,
-            root_dir=self.root,
-            pod_logs_dir=self.logs,
-            housekeeping_period=1.0,
-        ))
+        self.kubelet = Kubelet(
+            **stub_parts(
+                runtime=self.cri,
+                sources=[self.source],
+                volume_manager=ReconcilingVolumeManager(self.root),
+                node_name=NODE,
+                root_dir=self.root,
+                pod_logs_dir=self.logs,
+                housekeeping_period=1.0,
+            )
+        )
         self.task: asyncio.Task[None] | None = None
 
     def log(self, pod: Pod, container: str) -> str:
@@ -97,8 +107,7 @@ class Agent:
         """Remove the pod from the source and wait until containerd has none of it."""
         self.source.remove(pod.uid)
         deadline = time.monotonic() + within
-        while [s for s in await self.cri.list_pod_sandboxes()
-               if s.metadata.uid == pod.uid]:
+        while [s for s in await self.cri.list_pod_sandboxes() if s.metadata.uid == pod.uid]:
             assert time.monotonic() < deadline, "the pod's sandbox was not removed"
             await asyncio.sleep(0.2)
 
@@ -138,17 +147,29 @@ async def test_pod_network_hosts_file_and_termination_messages(cni_agent: Agent)
     agent = cni_agent
     own_hosts = agent.root.parent / "own-hosts"
     own_hosts.write_text("# my own hosts file\n")
-    pod = _pod("files", [
-        _sh("hosts", "cat /etc/hosts"),
-        _sh("own", "cat /etc/hosts",
-            volumeMounts=[{"name": "hosts", "mountPath": "/etc/hosts"}]),
-        _sh("writer", "printf 'written by uid %s' $(id -u) > /dev/termination-log",
-            securityContext={"runAsUser": 1000}),
-        _sh("failer", "echo first; echo second; exit 2",
-            terminationMessagePolicy="FallbackToLogsOnError"),
-    ], hostname="web", subdomain="sub",
+    pod = _pod(
+        "files",
+        [
+            _sh("hosts", "cat /etc/hosts"),
+            _sh(
+                "own", "cat /etc/hosts", volumeMounts=[{"name": "hosts", "mountPath": "/etc/hosts"}]
+            ),
+            _sh(
+                "writer",
+                "printf 'written by uid %s' $(id -u) > /dev/termination-log",
+                securityContext={"runAsUser": 1000},
+            ),
+            _sh(
+                "failer",
+                "echo first; echo second; exit 2",
+                terminationMessagePolicy="FallbackToLogsOnError",
+            ),
+        ],
+        hostname="web",
+        subdomain="sub",
         hostAliases=[{"ip": "10.9.8.7", "hostnames": ["alias-a"]}],
-        volumes=[{"name": "hosts", "hostPath": {"path": str(own_hosts), "type": "File"}}])
+        volumes=[{"name": "hosts", "hostPath": {"path": str(own_hosts), "type": "File"}}],
+    )
     agent.source.add(pod)
     status = await agent.all_exited(pod, 4)
     pod_ip = ADDRESSES[0].split("/")[0]
@@ -181,6 +202,7 @@ async def test_host_network_pod_sees_the_nodes_hosts_file(host_agent: Agent) -> 
     agent.source.add(pod)
     await agent.all_exited(pod, 1)
     hosts = agent.log(pod, "hosts")
-    assert hosts == ("# Kubernetes-managed hosts file (host network).\n"
-                     + Path("/etc/hosts").read_text())
+    assert hosts == (
+        "# Kubernetes-managed hosts file (host network).\n" + Path("/etc/hosts").read_text()
+    )
     assert "# Kubernetes-managed hosts file." not in hosts

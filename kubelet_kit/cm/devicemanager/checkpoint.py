@@ -121,14 +121,18 @@ def decode(raw: bytes, source: str = "checkpoint") -> CheckpointData:
     for i, item in enumerate(body.get("PodDeviceEntries") or []):
         where = f"{source}: Data.PodDeviceEntries[{i}]"
         try:
-            entries.append(PodDevicesEntry(
-                pod_uid=str(item["PodUID"]),
-                container_name=str(item["ContainerName"]),
-                resource_name=str(item["ResourceName"]),
-                device_ids={int(k): tuple(str(x) for x in v)
-                            for k, v in (item.get("DeviceIDs") or {}).items()},
-                alloc_resp=base64.b64decode(item.get("AllocResp") or "", validate=True),
-            ))
+            entries.append(
+                PodDevicesEntry(
+                    pod_uid=str(item["PodUID"]),
+                    container_name=str(item["ContainerName"]),
+                    resource_name=str(item["ResourceName"]),
+                    device_ids={
+                        int(k): tuple(str(x) for x in v)
+                        for k, v in (item.get("DeviceIDs") or {}).items()
+                    },
+                    alloc_resp=base64.b64decode(item.get("AllocResp") or "", validate=True),
+                )
+            )
         except (KeyError, TypeError, ValueError, binascii.Error) as exc:
             raise ConfigurationError(f"{where}: {exc!r}") from None
     registered = body.get("RegisteredDevices") or {}

@@ -92,8 +92,9 @@ def pod_device_needs(pod: Pod, resources: Iterable[str] | None = None) -> dict[s
     for c in pod.spec.containers:
         for r, n in container_device_requests(c, names).items():
             running[r] = running.get(r, 0) + n
-    return {r: max(init_max.get(r, 0), running.get(r, 0))
-            for r in sorted(set(init_max) | set(running))}
+    return {
+        r: max(init_max.get(r, 0), running.get(r, 0)) for r in sorted(set(init_max) | set(running))
+    }
 
 
 def choose_devices(
@@ -127,6 +128,7 @@ def choose_devices(
 
 def shortage_message(resource: str, requested: int, available: int) -> str:
     """The device manager's error for too few free devices (as upstream words it)."""
-    return (f"requested number of devices unavailable for {resource}. "
-            f"Requested: {requested}, Available: {available}")
-
+    return (
+        f"requested number of devices unavailable for {resource}. "
+        f"Requested: {requested}, Available: {available}"
+    )

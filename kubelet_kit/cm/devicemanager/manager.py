@@ -117,7 +117,8 @@ class _Endpoint:
         self.path = path  # "" for a resource known only from the checkpoint
         self.pre_start_required = bool(options is not None and options.pre_start_required)
         self.preferred_available = bool(
-            options is not None and options.get_preferred_allocation_available)
+            options is not None and options.get_preferred_allocation_available
+        )
         self.channel: grpc.aio.Channel | None = None
         self.stub: Any = None
         self.task: asyncio.Task[None] | None = None
@@ -206,12 +207,16 @@ class DeviceManager:
             await asyncio.to_thread(self._prepare_dir)
         except OSError as exc:
             raise ConfigurationError(
-                f"device plugins directory {self.plugins_dir}: {exc.strerror or exc}") from None
+                f"device plugins directory {self.plugins_dir}: {exc.strerror or exc}"
+            ) from None
         try:
             data = await asyncio.to_thread(checkpoint.read, self.checkpoint_path)
         except ConfigurationError as exc:
-            log.error("continuing without the device checkpoint, device assignments may "
-                      "be out of date: %s", exc)
+            log.error(
+                "continuing without the device checkpoint, device assignments may "
+                "be out of date: %s",
+                exc,
+            )
             data = None
         if data is not None:
             self._restore(data)
@@ -221,7 +226,8 @@ class DeviceManager:
             server.add_insecure_port(f"unix://{self.socket_path}")
         except RuntimeError as exc:
             raise ConfigurationError(
-                f"device plugin registration socket {self.socket_path}: {exc}") from None
+                f"device plugin registration socket {self.socket_path}: {exc}"
+            ) from None
         await server.start()
         self._server = server
         log.info("device manager: Registration served on %s", self.socket_path)
@@ -264,8 +270,10 @@ class DeviceManager:
         """
         self.metrics.registrations.labels(request.resource_name).inc()
         if request.version not in SUPPORTED_VERSIONS:
-            return (f"requested API version {request.version!r} is not supported by kubelet. "
-                    f"Supported versions are {list(SUPPORTED_VERSIONS)!r}")
+            return (
+                f"requested API version {request.version!r} is not supported by kubelet. "
+                f"Supported versions are {list(SUPPORTED_VERSIONS)!r}"
+            )
         resource = request.resource_name
         if not is_extended_resource_name(resource):
             return f"the ResourceName {resource!r} is invalid"
@@ -282,7 +290,8 @@ class DeviceManager:
         except (TimeoutError, grpc.aio.AioRpcError) as exc:
             await channel.close()
             raise PluginUnreachableError(
-                f"failed to dial device plugin {ep.path}: {exc or 'timed out'}") from None
+                f"failed to dial device plugin {ep.path}: {exc or 'timed out'}"
+            ) from None
         ep.channel = channel
         ep.stub = pb_grpc.DevicePluginStub(channel)
         old = self._endpoints.get(resource)
@@ -293,7 +302,8 @@ class DeviceManager:
             await old.close()
         self._notify()
         ep.task = asyncio.get_running_loop().create_task(
-            self._watch(ep), name=f"device-plugin-{resource}")
+            self._watch(ep), name=f"device-plugin-{resource}"
+        )
         log.info("device manager: plugin for %s registered at %s", resource, ep.path)
         return None
 
@@ -305,15 +315,19 @@ class DeviceManager:
                     return
                 await self._update_devices(ep.resource, resp.devices)
         except grpc.aio.AioRpcError as exc:
-            log.info("device manager: ListAndWatch of %s ended: %s", ep.resource,
-                     exc.details() or exc.code().name)
+            log.info(
+                "device manager: ListAndWatch of %s ended: %s",
+                ep.resource,
+                exc.details() or exc.code().name,
+            )
         finally:
             if self._endpoints.get(ep.resource) is ep:
                 # The plugin is gone: its devices stay in capacity, none allocatable,
                 # until it registers again or the grace period runs out.
                 ep.stopped_at = self.clock.monotonic()
-                self._unhealthy[ep.resource] = (
-                    self._unhealthy.get(ep.resource, set()) | self._healthy.get(ep.resource, set()))
+                self._unhealthy[ep.resource] = self._unhealthy.get(
+                    ep.resource, set()
+                ) | self._healthy.get(ep.resource, set())
                 self._healthy[ep.resource] = set()
                 self._notify()
 
@@ -341,8 +355,11 @@ class DeviceManager:
         now = self.clock.monotonic()
         for resource, ep in list(self._endpoints.items()):
             if ep.stopped_at is not None and now - ep.stopped_at > self.endpoint_stop_grace_period:
-                log.info("device manager: plugin of %s gone for longer than %gs, resource "
-                         "removed", resource, self.endpoint_stop_grace_period)
+                log.info(
+                    "device manager: plugin of %s gone for longer than %gs, resource removed",
+                    resource,
+                    self.endpoint_stop_grace_period,
+                )
                 del self._endpoints[resource]
                 self._healthy.pop(resource, None)
                 self._unhealthy.pop(resource, None)
@@ -350,8 +367,10 @@ class DeviceManager:
     def capacity(self) -> dict[str, int]:
         """Devices per resource, healthy or not. Never blocks."""
         self._expire()
-        return {r: len(self._healthy.get(r, ())) + len(self._unhealthy.get(r, ()))
-                for r in sorted(self._endpoints)}
+        return {
+            r: len(self._healthy.get(r, ())) + len(self._unhealthy.get(r, ()))
+            for r in sorted(self._endpoints)
+        }
 
     def allocatable(self) -> dict[str, int]:
         """Healthy devices per resource. Never blocks."""
@@ -379,19 +398,29 @@ class DeviceManager:
         if resource not in self._endpoints:
             return None
         ep = self._endpoints[resource]
-        return PluginInfo(resource, ep.path, ep.pre_start_required, ep.preferred_available,
-                          ep.stopped_at is None and ep.task is not None and not ep.task.done())
+        return PluginInfo(
+            resource,
+            ep.path,
+            ep.pre_start_required,
+            ep.preferred_available,
+            ep.stopped_at is None and ep.task is not None and not ep.task.done(),
+        )
 
     def pod_devices(self, pod_uid: str) -> dict[str, dict[str, tuple[str, ...]]]:
         """Devices held by a pod: container name -> resource -> device ids."""
-        return {c: {r: a.ids for r, a in by_res.items()}
-                for c, by_res in self._pod_devices.get(pod_uid, {}).items()}
+        return {
+            c: {r: a.ids for r, a in by_res.items()}
+            for c, by_res in self._pod_devices.get(pod_uid, {}).items()
+        }
 
     # ------------------------------------------------------------------ admission
 
     def _held(self, pod_uid: str, resource: str) -> set[str]:
-        return {i for by_res in self._pod_devices.get(pod_uid, {}).values()
-                for i in (by_res[resource].ids if resource in by_res else ())}
+        return {
+            i
+            for by_res in self._pod_devices.get(pod_uid, {}).values()
+            for i in (by_res[resource].ids if resource in by_res else ())
+        }
 
     def _free(self, resource: str, pod_uid: str) -> int:
         """Healthy devices neither held nor reserved by pods other than ``pod_uid``."""
@@ -421,7 +450,8 @@ class DeviceManager:
                 return AdmitResult.refuse(
                     UNEXPECTED_ADMISSION_ERROR,
                     f"Allocate failed due to {shortage_message(resource, want, free)}, "
-                    "which is unexpected")
+                    "which is unexpected",
+                )
         if needs:
             self._reserved[pod.uid] = needs
         return AdmitResult.ok()
@@ -453,7 +483,8 @@ class DeviceManager:
                     started = self.clock.monotonic()
                     found = await self._allocate(pod, container, resource, n)
                     self.metrics.alloc_duration.labels(resource).observe(
-                        self.clock.monotonic() - started)
+                        self.clock.monotonic() - started
+                    )
                     by_res[resource] = found
                     changed = True
                 assignments.append((resource, found))
@@ -466,20 +497,26 @@ class DeviceManager:
     def _fail(self, container: Container, message: str) -> PodSyncError:
         return PodSyncError(CREATE_CONTAINER_CONFIG_ERROR, message, container=container.name)
 
-    async def _allocate(
-        self, pod: Pod, container: Container, resource: str, n: int
-    ) -> _Assignment:
+    async def _allocate(self, pod: Pod, container: Container, resource: str, n: int) -> _Assignment:
         ep = self._endpoints.get(resource)
         if ep is None or ep.stopped_at is not None:
-            raise self._fail(container, f"device plugin of {resource} is not registered, "
-                                        "cannot allocate its devices")
+            raise self._fail(
+                container,
+                f"device plugin of {resource} is not registered, cannot allocate its devices",
+            )
         healthy = self._healthy.get(resource, set())
         # Devices of this pod's finished-style init containers are handed on.
         init_names = {c.name for c in pod.spec.init_containers if not c.is_sidecar}
         mine = self._pod_devices.get(pod.uid, {})
-        reusable = sorted({i for name, by_res in mine.items()
-                           if name in init_names and name != container.name and resource in by_res
-                           for i in by_res[resource].ids} & healthy)
+        reusable = sorted(
+            {
+                i
+                for name, by_res in mine.items()
+                if name in init_names and name != container.name and resource in by_res
+                for i in by_res[resource].ids
+            }
+            & healthy
+        )
         in_use: set[str] = set()
         for uid, containers in self._pod_devices.items():
             for name, by_res in containers.items():
@@ -492,27 +529,46 @@ class DeviceManager:
         preferred: list[str] | None = None
         if ep.preferred_available and len(available) + len(must) > n:
             try:
-                resp = await ep.stub.GetPreferredAllocation(pb.PreferredAllocationRequest(
-                    container_requests=[pb.ContainerPreferredAllocationRequest(
-                        available_deviceIDs=[*must, *available], must_include_deviceIDs=must,
-                        allocation_size=n)]), timeout=_CALL_TIMEOUT)
+                resp = await ep.stub.GetPreferredAllocation(
+                    pb.PreferredAllocationRequest(
+                        container_requests=[
+                            pb.ContainerPreferredAllocationRequest(
+                                available_deviceIDs=[*must, *available],
+                                must_include_deviceIDs=must,
+                                allocation_size=n,
+                            )
+                        ]
+                    ),
+                    timeout=_CALL_TIMEOUT,
+                )
             except grpc.aio.AioRpcError as exc:
-                raise self._fail(container, f"GetPreferredAllocation of {resource} failed: "
-                                            f"{exc.details() or exc.code().name}") from None
+                raise self._fail(
+                    container,
+                    f"GetPreferredAllocation of {resource} failed: "
+                    f"{exc.details() or exc.code().name}",
+                ) from None
             if resp.container_responses:
                 preferred = list(resp.container_responses[0].deviceIDs)
         ids = choose_devices(available, n, must_include=must, preferred=preferred)
         try:
-            answer = await ep.stub.Allocate(pb.AllocateRequest(
-                container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)]),
-                timeout=_CALL_TIMEOUT)
+            answer = await ep.stub.Allocate(
+                pb.AllocateRequest(
+                    container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)]
+                ),
+                timeout=_CALL_TIMEOUT,
+            )
         except grpc.aio.AioRpcError as exc:
-            raise self._fail(container, f"Allocate of {resource} devices {ids} failed: "
-                                        f"{exc.details() or exc.code().name}") from None
+            raise self._fail(
+                container,
+                f"Allocate of {resource} devices {ids} failed: {exc.details() or exc.code().name}",
+            ) from None
         if len(answer.container_responses) != 1:
-            raise self._fail(container, f"Allocate of {resource}: the plugin answered "
-                                        f"{len(answer.container_responses)} container responses "
-                                        "for 1 request")
+            raise self._fail(
+                container,
+                f"Allocate of {resource}: the plugin answered "
+                f"{len(answer.container_responses)} container responses "
+                "for 1 request",
+            )
         return _Assignment(tuple(ids), answer.container_responses[0].SerializeToString())
 
     async def _pre_start(self, container: Container, resource: str, a: _Assignment) -> None:
@@ -522,11 +578,15 @@ class DeviceManager:
         try:
             await ep.stub.PreStartContainer(
                 pb.PreStartContainerRequest(devices_ids=list(a.ids)),
-                timeout=PRE_START_CONTAINER_TIMEOUT)
+                timeout=PRE_START_CONTAINER_TIMEOUT,
+            )
         except grpc.aio.AioRpcError as exc:
-            raise self._fail(container, f"PreStartContainer of {resource} devices "
-                                        f"{list(a.ids)} failed: "
-                                        f"{exc.details() or exc.code().name}") from None
+            raise self._fail(
+                container,
+                f"PreStartContainer of {resource} devices "
+                f"{list(a.ids)} failed: "
+                f"{exc.details() or exc.code().name}",
+            ) from None
 
     # ------------------------------------------------------------------ release
 
@@ -551,15 +611,20 @@ class DeviceManager:
     def _snapshot(self) -> checkpoint.CheckpointData:
         entries = [
             checkpoint.PodDevicesEntry(
-                pod_uid=uid, container_name=name, resource_name=resource,
-                device_ids={checkpoint.NO_TOPOLOGY: a.ids}, alloc_resp=a.resp)
+                pod_uid=uid,
+                container_name=name,
+                resource_name=resource,
+                device_ids={checkpoint.NO_TOPOLOGY: a.ids},
+                alloc_resp=a.resp,
+            )
             for uid, containers in sorted(self._pod_devices.items())
             for name, by_res in sorted(containers.items())
             for resource, a in sorted(by_res.items())
         ]
         return checkpoint.CheckpointData(
             entries=tuple(entries),
-            registered_devices={r: tuple(sorted(ids)) for r, ids in self._healthy.items()})
+            registered_devices={r: tuple(sorted(ids)) for r, ids in self._healthy.items()},
+        )
 
     async def _write_checkpoint(self) -> None:
         async with self._write_lock:
@@ -572,7 +637,8 @@ class DeviceManager:
     def _restore(self, data: checkpoint.CheckpointData) -> None:
         for e in data.entries:
             self._pod_devices.setdefault(e.pod_uid, {}).setdefault(e.container_name, {})[
-                e.resource_name] = _Assignment(e.all_ids(), e.alloc_resp)
+                e.resource_name
+            ] = _Assignment(e.all_ids(), e.alloc_resp)
         resources = set(data.registered_devices) | {e.resource_name for e in data.entries}
         now = self.clock.monotonic()
         for resource in resources:
@@ -596,15 +662,18 @@ def _run_options(assignments: Iterable[tuple[str, _Assignment]]) -> ContainerRun
         resp = pb.ContainerAllocateResponse.FromString(a.resp)
         for key in sorted(resp.envs):
             if key in envs and envs[key] != resp.envs[key]:
-                log.warning("device manager: env %s of %s overrides an earlier value",
-                            key, resource)
+                log.warning(
+                    "device manager: env %s of %s overrides an earlier value", key, resource
+                )
             envs[key] = resp.envs[key]
         for m in resp.mounts:
-            mounts.setdefault(m.container_path, Mount(m.container_path, m.host_path,
-                                                      readonly=m.read_only))
+            mounts.setdefault(
+                m.container_path, Mount(m.container_path, m.host_path, readonly=m.read_only)
+            )
         for d in resp.devices:
-            devices.setdefault(d.container_path, Device(d.container_path, d.host_path,
-                                                        d.permissions or "rwm"))
+            devices.setdefault(
+                d.container_path, Device(d.container_path, d.host_path, d.permissions or "rwm")
+            )
         annotations.update(_annotations(resp.annotations))
     return ContainerRunOptions(
         envs=tuple(KeyValue(k, v) for k, v in envs.items()),
@@ -638,7 +707,8 @@ class _Registration:
             log.info("device manager: registration of %s failed: %s", request.resource_name, exc)
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         if refusal is not None:
-            log.info("device manager: registration of %s refused: %s",
-                     request.resource_name, refusal)
+            log.info(
+                "device manager: registration of %s refused: %s", request.resource_name, refusal
+            )
             await context.abort(grpc.StatusCode.UNKNOWN, refusal)
         return pb.Empty()

@@ -33,8 +33,13 @@ class DeviceManagerMetrics:
         self.registrations = Counter(
             "kubelet_device_plugin_registration",
             "Cumulative number of device plugin registrations.",
-            ["resource_name"], registry=self.registry)
+            ["resource_name"],
+            registry=self.registry,
+        )
         self.alloc_duration = Histogram(
             "kubelet_device_plugin_alloc_duration_seconds",
             "Duration in seconds to serve a device plugin Allocation request.",
-            ["resource_name"], buckets=_DEF_BUCKETS, registry=self.registry)
+            ["resource_name"],
+            buckets=_DEF_BUCKETS,
+            registry=self.registry,
+        )
