@@ -126,6 +126,14 @@ def _add_cri(subparsers: _Subparsers) -> None:
     register(subparsers)
 
 
+def _add_cri_server(subparsers: _Subparsers) -> None:
+    from kubelet_kit.cri.serve import register
+    from kubelet_kit.node.defaults import default_root_dir
+
+    # The command's state lives beside the agent's, unless --root-dir says otherwise.
+    register(subparsers).set_defaults(default_root_dir=default_root_dir() / "cri-server")
+
+
 def _add_exec(subparsers: _Subparsers) -> None:
     from kubelet_kit.streams.cli import register
 
@@ -139,6 +147,7 @@ SUBCOMMANDS: dict[str, Callable[[_Subparsers], object]] = {
     "validate": _add_validate,
     "run": _add_run,
     "cri": _add_cri,
+    "cri-server": _add_cri_server,
     "exec": _add_exec,
 }
 

@@ -30,10 +30,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: (proto file relative to ROOT, output package directory relative to ROOT)
-TARGETS: list[tuple[str, str]] = [
-    ("kubelet_kit/cri/api.proto", "kubelet_kit/cri/gen"),
-    ("kubelet_kit/cm/devicemanager/api.proto", "kubelet_kit/cm/devicemanager/gen"),
+#: (proto files relative to ROOT, all in one directory; output package directory
+#: relative to ROOT). The CRI's v1alpha2 services reuse the v1 messages, so both
+#: files are compiled together.
+TARGETS: list[tuple[tuple[str, ...], str]] = [
+    (("kubelet_kit/cri/api.proto", "kubelet_kit/cri/api_v1alpha2.proto"), "kubelet_kit/cri/gen"),
+    (("kubelet_kit/cm/devicemanager/api.proto",), "kubelet_kit/cm/devicemanager/gen"),
 ]
 
 GEN_INIT = '"""Generated from {proto} by scripts/gen_protos.py; do not edit."""\n'
@@ -63,8 +65,8 @@ def _fix_imports(text: str, module_prefix: str) -> str:
 
 def generate(out_root: Path) -> None:
     """Generate every target into ``out_root`` (mirroring the repository layout)."""
-    for proto, out_dir in TARGETS:
-        src_dir = Path(proto).parent
+    for protos, out_dir in TARGETS:
+        src_dir = Path(protos[0]).parent
         module_prefix = ".".join(src_dir.parts)
         with tempfile.TemporaryDirectory() as tmp:
             tmp_path = Path(tmp)
@@ -74,7 +76,7 @@ def generate(out_root: Path) -> None:
                     f"--python_out={tmp_path}",
                     f"--pyi_out={tmp_path}",
                     f"--grpc_python_out={tmp_path}",
-                    str(ROOT / proto),
+                    *(str(ROOT / proto) for proto in protos),
                 ]
             )
             dest = out_root / out_dir
@@ -84,7 +86,7 @@ def generate(out_root: Path) -> None:
             for produced in sorted((tmp_path / src_dir).iterdir()):
                 text = _fix_imports(produced.read_text(), module_prefix)
                 (dest / produced.name).write_text(text)
-            (dest / "__init__.py").write_text(GEN_INIT.format(proto=proto))
+            (dest / "__init__.py").write_text(GEN_INIT.format(proto=" and ".join(protos)))
 
 
 def _differences(a: Path, b: Path) -> list[str]:

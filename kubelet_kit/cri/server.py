@@ -1,4 +1,4 @@
-"""CRIServer: serve any :class:`~kubelet_kit.container.Runtime` over runtime.v1.
+"""CRIServer: serve any :class:`~kubelet_kit.container.Runtime` over runtime.v1 and v1alpha2.
 
 A fake, the host-process runtime or your own Runtime becomes a CRI endpoint that
 crictl, a kubelet or a :class:`~kubelet_kit.cri.CRIRuntime` can drive::
@@ -6,7 +6,10 @@ crictl, a kubelet or a :class:`~kubelet_kit.cri.CRIRuntime` can drive::
     async with CRIServer(FakeRuntime(events=True), "/run/my-runtime.sock"):
         ...
 
-Both services are registered with every RPC of the protocol. The RPCs listed in
+Both services are registered with every RPC of the protocol, under runtime.v1 and
+again under runtime.v1alpha2 (the CRI of kubelets before 1.23: the same messages
+under other service names, see ``api_v1alpha2.proto``), so one socket serves old
+and new kubelets and crictl alike. The RPCs listed in
 :data:`SERVED_RPCS` call the runtime; the others (checkpoints, metrics, runtime
 configuration) answer UNIMPLEMENTED with a message naming the method, as a CRI
 runtime does for what it lacks. ``Exec``, ``Attach`` and ``PortForward`` answer
@@ -41,6 +44,7 @@ from kubelet_kit.container.streams import StreamURLRuntime, stream_mode
 from kubelet_kit.cri import convert
 from kubelet_kit.cri.errors import to_status
 from kubelet_kit.cri.gen import api_pb2 as pb
+from kubelet_kit.cri.gen import api_v1alpha2_pb2 as pb_v1alpha2
 from kubelet_kit.errors import (
     ConfigurationError,
     InvalidArgumentError,
@@ -50,8 +54,8 @@ from kubelet_kit.errors import (
 
 __all__ = ["SERVED_RPCS", "UNSERVED_RPCS", "CRIServer"]
 
-_RUNTIME_SERVICE = "runtime.v1.RuntimeService"
-_IMAGE_SERVICE = "runtime.v1.ImageService"
+#: The CRI versions served, each with the module of its service descriptors.
+_API_VERSIONS: dict[str, Any] = {"v1": pb, "v1alpha2": pb_v1alpha2}
 
 #: RPCs answered UNIMPLEMENTED, each with the reason it is not served.
 UNSERVED_RPCS: dict[str, str] = {
@@ -70,19 +74,26 @@ _API_VERSION = "0.1.0"
 _Handler = Callable[[Any, grpc.aio.ServicerContext], Any]
 
 
-def _all_rpcs(service: str) -> list[Any]:
-    return list(pb.DESCRIPTOR.services_by_name[service.rsplit(".", 1)[1]].methods)
+def _services(api_version: str) -> list[Any]:
+    """The RuntimeService and ImageService descriptors of one CRI version."""
+    services = _API_VERSIONS[api_version].DESCRIPTOR.services_by_name
+    return [services["RuntimeService"], services["ImageService"]]
 
 
 class _Servicer:
     """The RPC bodies: a protobuf request in, a protobuf response out."""
 
     def __init__(
-        self, runtime: Runtime, clock: Clock, urls: StreamURLRuntime | None = None
+        self,
+        runtime: Runtime,
+        clock: Clock,
+        urls: StreamURLRuntime | None = None,
+        api_version: str = "v1",
     ) -> None:
         self.rt = runtime
         self.clock = clock
         self.urls = urls
+        self.api_version = api_version
 
     # -------------------------------------------------------------- streaming
 
@@ -132,7 +143,9 @@ class _Servicer:
         v = await self.rt.version()
         msg = convert.version_to_pb(v)
         msg.version = _API_VERSION
-        msg.runtime_api_version = v.runtime_api_version or "v1"
+        # The version the client called: a v1alpha2 kubelet refuses a runtime that
+        # answers its Version call with anything but "v1alpha2".
+        msg.runtime_api_version = self.api_version
         return msg
 
     async def Status(self, req: Any) -> Any:
@@ -339,10 +352,7 @@ class _Servicer:
 
 #: RPCs that call the runtime (every RPC of both services but :data:`UNSERVED_RPCS`).
 SERVED_RPCS: frozenset[str] = frozenset(
-    m.name
-    for service in (_RUNTIME_SERVICE, _IMAGE_SERVICE)
-    for m in _all_rpcs(service)
-    if m.name not in UNSERVED_RPCS
+    m.name for service in _services("v1") for m in service.methods if m.name not in UNSERVED_RPCS
 )
 
 
@@ -383,9 +393,10 @@ def _unimplemented(name: str, reason: str, streaming: bool) -> _Handler:
     return stream if streaming else unary
 
 
-def _generic_handler(service: str, servicer: _Servicer) -> grpc.GenericRpcHandler:
+def _generic_handler(service: Any, servicer: _Servicer) -> grpc.GenericRpcHandler:
     handlers: dict[str, grpc.RpcMethodHandler] = {}
-    for method in _all_rpcs(service):
+    for method in service.methods:
+        # Every version's RPCs carry runtime.v1 messages (api_v1alpha2.proto).
         request_cls = getattr(pb, method.input_type.name)
         response_cls = getattr(pb, method.output_type.name)
         streaming = method.server_streaming
@@ -403,11 +414,13 @@ def _generic_handler(service: str, servicer: _Servicer) -> grpc.GenericRpcHandle
             request_deserializer=request_cls.FromString,
             response_serializer=response_cls.SerializeToString,
         )
-    return grpc.method_handlers_generic_handler(service, handlers)
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
 
 class CRIServer:
-    """Serves a Runtime as ``runtime.v1`` RuntimeService and ImageService on a unix socket.
+    """Serves a Runtime as the CRI's RuntimeService and ImageService on a unix socket.
+
+    Both ``runtime.v1`` and ``runtime.v1alpha2`` are answered on the one socket.
 
     Nothing starts in ``__init__``. :meth:`start` binds the socket (replacing a
     stale socket file left by a crashed server); :meth:`stop` closes it;
@@ -493,11 +506,11 @@ class CRIServer:
             self._streaming = urls = streaming
         elif mode == "url":
             urls = self._runtime  # type: ignore[assignment]  # stream_mode checked it
-        servicer = _Servicer(self._runtime, self._clock, urls)
         server.add_generic_rpc_handlers(
-            (
-                _generic_handler(_RUNTIME_SERVICE, servicer),
-                _generic_handler(_IMAGE_SERVICE, servicer),
+            tuple(
+                _generic_handler(service, _Servicer(self._runtime, self._clock, urls, version))
+                for version in _API_VERSIONS
+                for service in _services(version)
             )
         )
         try:

@@ -1,1 +1,1 @@
-"""Generated from kubelet_kit/cri/api.proto by scripts/gen_protos.py; do not edit."""
+"""Generated from kubelet_kit/cri/api.proto and kubelet_kit/cri/api_v1alpha2.proto by scripts/gen_protos.py; do not edit."""
