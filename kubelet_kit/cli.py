@@ -127,11 +127,9 @@ def _add_cri(subparsers: _Subparsers) -> None:
 
 
 def _add_cri_server(subparsers: _Subparsers) -> None:
-    from kubelet_kit.cri.serve import register
-    from kubelet_kit.node.defaults import default_root_dir
+    from kubelet_kit.cri_server import register
 
-    # The command's state lives beside the agent's, unless --root-dir says otherwise.
-    register(subparsers).set_defaults(default_root_dir=default_root_dir() / "cri-server")
+    register(subparsers)
 
 
 def _add_exec(subparsers: _Subparsers) -> None:

@@ -20,7 +20,7 @@ from kubelet_kit.cri.gen import api_pb2 as pb
 from kubelet_kit.cri.gen import api_pb2_grpc as v1_grpc
 from kubelet_kit.cri.gen import api_v1alpha2_pb2 as pb_v1alpha2
 from kubelet_kit.cri.gen import api_v1alpha2_pb2_grpc as v1alpha2_grpc
-from kubelet_kit.cri.serve import load_runtime, serve_cri, socket_path_of
+from kubelet_kit.cri_server import load_runtime, serve_cri, socket_path_of
 from kubelet_kit.errors import ConfigurationError
 from kubelet_kit.runtimes.host import HostProcessRuntime
 from kubelet_kit.testing import FakeRuntime
@@ -106,7 +106,6 @@ async def test_runtimes_from_a_module(runtime_module: str) -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("host", r"--root-dir: the host runtime needs a state directory"),
         ("docker", r"--runtime: 'docker' is neither host nor fake nor MODULE:NAME"),
         ("no_such_module_here:make", r"--runtime: cannot import 'no_such_module_here'"),
         ("my_runtimes:absent", r"--runtime: 'my_runtimes' has no 'absent'"),
@@ -256,3 +255,46 @@ def test_the_command_rejects_a_bad_runtime(tmp_path: Path) -> None:
         "kubelet-kit cri-server: --runtime: 'nope' is neither host nor fake nor MODULE:NAME"
     )
     assert "Traceback" not in done.stderr
+
+
+async def test_stats_carry_the_attributes_a_kubelet_names_them_by(
+    served: tuple[FakeRuntime, str],
+) -> None:
+    # A kubelet's /stats/summary reads attributes.metadata of every container's stats
+    # (and dereferences it: a kubelet 1.20 panics without it).
+    _, endpoint = served
+    async with grpc.aio.insecure_channel(endpoint) as channel:
+        rt = v1alpha2_grpc.RuntimeServiceStub(channel)
+        config = pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name="web", uid="u1", namespace="default"),
+            labels={"io.kubernetes.pod.name": "web"},
+        )
+        sandbox = (await rt.RunPodSandbox(pb.RunPodSandboxRequest(config=config))).pod_sandbox_id
+        created = await rt.CreateContainer(
+            pb.CreateContainerRequest(
+                pod_sandbox_id=sandbox,
+                sandbox_config=config,
+                config=pb.ContainerConfig(
+                    metadata=pb.ContainerMetadata(name="main", attempt=2),
+                    image=pb.ImageSpec(image="busybox"),
+                    command=["sleep", "3600"],
+                    labels={"io.kubernetes.container.name": "main"},
+                    annotations={"note": "kept"},
+                ),
+            )
+        )
+        await rt.StartContainer(pb.StartContainerRequest(container_id=created.container_id))
+        [listed] = (await rt.ListContainerStats(pb.ListContainerStatsRequest())).stats
+        one = (
+            await rt.ContainerStats(pb.ContainerStatsRequest(container_id=created.container_id))
+        ).stats
+        for stats in (listed, one):
+            attrs_ = stats.attributes
+            assert attrs_.id == created.container_id
+            assert (attrs_.metadata.name, attrs_.metadata.attempt) == ("main", 2)
+            assert attrs_.labels["io.kubernetes.container.name"] == "main"
+            assert attrs_.annotations["note"] == "kept"
+        [pod] = (await rt.ListPodSandboxStats(pb.ListPodSandboxStatsRequest())).stats
+        assert (pod.attributes.id, pod.attributes.metadata.name) == (sandbox, "web")
+        assert pod.attributes.labels["io.kubernetes.pod.name"] == "web"
+        assert [c.attributes.metadata.name for c in pod.linux.containers] == ["main"]

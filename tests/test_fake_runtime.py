@@ -410,3 +410,16 @@ async def test_kubelet_env_fixture_runs_on_the_shared_fakes(
     await kubelet_env.sleep(5)
     # The agent's loops ran on the fake clock against the fake runtime.
     assert fake_runtime.calls_to("list_containers")
+
+
+async def test_call_history_keeps_the_latest_calls() -> None:
+    rt = FakeRuntime(call_history=3)
+    for _ in range(20):
+        await rt.version()
+    await rt.status()
+    assert 3 <= len(rt.calls) <= 7
+    assert rt.calls[-1].method == "status"
+    unbounded = FakeRuntime()
+    for _ in range(20):
+        await unbounded.version()
+    assert len(unbounded.calls) == 20

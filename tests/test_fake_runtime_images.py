@@ -78,3 +78,19 @@ def test_normalize_image_ref_is_idempotent_and_keeps_the_tag(
     assert normalize_image_ref(norm) == norm
     assert norm.endswith(tag or ":latest")
     assert norm.startswith(host or "docker.io/")
+
+
+async def test_pull_any_knows_every_reference(clock: FakeClock) -> None:
+    rt = FakeRuntime(clock, pull_any=True, image_fs="/images")
+    image_id = await rt.pull_image(ImageSpec("example.test/app:1"))
+    held = await rt.image_status(ImageSpec("example.test/app:1"))
+    assert held is not None and held.id == image_id and held.size > 0
+    # A real kubelet refuses an image of size 0; the filesystem counts it.
+    [fs] = await rt.image_fs_info()
+    assert fs.used_bytes == held.size
+    # What was scripted still wins.
+    rt.fail_pull("example.test/broken:1", ImagePullError("scripted"))
+    with pytest.raises(ImagePullError, match="scripted"):
+        await rt.pull_image(ImageSpec("example.test/broken:1"))
+    with pytest.raises(ImageNotFoundError):
+        await FakeRuntime(clock).pull_image(ImageSpec("example.test/app:1"))

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import _host_runtime_helpers as helpers
+import attrs
 import pytest
 
-from kubelet_kit.container import ImageSpec
+from kubelet_kit.container import ImageSpec, PodSandboxConfig
 from kubelet_kit.errors import ImageNotFoundError, ImagePullError
 from kubelet_kit.runtimes import HostProcessRuntime
 from kubelet_kit.runtimes.host import normalize_image_ref
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.timeout(30)
 # The fixtures giving runtimes (their teardown kills and checks every process a
 # test left).
 roots, make_runtime, runtime = helpers.roots, helpers.make_runtime, helpers.runtime
+sandbox, sandbox_config = helpers.sandbox, helpers.sandbox_config
 
 
 # ---------------------------------------------------------------- images
@@ -74,3 +76,39 @@ async def test_images_are_recorded(
     await runtime.remove_image(ImageSpec("busybox"))
     await runtime.remove_image(ImageSpec("busybox"))
     assert [i.repo_tags for i in await runtime.list_images()] == [("quay.io/org/app:1",)]
+
+
+async def test_images_have_a_size_and_a_filesystem(runtime: HostProcessRuntime) -> None:
+    # A kubelet refuses an image whose size is 0 and asks where images are kept.
+    [empty] = await runtime.image_fs_info()
+    assert (empty.used_bytes, empty.inodes_used) == (0, 0)
+    await runtime.pull_image(ImageSpec("busybox"))
+    await runtime.pull_image(ImageSpec("quay.io/org/app:1"))
+    images = await runtime.list_images()
+    assert all(i.size > 0 for i in images)
+    held = await runtime.image_status(ImageSpec("busybox"))
+    assert held is not None and held.size > 0
+    [fs] = await runtime.image_fs_info()
+    assert fs.mountpoint == str(runtime.root_dir)
+    assert (fs.used_bytes, fs.inodes_used) == (sum(i.size for i in images), 2)
+    assert fs.timestamp > 0
+
+
+async def test_a_container_made_by_image_id_reports_the_image_by_tag(
+    runtime: HostProcessRuntime, sandbox: str, sandbox_config: PodSandboxConfig
+) -> None:
+    # A kubelet creates containers by the id its pull returned; as containerd, the
+    # status names the image by its tag and its id as image_ref, and listing keeps
+    # the image as given.
+    image_id = await runtime.pull_image(ImageSpec("example.test/app:1"))
+    config = attrs.evolve(helpers.container("main", "true"), image=ImageSpec(image_id))
+    cid = await runtime.create_container(sandbox, config, sandbox_config)
+    status = await runtime.container_status(cid)
+    assert (status.image, status.image_ref) == ("example.test/app:1", image_id)
+    [info] = await runtime.list_containers()
+    assert (info.image, info.image_ref) == (image_id, image_id)
+    by_tag = await runtime.create_container(
+        sandbox, helpers.container("tagged", "true", attempt=0), sandbox_config
+    )
+    # By a reference never pulled: its would-be id, the image as given.
+    assert (await runtime.container_status(by_tag)).image == "busybox"

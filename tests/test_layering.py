@@ -41,6 +41,7 @@ AGENT_CORE = (
     "cluster",
     "cli",
     "runner",
+    "cri_server",
     "kubelet",
     "metrics",
     "nodestatus",

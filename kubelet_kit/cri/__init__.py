@@ -5,8 +5,9 @@
 * :class:`CRIServer` serves any Runtime (a fake, host processes, your own) over
   the same protocol, runtime.v1 and the older runtime.v1alpha2 on one socket, so
   crictl, a kubelet (1.20 and later) or a CRIRuntime can drive it.
-* :func:`serve_cri` (``kubelet-kit cri-server``) serves a runtime named ``host``,
-  ``fake`` or ``MODULE:NAME`` until stopped.
+
+``kubelet-kit cri-server`` (:func:`kubelet_kit.cri_server.serve_cri`) serves a
+runtime named ``host``, ``fake`` or ``MODULE:NAME`` with a CRIServer until stopped.
 
 The protocol is described in ``api.proto`` (package ``runtime.v1``, wire-compatible
 with upstream cri-api) and ``api_v1alpha2.proto`` (the v1alpha2 services over the
@@ -14,7 +15,6 @@ same messages); ``kubelet_kit.cri.gen`` holds the generated modules.
 """
 
 from kubelet_kit.cri.remote import DEFAULT_ENDPOINT, CRIRuntime, grpc_target
-from kubelet_kit.cri.serve import load_runtime, serve_cri
 from kubelet_kit.cri.server import SERVED_RPCS, UNSERVED_RPCS, CRIServer
 
 __all__ = [
@@ -24,6 +24,4 @@ __all__ = [
     "CRIRuntime",
     "CRIServer",
     "grpc_target",
-    "load_runtime",
-    "serve_cri",
 ]

@@ -2,15 +2,27 @@
 
 CPU, memory, process and writable-layer counters travel in wrapper messages, so
 a counter the runtime did not report stays ``None`` rather than becoming zero;
-a stats value's timestamp is the first one any of its parts carries.
+a stats value's timestamp is the first one any of its parts carries. The
+attributes of a stats message (metadata, labels, annotations) come from the
+container or sandbox it is about, when the caller has it: a kubelet names each
+container of ``/stats/summary`` by ``attributes.metadata.name``.
 """
 
 from __future__ import annotations
 
-from kubelet_kit.container.interfaces import ContainerStats, PodSandboxStats
+from collections.abc import Mapping
+
+from kubelet_kit.container.interfaces import (
+    ContainerInfo,
+    ContainerStats,
+    PodSandbox,
+    PodSandboxStats,
+)
 from kubelet_kit.cri._convert_values import (
     Message,
+    _container_metadata_to_pb,
     _optional_u64,
+    _sandbox_metadata_to_pb,
     _set_u64,
     ns_to_seconds,
     seconds_to_ns,
@@ -20,11 +32,17 @@ from kubelet_kit.cri.gen import api_pb2 as pb
 # ------------------------------------------------------------------- stats
 
 
-def container_stats_to_pb(s: ContainerStats) -> Message:
-    """A :class:`ContainerStats` as ``runtime.v1.ContainerStats``."""
+def container_stats_to_pb(s: ContainerStats, container: ContainerInfo | None = None) -> Message:
+    """A :class:`ContainerStats` as ``runtime.v1.ContainerStats``; ``container`` (the
+    one the stats are of) gives the attributes their metadata, labels and annotations."""
     ts = seconds_to_ns(s.timestamp)
+    attributes = pb.ContainerAttributes(id=s.container_id)
+    if container is not None:
+        attributes.metadata.CopyFrom(_container_metadata_to_pb(container.metadata))
+        attributes.labels.update(container.labels)
+        attributes.annotations.update(container.annotations)
     msg = pb.ContainerStats(
-        attributes=pb.ContainerAttributes(id=s.container_id),
+        attributes=attributes,
         cpu=pb.CpuUsage(timestamp=ts),
         memory=pb.MemoryUsage(timestamp=ts),
     )
@@ -58,19 +76,30 @@ def container_stats_from_pb(msg: Message) -> ContainerStats:
     )
 
 
-def sandbox_stats_to_pb(s: PodSandboxStats) -> Message:
-    """A :class:`PodSandboxStats` as ``runtime.v1.PodSandboxStats``."""
+def sandbox_stats_to_pb(
+    s: PodSandboxStats,
+    sandbox: PodSandbox | None = None,
+    containers: Mapping[str, ContainerInfo] | None = None,
+) -> Message:
+    """A :class:`PodSandboxStats` as ``runtime.v1.PodSandboxStats``; ``sandbox`` and
+    ``containers`` (by id) give the attributes of it and its containers."""
+    found = containers or {}
     ts = seconds_to_ns(s.timestamp)
     linux = pb.LinuxPodSandboxStats(
         cpu=pb.CpuUsage(timestamp=ts),
         memory=pb.MemoryUsage(timestamp=ts),
         process=pb.ProcessUsage(timestamp=ts),
-        containers=[container_stats_to_pb(c) for c in s.containers],
+        containers=[container_stats_to_pb(c, found.get(c.container_id)) for c in s.containers],
     )
     _set_u64(linux.cpu, "usage_core_nano_seconds", s.cpu_usage_core_nanoseconds)
     _set_u64(linux.memory, "working_set_bytes", s.memory_working_set_bytes)
     _set_u64(linux.process, "process_count", s.process_count)
-    return pb.PodSandboxStats(attributes=pb.PodSandboxAttributes(id=s.pod_sandbox_id), linux=linux)
+    attributes = pb.PodSandboxAttributes(id=s.pod_sandbox_id)
+    if sandbox is not None:
+        attributes.metadata.CopyFrom(_sandbox_metadata_to_pb(sandbox.metadata))
+        attributes.labels.update(sandbox.labels)
+        attributes.annotations.update(sandbox.annotations)
+    return pb.PodSandboxStats(attributes=attributes, linux=linux)
 
 
 def sandbox_stats_from_pb(msg: Message) -> PodSandboxStats:

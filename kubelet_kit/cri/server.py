@@ -35,8 +35,10 @@ import grpc.aio
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.container.interfaces import (
     ContainerFilter,
+    ContainerInfo,
     ImageFsReporter,
     LogReopener,
+    PodSandbox,
     PodSandboxFilter,
     Runtime,
 )
@@ -247,26 +249,47 @@ class _Servicer:
 
     # ------------------------------------------------------------------ stats
 
+    # A Runtime's stats carry ids only; the CRI's carry the attributes of what they
+    # are about (a kubelet's /stats/summary names containers by them), so they are
+    # looked up here, one listing per call.
+
+    async def _containers_by_id(self, flt: ContainerFilter | None) -> dict[str, ContainerInfo]:
+        return {c.id: c for c in await self.rt.list_containers(flt)}
+
+    async def _container_stats(self, flt: ContainerFilter | None) -> list[Any]:
+        stats = await self.rt.list_container_stats(flt)
+        found = await self._containers_by_id(flt) if stats else {}
+        return [convert.container_stats_to_pb(s, found.get(s.container_id)) for s in stats]
+
     async def ContainerStats(self, req: Any) -> Any:
         stats = await self.rt.container_stats(req.container_id)
-        return pb.ContainerStatsResponse(stats=convert.container_stats_to_pb(stats))
+        found = await self._containers_by_id(ContainerFilter(id=req.container_id))
+        return pb.ContainerStatsResponse(
+            stats=convert.container_stats_to_pb(stats, found.get(stats.container_id))
+        )
 
     async def ListContainerStats(self, req: Any) -> Any:
-        stats = await self.rt.list_container_stats(self._container_filter(req))
         return pb.ListContainerStatsResponse(
-            stats=[convert.container_stats_to_pb(s) for s in stats]
+            stats=await self._container_stats(self._container_filter(req))
         )
 
     async def StreamContainerStats(self, req: Any) -> AsyncIterator[Any]:
-        stats = await self.rt.list_container_stats(self._container_filter(req))
+        stats = await self._container_stats(self._container_filter(req))
         if stats:
-            yield pb.StreamContainerStatsResponse(
-                container_stats=[convert.container_stats_to_pb(s) for s in stats]
-            )
+            yield pb.StreamContainerStatsResponse(container_stats=stats)
+
+    async def _one_sandbox_stats(self, sandbox: PodSandbox) -> Any:
+        stats = await self.rt.pod_sandbox_stats(sandbox.id)
+        found = await self._containers_by_id(ContainerFilter(pod_sandbox_id=sandbox.id))
+        return convert.sandbox_stats_to_pb(stats, sandbox, found)
 
     async def PodSandboxStats(self, req: Any) -> Any:
-        stats = await self.rt.pod_sandbox_stats(req.pod_sandbox_id)
-        return pb.PodSandboxStatsResponse(stats=convert.sandbox_stats_to_pb(stats))
+        sandboxes = await self.rt.list_pod_sandboxes(PodSandboxFilter(id=req.pod_sandbox_id))
+        if not sandboxes:
+            # The runtime's own error for an unknown id.
+            stats = await self.rt.pod_sandbox_stats(req.pod_sandbox_id)
+            return pb.PodSandboxStatsResponse(stats=convert.sandbox_stats_to_pb(stats))
+        return pb.PodSandboxStatsResponse(stats=await self._one_sandbox_stats(sandboxes[0]))
 
     async def _sandbox_stats(self, req: Any) -> list[Any]:
         flt = None
@@ -278,7 +301,7 @@ class _Servicer:
         for sandbox in await self.rt.list_pod_sandboxes(flt):
             # A sandbox removed between the list and its stats is simply left out.
             with contextlib.suppress(NotFoundError):
-                out.append(convert.sandbox_stats_to_pb(await self.rt.pod_sandbox_stats(sandbox.id)))
+                out.append(await self._one_sandbox_stats(sandbox))
         return out
 
     async def ListPodSandboxStats(self, req: Any) -> Any:

@@ -25,7 +25,6 @@ from typing import Any
 import attrs
 
 from kubelet_kit.clock import wait_for
-from kubelet_kit.container.images import normalize_image_ref
 from kubelet_kit.container.interfaces import (
     ContainerConfig,
     ContainerEventType,
@@ -42,11 +41,10 @@ from kubelet_kit.errors import (
     ContainerRuntimeError,
     ContainerStartError,
     DeadlineExceededError,
-    ImagePullError,
     NotFoundError,
 )
 from kubelet_kit.runtimes._host_events import _HostEvents
-from kubelet_kit.runtimes._host_images import _image_id
+from kubelet_kit.runtimes._host_images import image_ref_of, status_image
 from kubelet_kit.runtimes._host_records import (
     _CONTAINER_FILE,
     _SHIM_LOG,
@@ -159,10 +157,7 @@ class _HostContainers(_HostEvents):
         if config.log_path and (log_dir or config.log_path.startswith("/")):
             log_path = str(Path(log_dir or "/") / config.log_path)
         spec["log_path"] = log_path
-        try:
-            image_ref = _image_id(normalize_image_ref(config.image.image))
-        except ImagePullError:
-            image_ref = ""
+        image_ref = image_ref_of(self._root, config.image.image)
         container_id = uuid.uuid4().hex + uuid.uuid4().hex
         rec = _ContainerRecord(
             container_id, pod_sandbox_id, config, self._clock.now(), image_ref, log_path
@@ -364,13 +359,14 @@ class _HostContainers(_HostEvents):
         rec = self._load_container(container_id)
         obs = self._observe(container_id)
         c = rec.config
+        image, image_ref = status_image(self._root, rec.image_ref, c.image.image)
         return ContainerStatus(
             id=rec.id,
             metadata=c.metadata,
             state=obs.state,
             created_at=rec.created_at,
-            image=c.image.image,
-            image_ref=rec.image_ref,
+            image=image,
+            image_ref=image_ref,
             started_at=obs.started_at,
             finished_at=obs.finished_at,
             exit_code=obs.exit_code,

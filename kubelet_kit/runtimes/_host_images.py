@@ -3,17 +3,27 @@
 Images are records only, in ``images.json``: a pull checks and normalises the
 reference and records it under a stable id (``sha256:`` + the SHA-256 of the
 normalised reference); status, list and remove look the records up by
-reference or id.
+reference or id. An image's size is the bytes its record takes (a host image
+has no layers), so it is never 0, which a kubelet refuses; the image filesystem
+(``ImageFsInfo``) is the runtime's state directory, where the records live.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+from pathlib import Path
 from typing import Any
 
 from kubelet_kit.container.images import IMAGE_ID_RE as _IMAGE_ID_RE
 from kubelet_kit.container.images import normalize_image_ref
-from kubelet_kit.container.interfaces import AuthConfig, Image, ImageSpec, PodSandboxConfig
+from kubelet_kit.container.interfaces import (
+    AuthConfig,
+    FilesystemUsage,
+    Image,
+    ImageSpec,
+    PodSandboxConfig,
+)
 from kubelet_kit.errors import ImageNotFoundError, ImagePullError
 from kubelet_kit.runtimes._host_base import _HostRuntimeBase
 from kubelet_kit.runtimes._host_records import _IMAGES_FILE, _read_json
@@ -24,29 +34,72 @@ def _image_id(normalized: str) -> str:
     return "sha256:" + hashlib.sha256(normalized.encode()).hexdigest()
 
 
+def _image(image_id: str, record: dict[str, Any]) -> Image:
+    size = len(json.dumps({image_id: record}).encode())
+    return Image(
+        id=image_id,
+        repo_tags=tuple(record["repo_tags"]),
+        repo_digests=tuple(record["repo_digests"]),
+        size=size,
+    )
+
+
+def load_images(root: Path) -> dict[str, dict[str, Any]]:
+    """The image records under ``root``, by id."""
+    return dict(_read_json(root / _IMAGES_FILE) or {})
+
+
+def find_image(images: dict[str, dict[str, Any]], ref: str) -> str | None:
+    """The id of the recorded image ``ref`` names (a reference or an id), if any."""
+    if _IMAGE_ID_RE.match(ref):
+        image_id = ref if ref.startswith("sha256:") else f"sha256:{ref}"
+        return image_id if image_id in images else None
+    try:
+        normalized = normalize_image_ref(ref)
+    except ImagePullError:
+        return None
+    return next(
+        (
+            i
+            for i, img in images.items()
+            if normalized in img["repo_tags"] or normalized in img["repo_digests"]
+        ),
+        None,
+    )
+
+
+def image_ref_of(root: Path, ref: str) -> str:
+    """The image id a container made from ``ref`` runs: the recorded image's when
+    ``ref`` names one (a kubelet creates containers by the id its pull returned),
+    else the id a pull of ``ref`` would record; "" for what is not a reference."""
+    found = find_image(load_images(root), ref)
+    if found is not None:
+        return found
+    try:
+        return _image_id(normalize_image_ref(ref))
+    except ImagePullError:
+        return ""
+
+
+def status_image(root: Path, image_ref: str, given: str) -> tuple[str, str]:
+    """A container's ``(image, image_ref)`` for its status, as containerd reports
+    them: the recorded image's first tag (else the image as given) and its first
+    digest (else its id)."""
+    record = load_images(root).get(image_ref)
+    if record is None:
+        return given, image_ref
+    tags, digests = record["repo_tags"], record["repo_digests"]
+    return (tags[0] if tags else given), (digests[0] if digests else image_ref)
+
+
 class _HostImages(_HostRuntimeBase):
     """Recording, looking up and forgetting images."""
 
     def _load_images(self) -> dict[str, dict[str, Any]]:
-        data = _read_json(self._root / _IMAGES_FILE)
-        return dict(data or {})
+        return load_images(self._root)
 
     def _find_image(self, images: dict[str, dict[str, Any]], ref: str) -> str | None:
-        if _IMAGE_ID_RE.match(ref):
-            image_id = ref if ref.startswith("sha256:") else f"sha256:{ref}"
-            return image_id if image_id in images else None
-        try:
-            normalized = normalize_image_ref(ref)
-        except ImagePullError:
-            return None
-        return next(
-            (
-                i
-                for i, img in images.items()
-                if normalized in img["repo_tags"] or normalized in img["repo_digests"]
-            ),
-            None,
-        )
+        return find_image(images, ref)
 
     async def pull_image(
         self,
@@ -87,16 +140,23 @@ class _HostImages(_HostRuntimeBase):
         image_id = self._find_image(images, image.image)
         if image_id is None:
             return None
-        img = images[image_id]
-        return Image(
-            id=image_id, repo_tags=tuple(img["repo_tags"]), repo_digests=tuple(img["repo_digests"])
-        )
+        return _image(image_id, images[image_id])
 
     async def list_images(self) -> list[Image]:
         """Every recorded image, by id."""
+        return [_image(i, v) for i, v in sorted(self._load_images().items())]
+
+    async def image_fs_info(self) -> list[FilesystemUsage]:
+        """The state directory as the image filesystem, with the records' bytes as
+        used and one inode per image (:class:`~kubelet_kit.container.ImageFsReporter`)."""
+        images = [_image(i, v) for i, v in self._load_images().items()]
         return [
-            Image(id=i, repo_tags=tuple(v["repo_tags"]), repo_digests=tuple(v["repo_digests"]))
-            for i, v in sorted(self._load_images().items())
+            FilesystemUsage(
+                str(self._root),
+                used_bytes=sum(i.size for i in images),
+                inodes_used=len(images),
+                timestamp=self._clock.now(),
+            )
         ]
 
     async def remove_image(self, image: ImageSpec) -> None:

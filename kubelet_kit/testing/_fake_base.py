@@ -80,6 +80,8 @@ class _FakeRuntimeBase:
     _ids: itertools.count[int]
     _ips: itertools.count[int]
     _registry: dict[str, Image]
+    _call_history: int | None
+    pull_any: bool
     _present: set[str]
     _pull_failures: dict[str, BaseException]
     _private: dict[str, set[tuple[str, str]]]
@@ -119,6 +121,10 @@ class _FakeRuntimeBase:
         """Record a call, apply unavailability, latency and injected faults."""
         names = _PARAMS[method]
         self.calls.append(Call(method, args, dict(zip(names, args, strict=True))))
+        keep = self._call_history
+        if keep is not None and len(self.calls) >= 2 * keep + 1:
+            # Dropped in halves, so recording stays O(1) amortised.
+            del self.calls[: len(self.calls) - keep]
         if self._unavailable:
             raise RuntimeUnavailableError(f"{method}: the runtime is unavailable")
         delay = self.latency_of(method)

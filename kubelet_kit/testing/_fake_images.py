@@ -84,6 +84,8 @@ class _ImagePart(_FakeRuntimeBase):
                 f"pull_image: {image.image!r} ({norm}): unauthorized: authentication required"
             )
         known = self._registry.get(norm)
+        if known is None and self.pull_any:
+            known = self.add_image(image.image)
         if known is None:
             raise ImageNotFoundError(
                 f"pull_image: {image.image!r} ({norm}): not found in the registry"

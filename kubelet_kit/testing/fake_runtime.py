@@ -229,7 +229,8 @@ class FakeRuntime(_CallsPart, _SandboxPart, _ContainerPart, _StreamPart, _ImageP
 
     **Images.** The registry knows the references given to ``images`` or
     :meth:`add_image`; pulling one puts it on the node, pulling anything else raises
-    ``ImageNotFoundError`` (or what :meth:`fail_pull` scripted). References are
+    ``ImageNotFoundError`` (or what :meth:`fail_pull` scripted), unless
+    ``pull_any`` makes the registry know every reference. References are
     normalised as runtimes do (``busybox`` is ``docker.io/library/busybox:latest``).
 
     **Events.** With ``events=True`` every sandbox and container create, start,
@@ -255,6 +256,11 @@ class FakeRuntime(_CallsPart, _SandboxPart, _ContainerPart, _StreamPart, _ImageP
             the ``pull_image`` latency.
         image_fs: A directory standing for the filesystem the images are on, which
             :meth:`image_fs_info` reports (with the present images' sizes as used).
+        pull_any: Whether the registry knows every reference: a pull of one it
+            was not taught adds it (as :meth:`add_image` with its defaults), as a
+            runtime served to a real kubelet needs.
+        call_history: Keep at least this many of the latest :attr:`calls` and drop
+            older ones (None: keep every call), so a long-running fake stays small.
     """
 
     def __init__(
@@ -266,12 +272,16 @@ class FakeRuntime(_CallsPart, _SandboxPart, _ContainerPart, _StreamPart, _ImageP
         images: Iterable[str] = (),
         pull_latency: float = 0.0,
         image_fs: str | None = None,
+        pull_any: bool = False,
+        call_history: int | None = None,
     ) -> None:
         self.clock: Clock = clock if clock is not None else FakeClock()
         self.calls: list[Call] = []
         self.dropped_events = 0
         self.pull_latency = pull_latency
         self.image_fs = image_fs
+        self.pull_any = pull_any
+        self._call_history = call_history
         self._default_latency = 0.0
         self._latency: dict[str, float] = {}
         if isinstance(latency, Mapping):

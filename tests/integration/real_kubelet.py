@@ -86,6 +86,9 @@ _KERNEL_TUNABLES = {
     "kernel/keys/root_maxbytes": 25000000,
 }
 
+#: Longer than this (in seconds) is no deadline at all, for the CRI proxy.
+_NO_DEADLINE = 10 * 365 * 24 * 3600
+
 #: Directories the kubelet writes to outside --root-dir; overlays in its namespace.
 _OVERLAID = ("/var/log", "/var/lib")
 
@@ -166,7 +169,11 @@ class LogDirectoryProxy:
 
                 def call(request: bytes, context: grpc.ServicerContext) -> bytes:
                     proxy.calls.append(method.rsplit("/", 1)[-1])
-                    remaining = context.time_remaining()
+                    # A call without a deadline (the kubelet's PullImage) reports an
+                    # infinite time remaining, which gRPC would take as already past.
+                    remaining: float | None = context.time_remaining()
+                    if remaining is not None and remaining > _NO_DEADLINE:
+                        remaining = None
                     try:
                         reply: bytes = forward(proxy._rewrite(method, request), timeout=remaining)
                     except grpc.RpcError as exc:

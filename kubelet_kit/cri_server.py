@@ -75,8 +75,7 @@ async def load_runtime(spec: str, *, root_dir: str | os.PathLike[str] | None = N
     Args:
         spec: ``host``, ``fake`` or ``MODULE:NAME``.
         root_dir: The state directory of ``host`` (the fake's image filesystem);
-            required for those two. The command's default is
-            ``<agent state directory>/cri-server``.
+            by default ``<agent state directory>/cri-server``.
 
     Raises:
         ConfigurationError: the name is unknown, the module or attribute cannot be
@@ -84,22 +83,27 @@ async def load_runtime(spec: str, *, root_dir: str | os.PathLike[str] | None = N
             methods it lacks).
     """
     if spec in RUNTIME_NAMES:
-        if root_dir is None:
-            raise ConfigurationError(f"--root-dir: the {spec} runtime needs a state directory")
-        root = Path(root_dir)
+        from kubelet_kit.node.defaults import default_root_dir
+
+        root = Path(root_dir) if root_dir is not None else default_root_dir() / "cri-server"
     if spec == "host":
         from kubelet_kit.runtimes.host import HostProcessRuntime
 
         return HostProcessRuntime(root)
     if spec == "fake":
+        # The one place outside the tests that loads the testing package, and only
+        # when the fake is asked for by name.
         from kubelet_kit.clock import RealClock
         from kubelet_kit.testing import FakeRuntime
 
         # Events on, so a kubelet's evented PLEG (or GetContainerEvents) has a
         # stream; the image filesystem is the state directory, as a kubelet wants
-        # one (ImageFsInfo) on a real path it can measure.
+        # one (ImageFsInfo) on a real path it can measure; any image pulls; and
+        # the call log stays bounded, as the kubelet polls for ever.
         root.mkdir(parents=True, exist_ok=True)
-        return FakeRuntime(RealClock(), events=True, image_fs=str(root))
+        return FakeRuntime(
+            RealClock(), events=True, image_fs=str(root), pull_any=True, call_history=1000
+        )
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigurationError(
@@ -150,7 +154,7 @@ async def serve_cri(
         stop: Set it to stop serving; None serves until cancelled.
         started: Set once the socket accepts calls.
     """
-    from kubelet_kit.cri.server import CRIServer
+    from kubelet_kit.cri import CRIServer
 
     path = socket_path_of(listen)
     if isinstance(runtime, str):
@@ -175,7 +179,7 @@ async def serve_cri(
 
 async def _main(args: argparse.Namespace) -> int:
     try:
-        runtime = await load_runtime(args.runtime, root_dir=args.root_dir or args.default_root_dir)
+        runtime = await load_runtime(args.runtime, root_dir=args.root_dir)
         path = socket_path_of(args.listen)
     except ConfigurationError as exc:
         print(f"kubelet-kit cri-server: {exc}", file=sys.stderr)
@@ -255,5 +259,5 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--streaming-port", type=int, default=0, metavar="PORT", help="its port (0: any free one)"
     )
-    parser.set_defaults(func=_run, default_root_dir=None)
+    parser.set_defaults(func=_run)
     return parser
