@@ -278,10 +278,13 @@ class _Servicer:
         if stats:
             yield pb.StreamContainerStatsResponse(container_stats=stats)
 
-    async def _one_sandbox_stats(self, sandbox: PodSandbox) -> Any:
+    async def _one_sandbox_stats(
+        self, sandbox: PodSandbox, containers: dict[str, ContainerInfo] | None = None
+    ) -> Any:
         stats = await self.rt.pod_sandbox_stats(sandbox.id)
-        found = await self._containers_by_id(ContainerFilter(pod_sandbox_id=sandbox.id))
-        return convert.sandbox_stats_to_pb(stats, sandbox, found)
+        if containers is None:
+            containers = await self._containers_by_id(ContainerFilter(pod_sandbox_id=sandbox.id))
+        return convert.sandbox_stats_to_pb(stats, sandbox, containers)
 
     async def PodSandboxStats(self, req: Any) -> Any:
         sandboxes = await self.rt.list_pod_sandboxes(PodSandboxFilter(id=req.pod_sandbox_id))
@@ -298,10 +301,13 @@ class _Servicer:
                 id=req.filter.id or None, label_selector=dict(req.filter.label_selector)
             )
         out = []
-        for sandbox in await self.rt.list_pod_sandboxes(flt):
+        sandboxes = await self.rt.list_pod_sandboxes(flt)
+        # One container listing for every sandbox's stats, not one per sandbox.
+        containers = await self._containers_by_id(None) if sandboxes else {}
+        for sandbox in sandboxes:
             # A sandbox removed between the list and its stats is simply left out.
             with contextlib.suppress(NotFoundError):
-                out.append(await self._one_sandbox_stats(sandbox))
+                out.append(await self._one_sandbox_stats(sandbox, containers))
         return out
 
     async def ListPodSandboxStats(self, req: Any) -> Any:

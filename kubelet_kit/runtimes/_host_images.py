@@ -95,12 +95,6 @@ def status_image(root: Path, image_ref: str, given: str) -> tuple[str, str]:
 class _HostImages(_HostRuntimeBase):
     """Recording, looking up and forgetting images."""
 
-    def _load_images(self) -> dict[str, dict[str, Any]]:
-        return load_images(self._root)
-
-    def _find_image(self, images: dict[str, dict[str, Any]], ref: str) -> str | None:
-        return find_image(images, ref)
-
     async def pull_image(
         self,
         image: ImageSpec,
@@ -124,7 +118,7 @@ class _HostImages(_HostRuntimeBase):
                 "reserved .invalid domain: not found"
             )
         image_id = _image_id(normalized)
-        images = self._load_images()
+        images = load_images(self._root)
         if image_id not in images:
             digest = "@" in normalized
             images[image_id] = {
@@ -136,20 +130,20 @@ class _HostImages(_HostRuntimeBase):
 
     async def image_status(self, image: ImageSpec) -> Image | None:
         """The image if it was pulled (looked up by reference or id), else None."""
-        images = self._load_images()
-        image_id = self._find_image(images, image.image)
+        images = load_images(self._root)
+        image_id = find_image(images, image.image)
         if image_id is None:
             return None
         return _image(image_id, images[image_id])
 
     async def list_images(self) -> list[Image]:
         """Every recorded image, by id."""
-        return [_image(i, v) for i, v in sorted(self._load_images().items())]
+        return [_image(i, v) for i, v in sorted(load_images(self._root).items())]
 
     async def image_fs_info(self) -> list[FilesystemUsage]:
         """The state directory as the image filesystem, with the records' bytes as
         used and one inode per image (:class:`~kubelet_kit.container.ImageFsReporter`)."""
-        images = [_image(i, v) for i, v in self._load_images().items()]
+        images = [_image(i, v) for i, v in load_images(self._root).items()]
         return [
             FilesystemUsage(
                 str(self._root),
@@ -161,8 +155,8 @@ class _HostImages(_HostRuntimeBase):
 
     async def remove_image(self, image: ImageSpec) -> None:
         """Forget an image (by reference or id). Idempotent."""
-        images = self._load_images()
-        image_id = self._find_image(images, image.image)
+        images = load_images(self._root)
+        image_id = find_image(images, image.image)
         if image_id is not None:
             del images[image_id]
             write_json_atomic(self._root / _IMAGES_FILE, images)
