@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import string
 
+import attrs
 import pytest
+from _fake_runtime_helpers import container_config, sandbox_config
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -94,3 +96,19 @@ async def test_pull_any_knows_every_reference(clock: FakeClock) -> None:
         await rt.pull_image(ImageSpec("example.test/broken:1"))
     with pytest.raises(ImageNotFoundError):
         await FakeRuntime(clock).pull_image(ImageSpec("example.test/app:1"))
+
+
+async def test_container_created_by_image_id_reports_the_tag(clock: FakeClock) -> None:
+    # A real kubelet creates containers with the id PullImage returned; the status
+    # then names the image by its tag and the id as image_ref, as containerd does.
+    rt = FakeRuntime(clock, pull_any=True)
+    image_id = await rt.pull_image(ImageSpec("example.test/app:1"))
+    sandbox = await rt.run_pod_sandbox(sandbox_config())
+    by_id = attrs.evolve(container_config("by-id"), image=ImageSpec(image_id))
+    by_name = attrs.evolve(container_config("by-name"), image=ImageSpec("example.test/app:1"))
+    for config in (by_id, by_name):
+        cid = await rt.create_container(sandbox, config, sandbox_config())
+        status = await rt.container_status(cid)
+        assert (status.image, status.image_ref) == ("example.test/app:1", image_id)
+        [listed] = [c for c in await rt.list_containers() if c.id == cid]
+        assert (listed.image, listed.image_ref) == ("example.test/app:1", image_id)

@@ -46,6 +46,7 @@ from kubelet_kit.testing._fake_records import (
     _Sandbox,
     _ScriptRule,
     _take,
+    normalize_image_ref,
 )
 
 if TYPE_CHECKING:
@@ -154,6 +155,12 @@ class _FakeRuntimeBase:
             raise NotFoundError(f"container {container_id!r} not found")
         return c
 
+    def _registry_image(self, ref: str) -> Image | None:
+        """The registry's image that ``ref`` names, by reference or by id."""
+        if ref.startswith("sha256:"):
+            return next((i for i in self._registry.values() if i.id == ref), None)
+        return self._registry.get(normalize_image_ref(ref))
+
     def _sb_status(self, sb: _Sandbox) -> PodSandboxStatus:
         return PodSandboxStatus(
             id=sb.id,
@@ -173,7 +180,7 @@ class _FakeRuntimeBase:
             id=c.id,
             pod_sandbox_id=c.sandbox_id,
             metadata=c.config.metadata,
-            image=c.config.image.image,
+            image=c.image,
             image_ref=c.image_ref,
             state=c.state,
             created_at=c.created_at,
@@ -187,7 +194,7 @@ class _FakeRuntimeBase:
             metadata=c.config.metadata,
             state=c.state,
             created_at=c.created_at,
-            image=c.config.image.image,
+            image=c.image,
             image_ref=c.image_ref,
             started_at=c.started_at,
             finished_at=c.finished_at,

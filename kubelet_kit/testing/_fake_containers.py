@@ -40,7 +40,6 @@ from kubelet_kit.testing._fake_records import (
     POD_UID_LABEL,
     _Container,
     _image_id,
-    normalize_image_ref,
 )
 from kubelet_kit.testing._fake_shell import _run_statements
 
@@ -78,14 +77,20 @@ class _ContainerPart(_ProcessPart):
         log_path = ""
         if config.log_path:
             log_path = os.path.join(log_dir, config.log_path) if log_dir else config.log_path
-        norm = normalize_image_ref(config.image.image)
-        image = self._registry.get(norm)
+        image = self._registry_image(config.image.image)
         c = _Container(
             id=cid,
             sandbox_id=sb.id,
             config=config,
             created_at=self.clock.now(),
-            image_ref=image.id if image is not None else _image_id(norm),
+            # Named by id (as the kubelet does after pulling), the container reports
+            # the image by its first tag, as containerd does.
+            image=(
+                image.repo_tags[0]
+                if image is not None and image.repo_tags and config.image.image == image.id
+                else config.image.image
+            ),
+            image_ref=image.id if image is not None else _image_id(config.image.image),
             log_path=log_path,
             env={kv.key: kv.value for kv in config.envs},
             resources=config.resources,

@@ -201,6 +201,7 @@ class _Container:
     sandbox_id: str
     config: ContainerConfig
     created_at: float
+    image: str  # as the container's status reports it
     image_ref: str
     log_path: str
     env: dict[str, str]
