@@ -12,6 +12,7 @@ from kubelet_kit.api import (
     EmptyDirVolumeSource,
     ObjectMeta,
     Pod,
+    PodCondition,
     PodSpec,
     Quantity,
     ResourceRequirements,
@@ -65,9 +66,20 @@ class Killer:
     stats: FakeStatsProvider
     frees: Mapping[str, int] = attrs.field(factory=dict)
     calls: list[tuple[str, float, str, str]] = attrs.field(factory=list)
+    conditions: list[PodCondition | None] = attrs.field(factory=list)
 
-    async def __call__(self, pod: Pod, grace: float, reason: str, message: str) -> None:
+    async def __call__(
+        self,
+        pod: Pod,
+        grace: float,
+        reason: str,
+        message: str,
+        /,
+        *,
+        condition: PodCondition | None = None,
+    ) -> None:
         self.calls.append((pod.name, grace, reason, message))
+        self.conditions.append(condition)
         self.pods.remove(pod)
         self.stats.remove_pod(pod)
         freed = self.frees.get(pod.name, 0)

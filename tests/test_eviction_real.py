@@ -26,7 +26,9 @@ from kubelet_kit.api import (
     EnvVar,
     ObjectMeta,
     Pod,
+    PodCondition,
     PodSpec,
+    Quantity,
     Volume,
 )
 from kubelet_kit.api.admission import AdmitResult
@@ -158,7 +160,15 @@ async def test_filling_a_tmpfs_evicts_the_pod_that_filled_it(
     )
     killed: list[tuple[str, float, str, str]] = []
 
-    async def kill_pod(pod: Pod, grace: float, reason: str, message: str) -> None:
+    async def kill_pod(
+        pod: Pod,
+        grace: float,
+        reason: str,
+        message: str,
+        /,
+        *,
+        condition: PodCondition | None = None,
+    ) -> None:
         """What the composer does: stop the pod's containers and its sandbox."""
         killed.append((pod.name, grace, reason, message))
         selector = {labels.POD_UID: pod.uid}
@@ -200,8 +210,16 @@ class VolumeTeardown:
         self.dirs = dirs
 
     async def run(self, kill_pod: KillPodFunc, active_pods: ActivePodsFunc) -> None:
-        async def kill_and_clean(pod: Pod, grace: float, reason: str, message: str) -> None:
-            await kill_pod(pod, grace, reason, message)
+        async def kill_and_clean(
+            pod: Pod,
+            grace: float,
+            reason: str,
+            message: str,
+            /,
+            *,
+            condition: PodCondition | None = None,
+        ) -> None:
+            await kill_pod(pod, grace, reason, message, condition=condition)
             shutil.rmtree(self.dirs[pod.uid], ignore_errors=True)
 
         await self.inner.run(kill_and_clean, active_pods)
@@ -216,13 +234,20 @@ class VolumeTeardown:
         return self.inner.node_conditions()
 
 
-def writer_pod(name: str, data_dir: Path, mib: int) -> Pod:
+def writer_pod(name: str, data_dir: Path, mib: int, size_limit: str | None = None) -> Pod:
     script = 'dd if=/dev/zero of="$DATA/blob" bs=1M count="$MIB" 2>/dev/null; exec sleep 1000'
     return Pod(
         metadata=ObjectMeta(name=name, namespace="default", uid=f"uid-{name}"),
         spec=PodSpec(
             termination_grace_period_seconds=30,
-            volumes=(Volume(name="data", empty_dir=EmptyDirVolumeSource()),),
+            volumes=(
+                Volume(
+                    name="data",
+                    empty_dir=EmptyDirVolumeSource(
+                        size_limit=Quantity.parse(size_limit) if size_limit else None
+                    ),
+                ),
+            ),
             containers=(
                 Container(
                     name="writer",
@@ -288,6 +313,65 @@ async def test_through_the_composer_the_filler_ends_failed_evicted(
             assert manager.metrics.evictions.get("nodefs.available") == 1
             running = await runtime.list_containers(ContainerFilter(state=ContainerState.RUNNING))
             assert [c.labels[labels.POD_UID] for c in running] == [quiet.uid]
+    finally:
+        for sb in await runtime.list_pod_sandboxes():
+            await runtime.remove_pod_sandbox(sb.id)
+
+
+async def test_an_empty_dir_written_past_its_size_limit_gets_its_pod_evicted(
+    tmp_path: Path,
+) -> None:
+    # No node threshold and no tmpfs: the limit is the pod's own, measured with du.
+    dirs = {f"uid-{n}": tmp_path / "volumes" / n for n in ("small", "big")}
+    for d in dirs.values():
+        d.mkdir(parents=True)
+    small = writer_pod("small", dirs["uid-small"], 1, size_limit="4Mi")
+    big = writer_pod("big", dirs["uid-big"], 6, size_limit="4Mi")
+    runtime = HostProcessRuntime(tmp_path / "runtime", kill_timeout=5)
+    manager = ThresholdEvictionManager(
+        stats=HostStatsProvider(
+            root_dir=tmp_path,
+            runtime=runtime,
+            pod_volume_dirs=lambda pod: {"data": str(dirs[pod.uid])},
+        ),
+        runtime=runtime,
+        clock=RealClock(),
+        monitoring_interval=0.2,
+        thresholds=(),
+    )
+    source = ProgrammaticSource()
+    kubelet = Kubelet(
+        **stub_parts(
+            runtime=runtime,
+            sources=[source],
+            eviction_manager=manager,
+            root_dir=tmp_path / "agent",
+            pod_logs_dir=tmp_path / "logs",
+            node_name="local-storage-test",
+        )
+    )
+    try:
+        async with kubelet:
+            source.set_pods([small, big])
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                status = kubelet.pod_status(big.uid)
+                if status is not None and status.phase == "Failed":
+                    break
+                await asyncio.sleep(0.1)
+            status = kubelet.pod_status(big.uid)
+            assert status is not None
+            assert (status.phase, status.reason, status.message) == (
+                "Failed",
+                "Evicted",
+                'Usage of EmptyDir volume "data" exceeds the limit "4Mi". ',
+            )
+            await asyncio.sleep(1)  # more rounds: the small pod is within its limit
+            small_status = kubelet.pod_status(small.uid)
+            assert small_status is not None and small_status.phase == "Running"
+            assert manager.metrics.evictions.get("emptydirfs.limit") == 1
+            running = await runtime.list_containers(ContainerFilter(state=ContainerState.RUNNING))
+            assert [c.labels[labels.POD_UID] for c in running] == [small.uid]
     finally:
         for sb in await runtime.list_pod_sandboxes():
             await runtime.remove_pod_sandbox(sb.id)

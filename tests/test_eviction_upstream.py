@@ -84,7 +84,17 @@ async def test_composer_evicts_the_hog_and_then_refuses_best_effort_pods() -> No
             "The node was low on resource: memory. Threshold quantity: 1Gi, available: "
         )
         assert "Container hog was using 3Gi, request is 256Mi" in status.message
+        [target] = [c for c in status.conditions if c.type == "DisruptionTarget"]
+        assert (target.status, target.reason, target.message) == (
+            "True",
+            "TerminationByKubelet",
+            status.message,
+        )
+        [event] = [e for e in env.kubelet.events.events("uid-hog") if e.reason == "Evicted"]
+        assert (event.type, event.message) == ("Warning", status.message)
         assert await env.running_containers("uid-hog") == []
+        await env.sleep(30)  # later syncs keep the condition
+        assert "DisruptionTarget" in [c.type for c in env.status("hog").conditions]
         assert m.node_conditions() == {MEMORY_PRESSURE}
 
         env.add_pod(
@@ -408,7 +418,14 @@ async def test_disk_pressure_pod_status_message_upstream_table(
         )
         made.append(pod)
     kill = Killer(list(made), stats)
-    m = manager(stats, clock, thresholds=parse_threshold_config(eviction_hard={signal: threshold}))
+    # Upstream's table runs with local-storage isolation off: its pods' use is far
+    # over their ephemeral-storage limits, which would evict them first.
+    m = manager(
+        stats,
+        clock,
+        thresholds=parse_threshold_config(eviction_hard={signal: threshold}),
+        local_storage_capacity_isolation=False,
+    )
     assert await m.synchronize(kill, kill.active) is made[1]
     assert m.node_conditions() == {DISK_PRESSURE}
     assert kill.calls[0][2:] == ("Evicted", message)

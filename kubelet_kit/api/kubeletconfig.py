@@ -80,6 +80,7 @@ class KubeletConfiguration(Model):
     eviction_minimum_reclaim: Mapping[str, str] = attrs.field(factory=dict)
     eviction_pressure_transition_period: str = "5m0s"
     eviction_max_pod_grace_period: int = 0
+    local_storage_capacity_isolation: bool = True
     image_gc_high_threshold_percent: int = attrs.field(
         default=85, metadata=json_name("imageGCHighThresholdPercent")
     )

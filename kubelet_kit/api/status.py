@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -16,6 +16,8 @@ from kubelet_kit.api.quantity import Quantity
 from kubelet_kit.api.serde import Model, always_written
 
 __all__ = [
+    "DISRUPTION_TARGET",
+    "TERMINATION_BY_KUBELET",
     "ContainerState",
     "ContainerStateRunning",
     "ContainerStateTerminated",
@@ -25,6 +27,12 @@ __all__ = [
     "PodIP",
     "PodStatus",
 ]
+
+#: The condition type of a pod about to be stopped for a disruption (eviction,
+#: preemption, node shutdown), set by whoever stops it.
+DISRUPTION_TARGET: Final = "DisruptionTarget"
+#: Its reason when the kubelet stops the pod (node-pressure eviction).
+TERMINATION_BY_KUBELET: Final = "TerminationByKubelet"
 
 
 @attrs.frozen(kw_only=True)

@@ -25,6 +25,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubelet_kit.api import Pod, PodStatus
+from kubelet_kit.api.status import DISRUPTION_TARGET
 from kubelet_kit.clock import Clock
 from kubelet_kit.config.apiserver import RAW_REQUEST, api_json
 from kubelet_kit.config.interfaces import CONFIG_SOURCE_ANNOTATION
@@ -51,7 +52,7 @@ KUBELET_POD_CONDITIONS: Final = frozenset(
     }
 )
 #: Shared with controllers: written only on the pod's move to a terminal phase.
-SHARED_POD_CONDITIONS: Final = frozenset({"DisruptionTarget"})
+SHARED_POD_CONDITIONS: Final = frozenset({DISRUPTION_TARGET})
 _TERMINAL: Final = ("Succeeded", "Failed")
 _TERMINAL_READY_REASON: Final = {"Succeeded": "PodCompleted", "Failed": "PodFailed"}
 _TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)

@@ -3,8 +3,8 @@
 ``EvictionManager`` is the protocol the composer drives;
 :class:`ThresholdEvictionManager` is the kubelet's control loop on an injected
 clock, :class:`HostStatsProvider` measures this machine, and the pure helpers
-(threshold parsing, ranking, admission, messages) can be used on their own, for
-instance in a unit test of a node policy.
+(threshold parsing, ranking, admission, messages, local-storage limits) can be
+used on their own, for instance in a unit test of a node policy.
 """
 
 from typing import TYPE_CHECKING
@@ -12,6 +12,11 @@ from typing import TYPE_CHECKING
 from kubelet_kit._lazy import lazy_exports
 from kubelet_kit.eviction.host_stats import HostStatsProvider
 from kubelet_kit.eviction.interfaces import ActivePodsFunc, EvictionManager, KillPodFunc
+from kubelet_kit.eviction.local_storage import (
+    LocalStorageViolation,
+    local_storage_violation,
+    local_storage_violations,
+)
 from kubelet_kit.eviction.manager import IMMEDIATE_EVICTION_GRACE_PERIOD, ThresholdEvictionManager
 from kubelet_kit.eviction.policy import (
     EVICTED_REASON,
@@ -85,6 +90,7 @@ __all__ = [
     "FsStats",
     "HostStatsProvider",
     "KillPodFunc",
+    "LocalStorageViolation",
     "MemoryStats",
     "NodeSummary",
     "Observation",
@@ -101,6 +107,8 @@ __all__ = [
     "delete_unused_images",
     "eviction_message",
     "is_critical_pod",
+    "local_storage_violation",
+    "local_storage_violations",
     "make_observations",
     "parse_threshold_config",
     "rank_disk_pressure",

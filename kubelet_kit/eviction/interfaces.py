@@ -6,14 +6,30 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from kubelet_kit.api import Pod
+    from kubelet_kit.api import Pod, PodCondition
     from kubelet_kit.api.admission import AdmitResult
 
 __all__ = ["ActivePodsFunc", "EvictionManager", "KillPodFunc"]
 
-#: ``kill_pod(pod, grace_period_seconds, reason, message)``: stop a pod and mark it
-#: Failed with that reason (``Evicted``); returns once its containers are stopped.
-KillPodFunc = Callable[["Pod", float, str, str], Awaitable[None]]
+
+class KillPodFunc(Protocol):
+    """``kill_pod(pod, grace_period_seconds, reason, message, condition=None)``:
+    stop a pod and mark it Failed with that reason (``Evicted``) and message,
+    adding ``condition`` to its status when given (the ``DisruptionTarget`` of a
+    pod evicted for node pressure); returns once its containers are stopped."""
+
+    def __call__(
+        self,
+        pod: Pod,
+        grace_period: float,
+        reason: str,
+        message: str,
+        /,
+        *,
+        condition: PodCondition | None = None,
+    ) -> Awaitable[None]: ...
+
+
 #: ``active_pods()``: the pods currently admitted and not terminated.
 ActivePodsFunc = Callable[[], Sequence["Pod"]]
 

@@ -17,8 +17,17 @@ Every monitoring interval (10 s, as the kubelet) one :meth:`synchronize` round:
    ``hard_eviction_grace_period`` for a hard threshold, else
    ``min(max_pod_grace_period, terminationGracePeriodSeconds)``.
 
-At most one pod is evicted per round. Condition times and grace periods are read
-from the clock's monotonic time, so a FakeClock test drives the whole loop.
+Between steps 3 and 4, while ``local_storage_capacity_isolation`` is on (the
+kubelet's default), every pod over a local-storage limit of its own (an emptyDir's
+``sizeLimit``, the pod's or a container's ``ephemeral-storage`` limit; see
+:mod:`kubelet_kit.eviction.local_storage`) is evicted at once, and the round ends
+there. Those pods get no ``DisruptionTarget`` condition, as upstream; a pod
+evicted for a node threshold gets ``DisruptionTarget`` (``True``,
+``TerminationByKubelet``, with the eviction message).
+
+At most one pod is evicted per round for a node threshold. Condition times and
+grace periods are read from the clock's monotonic time, so a FakeClock test drives
+the whole loop.
 """
 
 from __future__ import annotations
@@ -30,10 +39,12 @@ from typing import TYPE_CHECKING
 
 from kubelet_kit.api.admission import AdmitResult
 from kubelet_kit.api.kubeletconfig import KubeletConfiguration
+from kubelet_kit.api.status import DISRUPTION_TARGET, TERMINATION_BY_KUBELET, PodCondition
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.container.interfaces import Runtime
 from kubelet_kit.errors import ConfigurationError, KubeletKitError
 from kubelet_kit.eviction.interfaces import ActivePodsFunc, KillPodFunc
+from kubelet_kit.eviction.local_storage import LocalStorageViolation, local_storage_violations
 from kubelet_kit.eviction.policy import (
     EVICTED_REASON,
     admit_under_pressure,
@@ -93,7 +104,10 @@ class ThresholdEvictionManager:
             its threshold was last met.
         max_pod_grace_period: Cap on the grace period of a soft eviction.
         monitoring_interval: Seconds between rounds.
-        hard_eviction_grace_period: Grace period of a hard eviction.
+        hard_eviction_grace_period: Grace period of a hard eviction, and of an
+            eviction for a local-storage limit.
+        local_storage_capacity_isolation: Evict pods over their own local-storage
+            limits (``localStorageCapacityIsolation``, on by default).
         metrics: Where to count; fresh metrics in ``registry`` when None.
         registry: Registry for fresh metrics.
 
@@ -115,6 +129,7 @@ class ThresholdEvictionManager:
         max_pod_grace_period: int | None = None,
         monitoring_interval: float | None = None,
         hard_eviction_grace_period: float = IMMEDIATE_EVICTION_GRACE_PERIOD,
+        local_storage_capacity_isolation: bool | None = None,
         metrics: EvictionMetrics | None = None,
         registry: CollectorRegistry | None = None,
     ) -> None:
@@ -140,6 +155,11 @@ class ThresholdEvictionManager:
             monitoring_interval if monitoring_interval is not None else cfg.monitoring_interval
         )
         self.hard_eviction_grace_period = hard_eviction_grace_period
+        self.local_storage_capacity_isolation = (
+            local_storage_capacity_isolation
+            if local_storage_capacity_isolation is not None
+            else cfg.local_storage_capacity_isolation
+        )
         for name, value in (
             ("pressure_transition_period", self.pressure_transition_period),
             ("hard_eviction_grace_period", self.hard_eviction_grace_period),
@@ -213,8 +233,10 @@ class ThresholdEvictionManager:
         or OSError from the StatsProvider) ends the round, a failed reclaim is
         logged, and a failing ``kill_pod`` is logged with the pod still counted as
         evicted, as the kubelet does. Anything else propagates (``run`` logs it).
+        When local-storage limits evict several pods in one round, the first of
+        them is returned.
         """
-        if not self.thresholds:
+        if not self.thresholds and not self.local_storage_capacity_isolation:
             return None
         pods = list(active_pods())
         try:
@@ -246,6 +268,13 @@ class ThresholdEvictionManager:
         self._last_observations = observations
         self.metrics.set_conditions(conditions)
 
+        if self.local_storage_capacity_isolation:
+            over = local_storage_violations(
+                pods, usage, dedicated_image_fs=summary.dedicated_image_fs
+            )
+            evicted = [v.pod for v in over if await self._evict_over_limit(v, kill_pod)]
+            if evicted:
+                return evicted[0]
         if not acting:
             return None
         acting = sort_by_eviction_priority(acting)
@@ -297,17 +326,39 @@ class ThresholdEvictionManager:
         kill_pod: KillPodFunc,
     ) -> None:
         message = eviction_message(resource, pod, usage.get(pod.uid), acting, observations)
+        condition = PodCondition(
+            type=DISRUPTION_TARGET, status="True", reason=TERMINATION_BY_KUBELET, message=message
+        )
         grace = self.grace_period_for(pod, threshold)
+        await self._kill(pod, grace, message, kill_pod, condition)
+        self.metrics.evictions.inc(threshold.signal)
+
+    async def _evict_over_limit(self, over: LocalStorageViolation, kill_pod: KillPodFunc) -> bool:
+        """Evict a pod over its own local-storage limit; False for a critical pod."""
+        if is_critical_pod(over.pod):
+            _log.error("eviction manager: cannot evict a critical pod %s", over.pod.full_name)
+            return False
+        await self._kill(over.pod, self.hard_eviction_grace_period, over.message, kill_pod, None)
+        self.metrics.evictions.inc(over.signal)
+        return True
+
+    async def _kill(
+        self,
+        pod: Pod,
+        grace: float,
+        message: str,
+        kill_pod: KillPodFunc,
+        condition: PodCondition | None,
+    ) -> None:
         _log.info("eviction manager: evicting pod %s (%s)", pod.full_name, message.strip())
         try:
-            await kill_pod(pod, grace, EVICTED_REASON, message)
+            await kill_pod(pod, grace, EVICTED_REASON, message, condition=condition)
         except asyncio.CancelledError:
             raise
         except Exception:
             # As the kubelet: the pod counts as evicted even when stopping it failed;
             # the next round sees whether pressure is gone.
             _log.exception("eviction manager: pod %s failed to evict", pod.full_name)
-        self.metrics.evictions.inc(threshold.signal)
 
     async def _reclaim_node_level(
         self, signal: str, summary: NodeSummary, pods: Sequence[Pod]

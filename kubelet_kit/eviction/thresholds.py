@@ -415,12 +415,15 @@ class EvictionConfig:
             eviction: the pod gets ``min(this, terminationGracePeriodSeconds)``;
             negative counts as 0.
         monitoring_interval: Seconds between synchronize rounds (the kubelet's 10 s).
+        local_storage_capacity_isolation: Evict pods over their own local-storage
+            limits (``localStorageCapacityIsolation``).
     """
 
     thresholds: tuple[Threshold, ...] = ()
     pressure_transition_period: float = DEFAULT_PRESSURE_TRANSITION_PERIOD
     max_pod_grace_period: int = 0
     monitoring_interval: float = DEFAULT_MONITORING_INTERVAL
+    local_storage_capacity_isolation: bool = True
 
     @classmethod
     def from_kubelet_config(cls, config: KubeletConfiguration) -> EvictionConfig:
@@ -462,6 +465,7 @@ class EvictionConfig:
             thresholds=tuple(thresholds),
             pressure_transition_period=transition or DEFAULT_PRESSURE_TRANSITION_PERIOD,
             max_pod_grace_period=config.eviction_max_pod_grace_period,
+            local_storage_capacity_isolation=config.local_storage_capacity_isolation,
         )
 
 

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kubelet_kit.api import Pod, PodStatus, Service
+from kubelet_kit.api import Pod, PodCondition, PodStatus, Service
 from kubelet_kit.api.admission import AdmitResult
 from kubelet_kit.clock import Clock
 from kubelet_kit.cm import ContainerManager
@@ -288,11 +288,22 @@ class KubeletCore:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    async def kill_pod(self, pod: Pod, grace_period: float, reason: str, message: str) -> None:
-        """Stop a pod for the node's sake (eviction): mark it Failed with ``reason``
-        and ``message``, stop its containers within ``grace_period`` seconds, and
-        return once they are stopped."""
-        self.status_manager.terminate_pod(pod, reason, message)
+    async def kill_pod(
+        self,
+        pod: Pod,
+        grace_period: float,
+        reason: str,
+        message: str,
+        /,
+        *,
+        condition: PodCondition | None = None,
+    ) -> None:
+        """Stop a pod for the node's sake (eviction): record a Warning event with
+        ``reason`` and ``message``, mark the pod Failed with them (and
+        ``condition``, such as ``DisruptionTarget``), stop its containers within
+        ``grace_period`` seconds, and return once they are stopped."""
+        self.events.event(pod, "Warning", reason, message)
+        self.status_manager.terminate_pod(pod, reason, message, condition)
         self.workers.update_pod(pod, UpdateType.KILL, grace_period=grace_period)
         await self.workers.wait_terminated(pod.metadata.uid)
 

@@ -45,6 +45,7 @@ from kubelet_kit.api import (
     PodStatus,
     qos_class,
 )
+from kubelet_kit.api.status import DISRUPTION_TARGET
 from kubelet_kit.container import labels as kl
 from kubelet_kit.container.interfaces import ContainerState as RuntimeState
 from kubelet_kit.container.interfaces import ContainerStatus as RuntimeContainerStatus
@@ -93,7 +94,6 @@ INITIALIZED: Final = "Initialized"
 READY: Final = "Ready"
 CONTAINERS_READY: Final = "ContainersReady"
 POD_SCHEDULED: Final = "PodScheduled"
-DISRUPTION_TARGET: Final = "DisruptionTarget"
 #: Condition types the kubelet owns (and regenerates on every sync).
 KUBELET_CONDITIONS: Final = frozenset(
     {POD_READY_TO_START_CONTAINERS, INITIALIZED, READY, CONTAINERS_READY, POD_SCHEDULED}

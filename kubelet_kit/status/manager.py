@@ -28,6 +28,7 @@ from kubelet_kit.api import (
     ContainerStateTerminated,
     ContainerStatus,
     Pod,
+    PodCondition,
     PodStatus,
 )
 from kubelet_kit.clock import Clock, RealClock
@@ -304,7 +305,13 @@ class StatusManager:
         """Forget a pod (after it was removed from the node). Idempotent."""
         self._statuses.pop(uid, None)
 
-    def terminate_pod(self, pod: Pod, reason: str = "", message: str = "") -> PodStatus:
+    def terminate_pod(
+        self,
+        pod: Pod,
+        reason: str = "",
+        message: str = "",
+        condition: PodCondition | None = None,
+    ) -> PodStatus:
         """Mark a pod as stopped for good (killed, evicted, shut down).
 
         As the kubelet does on kill: every container not already terminated is
@@ -318,6 +325,8 @@ class StatusManager:
             pod: The pod.
             reason: Pod status reason for the termination, e.g. ``Evicted``.
             message: Human-readable explanation.
+            condition: A condition to set (replacing one of its type), such as the
+                ``DisruptionTarget`` of an evicted pod; it stays through later syncs.
 
         Returns:
             The stored status.
@@ -337,6 +346,9 @@ class StatusManager:
         status = attrs.evolve(
             current, container_statuses=containers, init_container_statuses=tuple(inits)
         )
+        if condition is not None:
+            others = tuple(c for c in status.conditions if c.type != condition.type)
+            status = attrs.evolve(status, conditions=(*others, condition))
         if status.phase not in TERMINAL_PHASES and not is_static_pod(pod):
             status = attrs.evolve(status, phase=FAILED, reason=reason, message=message)
         self.set_pod_status(pod, status)
