@@ -11,10 +11,19 @@ one subsystem (``kubelet_kit.pleg``) pulls in no other.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from kubelet_kit._lazy import lazy_exports
 from kubelet_kit._version import __version__
+
+# gRPC's fork handlers (on by default in its core) run in every child forked while
+# gRPC threads are busy, and crash some of them (SIGSEGV before exec): the
+# host-process runtime forks for every exec, probe and container, beside a gRPC
+# server or client. The package's children always exec at once and never use
+# gRPC, so the handlers are turned off before gRPC is first imported, unless the
+# process set the variable itself.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 if TYPE_CHECKING:
     from kubelet_kit.agent import Kubelet

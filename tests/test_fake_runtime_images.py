@@ -96,6 +96,11 @@ async def test_pull_any_knows_every_reference(clock: FakeClock) -> None:
         await rt.pull_image(ImageSpec("example.test/broken:1"))
     with pytest.raises(ImageNotFoundError):
         await FakeRuntime(clock).pull_image(ImageSpec("example.test/app:1"))
+    # A registry that can never resolve stays unpullable.
+    with pytest.raises(ImageNotFoundError):
+        await rt.pull_image(ImageSpec("registry.invalid/app:1"))
+    with pytest.raises(ImageNotFoundError):
+        await rt.pull_image(ImageSpec("registry.invalid:5000/app:1"))
 
 
 async def test_container_created_by_image_id_reports_the_tag(clock: FakeClock) -> None:

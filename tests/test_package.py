@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 
@@ -109,3 +110,17 @@ def test_a_fresh_virtualenv_installs_the_checkout_and_imports_it(tmp_path: objec
         [str(venv / "bin" / "kubelet-kit"), "--version"], capture_output=True, text=True
     )
     assert cli.stdout.strip() == f"kubelet-kit {kubelet_kit.__version__}"
+
+
+def test_grpc_fork_handlers_are_off_unless_the_process_chose() -> None:
+    # gRPC's fork handlers crash some children forked beside its threads (the
+    # host runtime's execs behind the CRI server died of SIGSEGV); importing the
+    # package turns them off, and leaves a value the process set alone.
+    code = "import os, kubelet_kit; print(os.environ['GRPC_ENABLE_FORK_SUPPORT'])"
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
+    for given, want in ((None, "false"), ("true", "true")):
+        run_env = env if given is None else {**env, "GRPC_ENABLE_FORK_SUPPORT": given}
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=run_env, capture_output=True, text=True, check=True
+        )
+        assert out.stdout.strip() == want

@@ -33,7 +33,7 @@ from kubelet_kit.errors import (
     ContainerStartError,
     DeadlineExceededError,
 )
-from kubelet_kit.testing._fake_process import _ProcessPart
+from kubelet_kit.testing._fake_process import _identity, _ProcessPart
 from kubelet_kit.testing._fake_records import (
     EXIT_SIGKILL,
     EXIT_SIGTERM,
@@ -156,6 +156,7 @@ class _ContainerPart(_ProcessPart):
             c.fs,
             unknown_blocks=True,
             on_trap_term=lambda ignore: setattr(c, "ignore_term", ignore),
+            identity=_identity(c),
         )
         self._step(c)
 

@@ -84,7 +84,7 @@ class _ImagePart(_FakeRuntimeBase):
                 f"pull_image: {image.image!r} ({norm}): unauthorized: authentication required"
             )
         known = self._registry.get(norm)
-        if known is None and self.pull_any:
+        if known is None and self.pull_any and not _on_invalid_registry(norm):
             known = self.add_image(image.image)
         if known is None:
             raise ImageNotFoundError(
@@ -133,6 +133,13 @@ class _ImagePart(_FakeRuntimeBase):
             if held == norm or image.id == ref:
                 return image
         return None
+
+
+def _on_invalid_registry(normalized: str) -> bool:
+    """Whether a normalised reference names a registry under ``.invalid``, a domain
+    reserved never to resolve (RFC 6761)."""
+    host = normalized.split("/", 1)[0].rsplit(":", 1)[0]
+    return host == "invalid" or host.endswith(".invalid")
 
 
 def _credentials(auth: AuthConfig | None) -> tuple[str, str] | None:

@@ -244,7 +244,13 @@ class _ProcessPart(_FakeRuntimeBase):
         if statements is None:
             raise ContainerRuntimeError("exec_sync: empty command")
         proc = _run_statements(
-            statements, c.env, emit, c.fs, unknown_blocks=False, on_trap_term=lambda _: None
+            statements,
+            c.env,
+            emit,
+            c.fs,
+            unknown_blocks=False,
+            on_trap_term=lambda _: None,
+            identity=_identity(c),
         )
         try:
             while True:
@@ -285,3 +291,12 @@ class _ProcessPart(_FakeRuntimeBase):
     def _check_running(self, c: _Container, method: str) -> None:
         if c.state != ContainerState.RUNNING:
             raise ContainerRuntimeError(f"{method}: container {c.id} is in {c.state.value} state")
+
+
+def _identity(c: _Container) -> tuple[int, int]:
+    """The (uid, gid) the container's processes run as: its security context's
+    user and group, root otherwise (the fake's images name no user)."""
+    sc = c.config.security_context
+    if sc is None:
+        return (0, 0)
+    return (sc.run_as_user or 0, sc.run_as_group or 0)

@@ -5,7 +5,7 @@ words, honouring quotes, backslashes, ``$VAR`` and ``&&``/``||``; each statement
 expanded against the container's env and the last status, its redirections taken
 out, and run by a generator that yields the clock seconds to sleep and returns the
 exit code. The builtins (``echo``, ``sleep``, ``exit``, ``cat``, ``touch``, ``rm``,
-``test``/``[``, ``trap``) work on an in-memory file system; the language is
+``test``/``[``, ``trap``, ``id``) work on an in-memory file system; the language is
 described on :class:`~kubelet_kit.testing.FakeRuntime`.
 """
 
@@ -298,11 +298,13 @@ def _run_statements(
     *,
     unknown_blocks: bool,
     on_trap_term: Callable[[bool], None],
+    identity: tuple[int, int] = (0, 0),
 ) -> Generator[float, None, int]:
     """Run statements; yields seconds to sleep (``inf``: until killed), returns the exit code.
 
     ``emit(stream, line)`` receives output lines; ``fs`` maps paths to file contents
-    and is shared by a container and the commands exec'd in it.
+    and is shared by a container and the commands exec'd in it; ``identity`` is the
+    (uid, gid) ``id`` reports.
     """
     status = 0
     for statement in statements:
@@ -382,6 +384,15 @@ def _run_statements(
                     continue
                 args = args[:-1]
             status = _test(args, fs)
+        elif name == "id":
+            uid, gid = identity
+            if args == ["-u"]:
+                out(str(uid))
+            elif args == ["-g"]:
+                out(str(gid))
+            else:
+                out(f"uid={uid} gid={gid}")
+            status = 0
         elif name == "trap":
             # Only what the fake needs: ``trap '' TERM`` ignores SIGTERM,
             # ``trap - TERM`` restores it.

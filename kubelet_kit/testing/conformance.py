@@ -32,7 +32,8 @@ Each check runs in its own sandbox (named ``kk-conformance-<check>-<run id>`` in
 namespace ``kubelet-kit-conformance``) and removes it afterwards, even on failure.
 
 The checks live by area in private sibling modules (the check context, sandboxes,
-containers, exits with logs and exec, images, stats with events); this module
+containers, exits with logs and exec, images, pods of several containers with
+their user and log reopening, stats with events); this module
 holds the results, the table of checks and the runners.
 """
 
@@ -63,6 +64,11 @@ from kubelet_kit.testing._conformance_context import (
 from kubelet_kit.testing._conformance_images import _check_images
 from kubelet_kit.testing._conformance_io import _check_exec, _check_exit_codes_and_logs
 from kubelet_kit.testing._conformance_observe import _check_events, _check_stats
+from kubelet_kit.testing._conformance_pods import (
+    _check_log_reopen,
+    _check_multi_container,
+    _check_run_as,
+)
 from kubelet_kit.testing._conformance_sandboxes import (
     _check_duplicate_names,
     _check_sandbox_lifecycle,
@@ -170,6 +176,9 @@ CHECKS: dict[str, Callable[[_Ctx], Awaitable[None]]] = {
     "exit_codes_and_logs": _check_exit_codes_and_logs,
     "exec": _check_exec,
     "sigterm_ignored": _check_sigterm_ignored,
+    "multi_container": _check_multi_container,
+    "run_as": _check_run_as,
+    "log_reopen": _check_log_reopen,
     "stats": _check_stats,
     "events": _check_events,
 }

@@ -230,7 +230,9 @@ class FakeRuntime(_CallsPart, _SandboxPart, _ContainerPart, _StreamPart, _ImageP
     **Images.** The registry knows the references given to ``images`` or
     :meth:`add_image`; pulling one puts it on the node, pulling anything else raises
     ``ImageNotFoundError`` (or what :meth:`fail_pull` scripted), unless
-    ``pull_any`` makes the registry know every reference. References are
+    ``pull_any`` makes the registry know every reference but those of a
+    registry under the reserved ``.invalid`` domain (``registry.invalid/...``),
+    which stay unpullable as they would be anywhere. References are
     normalised as runtimes do (``busybox`` is ``docker.io/library/busybox:latest``).
 
     **Events.** With ``events=True`` every sandbox and container create, start,
@@ -258,7 +260,8 @@ class FakeRuntime(_CallsPart, _SandboxPart, _ContainerPart, _StreamPart, _ImageP
             :meth:`image_fs_info` reports (with the present images' sizes as used).
         pull_any: Whether the registry knows every reference: a pull of one it
             was not taught adds it (as :meth:`add_image` with its defaults), as a
-            runtime served to a real kubelet needs.
+            runtime served to a real kubelet needs; a registry host ending in
+            ``.invalid`` still cannot be pulled from.
         call_history: Keep at least this many of the latest :attr:`calls` and drop
             older ones (None: keep every call), so a long-running fake stays small.
     """

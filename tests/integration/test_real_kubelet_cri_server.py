@@ -18,7 +18,6 @@ import asyncio
 import json
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -33,7 +32,7 @@ from kubelet_kit.container import labels as kl
 from kubelet_kit.cri import CRIRuntime
 
 from .containerd import BUSYBOX_IMAGE
-from .kube_apiserver import clean_env
+from .cri_server_process import start_cri_server, stop_cri_server
 from .real_kubelet import RealKubelet, busybox_container, static_pod
 from .real_kubelet import missing_parts as real_kubelet_missing_parts
 
@@ -62,55 +61,6 @@ class ServedKubelet:
             return await call(rt)
 
 
-def _start_server(runtime: str, base: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``kubelet-kit cri-server`` serving ``runtime`` from ``base``; returns when
-    its socket exists.
-
-    Raises:
-        RuntimeError: it exited, or made no socket within 30 s; with its log.
-    """
-    sock = base / "cri.sock"
-    log = (base / "cri-server.log").open("wb")
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kubelet_kit.cli",
-            "cri-server",
-            "--listen",
-            f"unix://{sock}",
-            "--runtime",
-            runtime,
-            "--root-dir",
-            str(base / "state"),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-        env=clean_env(PYTHONUNBUFFERED="1"),
-    )
-    log.close()
-    deadline = time.monotonic() + 30
-    while not sock.exists():
-        if server.poll() is not None or time.monotonic() > deadline:
-            _stop(server)
-            said = (base / "cri-server.log").read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"cri-server --runtime {runtime} did not serve:\n{said}")
-        time.sleep(0.1)
-    return server, f"unix://{sock}"
-
-
-def _stop(server: subprocess.Popen[bytes]) -> None:
-    if server.poll() is None:
-        server.terminate()
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(10)
-
-
 @pytest.fixture(scope="module", params=["fake", "host"])
 def served_env(request: pytest.FixtureRequest) -> Iterator[ServedKubelet | str]:
     """The real kubelet on a cri-server of the module's runtime, with the web pod
@@ -122,7 +72,7 @@ def served_env(request: pytest.FixtureRequest) -> Iterator[ServedKubelet | str]:
         return
     base = Path(tempfile.mkdtemp(prefix=f"kk-served-{runtime}-"))
     try:
-        server, endpoint = _start_server(runtime, base)
+        server, endpoint = start_cri_server(runtime, base)
     except RuntimeError as exc:
         shutil.rmtree(base, ignore_errors=True)
         yield str(exc)
@@ -136,7 +86,7 @@ def served_env(request: pytest.FixtureRequest) -> Iterator[ServedKubelet | str]:
         served.kubelet.wait_running(served.web)
     except Exception as exc:  # the reason goes to the tests
         served.kubelet.cleanup(served.server_up)
-        _stop(server)
+        stop_cri_server(server)
         shutil.rmtree(base, ignore_errors=True)
         yield f"the real kubelet did not run a pod on cri-server --runtime {runtime}: {exc}"
         return
@@ -146,7 +96,7 @@ def served_env(request: pytest.FixtureRequest) -> Iterator[ServedKubelet | str]:
         # Pods go through the CRI before the server stops: the host runtime's
         # containers outlive the server, to be adopted by the next one.
         served.kubelet.cleanup(served.server_up)
-        _stop(server)
+        stop_cri_server(server)
         shutil.rmtree(base, ignore_errors=True)
 
 
