@@ -1,4 +1,5 @@
-"""FakeRuntime's images: reference normalisation, pulls, status and removal."""
+"""FakeRuntime's images: reference normalisation, pulls, status and removal; and the
+resolv.conf a runtime writes for a DNS config."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from _fake_runtime_helpers import container_config, sandbox_config
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubelet_kit.container import ImageSpec
+from kubelet_kit.container import DNSConfig, ImageSpec
 from kubelet_kit.errors import ImageNotFoundError, ImagePullError
 from kubelet_kit.testing import FakeClock, FakeRuntime, normalize_image_ref
 
@@ -117,3 +118,13 @@ async def test_container_created_by_image_id_reports_the_tag(clock: FakeClock) -
         assert (status.image, status.image_ref) == ("example.test/app:1", image_id)
         [listed] = [c for c in await rt.list_containers() if c.id == cid]
         assert (listed.image, listed.image_ref) == ("example.test/app:1", image_id)
+
+
+def test_resolv_conf_of_a_dns_config() -> None:
+    # What containerd writes, line by line; nothing for an empty config (the
+    # host's file then shows through).
+    assert DNSConfig().resolv_conf() == ""
+    assert DNSConfig(servers=("10.0.0.10",)).resolv_conf() == "nameserver 10.0.0.10\n"
+    assert DNSConfig(searches=("a", "b"), options=("ndots:5",)).resolv_conf() == (
+        "search a b\noptions ndots:5\n"
+    )

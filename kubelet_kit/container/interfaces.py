@@ -153,6 +153,18 @@ class DNSConfig:
     searches: tuple[str, ...] = ()
     options: tuple[str, ...] = ()
 
+    def resolv_conf(self) -> str:
+        """The ``/etc/resolv.conf`` a runtime writes for it, as containerd does: a
+        ``search`` line, one ``nameserver`` line per server, an ``options`` line,
+        each only when there is something to say ("" for an empty config)."""
+        lines = []
+        if self.searches:
+            lines.append("search " + " ".join(self.searches))
+        lines += [f"nameserver {server}" for server in self.servers]
+        if self.options:
+            lines.append("options " + " ".join(self.options))
+        return "".join(f"{line}\n" for line in lines)
+
 
 @attrs.frozen
 class NamespaceOptions:

@@ -33,6 +33,7 @@ from kubelet_kit.container.interfaces import (
     ContainerState,
     ContainerStatus,
     LinuxContainerResources,
+    MountPropagation,
     PodSandboxConfig,
     PodSandboxState,
 )
@@ -57,6 +58,8 @@ from kubelet_kit.runtimes._host_records import (
 from kubelet_kit.runtimes._host_system import _shim_env, cgroup_procs_files
 from kubelet_kit.runtimes._shim import EXIT_FILE, SPEC_FILE, START_FILE, write_json_atomic
 
+#: Where a container's resolver configuration is.
+RESOLV_CONF = "/etc/resolv.conf"
 #: The PATH containerd gives a container whose image sets none.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -124,6 +127,33 @@ class _HostContainers(_HostEvents):
             spec["netns"] = netns
         return spec
 
+    def _mount_resolv_conf(
+        self, spec: dict[str, Any], sandbox: PodSandboxConfig, cdir: Path
+    ) -> None:
+        """As containerd: the sandbox's DNS config becomes the container's
+        ``/etc/resolv.conf``, bind-mounted from a file of the container's own
+        (where the runtime may mount, and no mount of the config's is there
+        already). Without a DNS config the host's file shows through."""
+        content = sandbox.dns_config.resolv_conf() if sandbox.dns_config else ""
+        mounts = spec.get("mounts") or []
+        if not content or not self._apply_mounts:
+            return
+        if any(m["container_path"] == RESOLV_CONF for m in mounts):
+            return
+        resolv = cdir / "resolv.conf"
+        resolv.write_text(content)
+        resolv.chmod(0o644)
+        spec["mounts"] = [
+            *mounts,
+            {
+                "container_path": RESOLV_CONF,
+                "host_path": str(resolv),
+                "readonly": False,
+                "propagation": MountPropagation.PRIVATE.value,
+            },
+        ]
+        spec["apply_mounts"] = True
+
     async def create_container(
         self, pod_sandbox_id: str, config: ContainerConfig, sandbox_config: PodSandboxConfig
     ) -> str:
@@ -164,6 +194,7 @@ class _HostContainers(_HostEvents):
         )
         cdir = self._container_dir(container_id)
         cdir.mkdir(parents=True)
+        self._mount_resolv_conf(spec, sandbox.config, cdir)
         write_json_atomic(cdir / SPEC_FILE, spec)
         # container.json last: a directory without it is not (yet) a container.
         write_json_atomic(cdir / _CONTAINER_FILE, _container_record_to_json(rec))

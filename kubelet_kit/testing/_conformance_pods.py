@@ -7,6 +7,8 @@ What the CRI's contract says, checked through the Runtime interface:
   together with the sandbox (``StopPodSandbox`` stops every container of it).
 * ``run_as_user`` and ``run_as_group`` of a container's security context are the
   uid and gid of its process and of the commands exec'd into it.
+* A sandbox's DNS config (servers, searches, options) is its containers'
+  ``/etc/resolv.conf``, in the order containerd writes it.
 * ``ReopenContainerLog`` makes a running container write to a new file at its log
   path (what the kubelet's log rotation does after renaming the old one), and is
   refused for a container that is not running.
@@ -21,6 +23,7 @@ import attrs
 from kubelet_kit.container.interfaces import (
     ContainerFilter,
     ContainerState,
+    DNSConfig,
     LinuxContainerSecurityContext,
     LogReopener,
     PodSandboxState,
@@ -146,3 +149,35 @@ async def _check_log_reopen(ctx: _Ctx) -> None:
         pass
     else:
         ctx.fail("reopening the log of an exited container did not raise ContainerRuntimeError")
+
+
+#: The resolver configuration the ``dns_config`` check gives its sandbox.
+DNS_CONFIG = DNSConfig(
+    servers=("192.0.2.53", "192.0.2.54"),
+    searches=("kk-conformance.svc.cluster.local", "cluster.local"),
+    options=("ndots:5", "timeout:2"),
+)
+
+
+async def _check_dns_config(ctx: _Ctx) -> None:
+    rt = ctx.runtime
+    config = attrs.evolve(ctx.sandbox_config(), dns_config=DNS_CONFIG)
+    ctx.at("run_pod_sandbox(dns_config)")
+    sid = await rt.run_pod_sandbox(config)
+    ctx.sandboxes.append(sid)
+    cid = await ctx.start_container(sid, config, "resolver", "sleep 3600")
+    await _wait_state(ctx, cid, ContainerState.RUNNING)
+    ctx.at("exec_sync(['cat', '/etc/resolv.conf'])")
+    result, _ = await ctx.run_while_waiting(
+        "exec_sync", rt.exec_sync(cid, ["cat", "/etc/resolv.conf"], ctx.timeout), ctx.timeout
+    )
+    ctx.expect_eq(
+        "/etc/resolv.conf in the container",
+        result.stdout.decode(),
+        (
+            "search kk-conformance.svc.cluster.local cluster.local\n"
+            "nameserver 192.0.2.53\n"
+            "nameserver 192.0.2.54\n"
+            "options ndots:5 timeout:2\n"
+        ),
+    )

@@ -96,6 +96,10 @@ class _ContainerPart(_ProcessPart):
             resources=config.resources,
             ignore_term=config.metadata.name in self._ignore_term,
         )
+        dns = sb.config.dns_config.resolv_conf() if sb.config.dns_config else ""
+        if dns:
+            # As a real runtime: the sandbox's resolver configuration is the file.
+            c.fs["/etc/resolv.conf"] = dns
         self._containers[cid] = c
         self._containers_by_sandbox.setdefault(sb.id, {})[cid] = c
         self._containers_by_pod.setdefault(config.labels.get(POD_UID_LABEL, ""), {})[cid] = None

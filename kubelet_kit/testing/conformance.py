@@ -33,7 +33,7 @@ namespace ``kubelet-kit-conformance``) and removes it afterwards, even on failur
 
 The checks live by area in private sibling modules (the check context, sandboxes,
 containers, exits with logs and exec, images, pods of several containers with
-their user and log reopening, stats with events); this module
+their user, log reopening and DNS config, stats with events); this module
 holds the results, the table of checks and the runners.
 """
 
@@ -65,6 +65,7 @@ from kubelet_kit.testing._conformance_images import _check_images
 from kubelet_kit.testing._conformance_io import _check_exec, _check_exit_codes_and_logs
 from kubelet_kit.testing._conformance_observe import _check_events, _check_stats
 from kubelet_kit.testing._conformance_pods import (
+    _check_dns_config,
     _check_log_reopen,
     _check_multi_container,
     _check_run_as,
@@ -179,6 +180,7 @@ CHECKS: dict[str, Callable[[_Ctx], Awaitable[None]]] = {
     "multi_container": _check_multi_container,
     "run_as": _check_run_as,
     "log_reopen": _check_log_reopen,
+    "dns_config": _check_dns_config,
     "stats": _check_stats,
     "events": _check_events,
 }
