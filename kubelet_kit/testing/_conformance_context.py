@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,6 +31,7 @@ from kubelet_kit.container.interfaces import (
     PodSandboxMetadata,
     Runtime,
 )
+from kubelet_kit.errors import UnimplementedError
 
 #: Namespace of every sandbox the kit creates.
 NAMESPACE = "kubelet-kit-conformance"
@@ -84,6 +85,20 @@ class _Ctx:
     def expect_eq(self, what: str, got: object, want: object) -> None:
         if got != want:
             raise _CheckFailed(f"{what}: expected {want!r}, got {got!r}")
+
+    @contextlib.contextmanager
+    def declined_is_skip(self, what: str) -> Iterator[None]:
+        """Turn the runtime's UnimplementedError inside the block into a skip.
+
+        A runtime that cannot honour a field it was given (a host process asked for
+        a read-only root filesystem, say) says so with UnimplementedError naming the
+        field, rather than ignoring it; the check is then skipped with that reason.
+        A runtime that ignores the field silently fails the check instead.
+        """
+        try:
+            yield
+        except UnimplementedError as exc:
+            raise _Skip(f"{what}: not honoured: {exc}") from None
 
     # -- builders
 
