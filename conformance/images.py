@@ -184,10 +184,11 @@ def write_layout(
     env: list[str],
     entrypoint: list[str] | None,
     cmd: list[str] | None,
+    user: str | None = None,
 ) -> tuple[dict[str, bytes], str]:
     """Write the layer tar ``layer`` as a one-layer OCI image-layout tar referenced as
     ``name``, for this machine's architecture, running ``entrypoint`` and ``cmd``
-    (None: unset) with ``env``.
+    (None: unset) with ``env``, as ``user`` (the config's ``User``; None: unset).
 
     Returns:
         The blobs by digest and the manifest's digest (what a registry serves).
@@ -204,7 +205,13 @@ def write_layout(
     config = {
         "architecture": arch,
         "os": "linux",
-        "config": {"Env": env, "Entrypoint": entrypoint, "Cmd": cmd, "WorkingDir": "/"},
+        "config": {
+            "Env": env,
+            "Entrypoint": entrypoint,
+            "Cmd": cmd,
+            "WorkingDir": "/",
+            **({"User": user} if user is not None else {}),
+        },
         "rootfs": {"type": "layers", "diff_ids": [layer_desc["digest"]]},
     }
     config_desc = add(json.dumps(config).encode())

@@ -20,10 +20,12 @@ hand out URLs of the streaming server started beside it (``--streaming-address``
 
 A runtime is named by :func:`load_runtime`: ``host`` (the embedded host-process
 runtime, state under ``--root-dir``), ``fake`` (the in-memory
-:class:`~kubelet_kit.testing.FakeRuntime` on the real clock, whose containers "run"
-the small shell its docs describe) or ``MODULE:NAME``, where ``NAME`` is a Runtime
-or a callable that returns one (or an awaitable of one) when called without
-arguments.
+:class:`~kubelet_kit.testing.FakeRuntime` on the real clock: its containers "run"
+the small shell its docs describe, any image pulls, and its registry knows the
+images the conformance kit's image checks take, ``CONFORMANCE_SAME_IMAGE_REFS``
+and ``CONFORMANCE_USER_IMAGES`` of :mod:`kubelet_kit.testing.fake_runtime`) or
+``MODULE:NAME``, where ``NAME`` is a Runtime or a callable that returns one (or an
+awaitable of one) when called without arguments.
 """
 
 from __future__ import annotations
@@ -100,10 +102,15 @@ async def load_runtime(spec: str, *, root_dir: str | os.PathLike[str] | None = N
         # stream; the image filesystem is the state directory, as a kubelet wants
         # one (ImageFsInfo) on a real path it can measure; any image pulls; and
         # the call log stays bounded, as the kubelet polls for ever.
+        # Its registry also knows the images the conformance kit's image checks
+        # take (one image under several references, images whose config names
+        # a user), so the kit can be run against it over the CRI.
         root.mkdir(parents=True, exist_ok=True)
-        return FakeRuntime(
+        fake = FakeRuntime(
             RealClock(), events=True, image_fs=str(root), pull_any=True, call_history=1000
         )
+        fake.add_conformance_images()
+        return fake
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigurationError(

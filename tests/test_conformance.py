@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,13 @@ import attrs
 import pytest
 
 from kubelet_kit.container import (
+    ContainerConfig,
     ContainerFilter,
     ContainerInfo,
     ContainerStatus,
     ExecResult,
+    Mount,
+    MountPropagation,
     PodSandboxConfig,
 )
 from kubelet_kit.errors import AlreadyExistsError, ContainerStartError
@@ -26,16 +30,38 @@ from kubelet_kit.testing.conformance import (
     conformance_test,
     run_conformance,
 )
+from kubelet_kit.testing.fake_runtime import CONFORMANCE_SAME_IMAGE_REFS, CONFORMANCE_USER_IMAGES
+
+#: The images the image checks take, as the fake's conformance images name them.
+IMAGES: dict[str, Any] = {
+    "same_image_refs": CONFORMANCE_SAME_IMAGE_REFS,
+    "user_images": CONFORMANCE_USER_IMAGES,
+}
 
 
 def fake() -> FakeRuntime:
-    return FakeRuntime(FakeClock(), images=["busybox"], events=True)
+    rt = FakeRuntime(FakeClock(), images=["busybox"], events=True)
+    rt.add_conformance_images()
+    return rt
+
+
+#: Checks the fake declines (besides apparmor, which needs the node's AppArmor);
+#: Bidirectional propagation: its containers cannot make mounts.
+SKIPPED_BY_FAKE: frozenset[str] = frozenset({"port_mappings", "mount_propagation_bidirectional"})
+#: Checks the kit skips without root: it makes mounts on the host.
+NEEDS_ROOT: frozenset[str] = frozenset(
+    {"mount_propagation_private", "mount_propagation_host_to_container"}
+)
 
 
 async def test_fake_runtime_passes_every_check(tmp_path: Path) -> None:
-    report = await check_runtime(fake(), log_root=tmp_path)
+    report = await check_runtime(fake(), log_root=tmp_path, **IMAGES)
     assert [r.name for r in report.results] == list(CHECKS)
-    assert {r.status for r in report.results} == {"passed"}, report.summary()
+    # The fake's node has no AppArmor, as this one may not either.
+    skipped = {r.name for r in report.results if r.status == "skipped"}
+    allowed = {"apparmor"} | SKIPPED_BY_FAKE | (NEEDS_ROOT if os.geteuid() != 0 else set())
+    assert skipped <= allowed, report.summary()
+    assert not report.failures, report.summary()
 
 
 async def test_fake_runtime_cleans_up_after_itself(tmp_path: Path) -> None:
@@ -133,6 +159,80 @@ class KillsAtOnce(FakeRuntime):
         await super().stop_container(container_id, 0)
 
 
+class AppliesMountsWrongly(FakeRuntime):
+    """Applies each mount changed by ``change`` while reporting it as asked."""
+
+    def __init__(self, *args: Any, change: Callable[[Mount], Mount], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.change = change
+        self.asked: dict[str, tuple[Mount, ...]] = {}
+
+    async def create_container(
+        self, pod_sandbox_id: str, config: ContainerConfig, sandbox_config: PodSandboxConfig
+    ) -> str:
+        applied = attrs.evolve(config, mounts=tuple(self.change(m) for m in config.mounts))
+        cid = await super().create_container(pod_sandbox_id, applied, sandbox_config)
+        self.asked[cid] = config.mounts
+        return cid
+
+    async def container_status(self, container_id: str) -> ContainerStatus:
+        st = await super().container_status(container_id)
+        return attrs.evolve(st, mounts=self.asked.get(container_id, st.mounts))
+
+
+class IgnoresWorkingDir(FakeRuntime):
+    """Starts every container in ``/``."""
+
+    async def create_container(
+        self, pod_sandbox_id: str, config: ContainerConfig, sandbox_config: PodSandboxConfig
+    ) -> str:
+        config = attrs.evolve(config, working_dir="")
+        return await super().create_container(pod_sandbox_id, config, sandbox_config)
+
+
+@pytest.mark.parametrize(
+    ("make", "failing", "message"),
+    [
+        (
+            lambda: AppliesMountsWrongly(
+                FakeClock(), images=["busybox"], change=lambda m: attrs.evolve(m, readonly=False)
+            ),
+            "volumes",
+            "in a read-only mount succeeded",
+        ),
+        (
+            lambda: AppliesMountsWrongly(
+                FakeClock(),
+                images=["busybox"],
+                change=lambda m: attrs.evolve(m, propagation=MountPropagation.HOST_TO_CONTAINER),
+            ),
+            "mount_propagation_private",
+            "is seen in a private mount",
+        ),
+        (
+            lambda: AppliesMountsWrongly(
+                FakeClock(), images=["busybox"], change=lambda m: attrs.evolve(m, host_path="/")
+            ),
+            "volumes",
+            "No such file",
+        ),
+        (
+            lambda: IgnoresWorkingDir(FakeClock(), images=["busybox"]),
+            "working_dir_and_envs",
+            "the container's process printing",
+        ),
+    ],
+)
+async def test_runtime_misapplying_mounts_or_working_dir_fails_the_kit(
+    tmp_path: Path, make: Callable[[], FakeRuntime], failing: str, message: str
+) -> None:
+    if failing.startswith("mount_propagation") and os.geteuid() != 0:
+        pytest.skip("the propagation checks need root to mount on the host")
+    report = await run_conformance(make(), log_root=tmp_path, checks=[failing], timeout=5)
+    assert report.result(failing).status == "failed", report.summary()
+    assert message in report.result(failing).message, report.summary()
+
+
 @pytest.mark.parametrize(
     ("runtime_class", "failing", "message"),
     [
@@ -173,4 +273,4 @@ async def test_hung_runtime_fails_within_bounded_time(tmp_path: Path) -> None:
 
 # --------------------------------------------------- the three-line pytest helper
 
-test_fake_runtime_conformance = conformance_test(fake)
+test_fake_runtime_conformance = conformance_test(fake, **IMAGES)

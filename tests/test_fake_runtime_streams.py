@@ -104,12 +104,12 @@ async def test_exec_without_stdin_runs_the_shell_as_exec_sync_does(rt: FakeRunti
         cid, ["sh", "-c", "echo out; echo err >&2; exit 3"], StreamIO(stdout=out, stderr=err)
     )
     assert (code, out.data, err.data) == (3, b"out\n", b"err\n")
-    # On a terminal there is one stream.
+    # On a terminal there is one stream, its lines ending in CR LF.
     out = Sink()
     await rt.exec_stream(
         cid, ["sh", "-c", "echo out; echo err >&2"], StreamIO(stdout=out, tty=True)
     )
-    assert out.data == b"out\nerr\n"
+    assert out.data == b"out\r\nerr\r\n"
 
 
 async def test_an_exec_handler_runs_the_session(rt: FakeRuntime) -> None:
@@ -118,7 +118,7 @@ async def test_an_exec_handler_runs_the_session(rt: FakeRuntime) -> None:
 
     async def handler(container_id: str, cmd: Sequence[str], io: StreamIO) -> int | None:
         seen.append((container_id, cmd))
-        if cmd[0] == "default":
+        if cmd[0] == "cat":
             return None
         assert io.stdout is not None
         await io.stdout.write(b"scripted\n")
@@ -128,11 +128,8 @@ async def test_an_exec_handler_runs_the_session(rt: FakeRuntime) -> None:
     out = Sink()
     assert await rt.exec_stream(cid, ["anything"], StreamIO(stdout=out)) == 7
     assert out.data == b"scripted\n" and out.closed
-    assert (
-        await rt.exec_stream(cid, ["default"], StreamIO(stdin=Source(b"x", b""), stdout=Sink()))
-        == 0
-    )
-    assert seen == [(cid, ("anything",)), (cid, ("default",))]
+    assert await rt.exec_stream(cid, ["cat"], StreamIO(stdin=Source(b"x", b""), stdout=Sink())) == 0
+    assert seen == [(cid, ("anything",)), (cid, ("cat",))]
 
 
 async def test_exec_sync_handler_answers_a_stream_exec_too(rt: FakeRuntime) -> None:
@@ -183,24 +180,35 @@ async def test_injected_faults_and_latency_apply_to_streams(
     await clock.settle()
     assert not session.done()
     await clock.run_for(2.0)
-    await session
+    with pytest.raises(ContainerRuntimeError, match="refused"):
+        await session  # nothing listens on port 80
 
 
-async def test_attach_streams_new_output_and_echoes_stdin(
-    rt: FakeRuntime, clock: FakeClock
-) -> None:
+async def test_exec_stdin_reaches_cat_and_its_end_ends_it(rt: FakeRuntime) -> None:
+    _, cid = await start(rt)
+    out, err = Sink(), Sink()
+    io = StreamIO(stdin=Source(b"one\n", b"two", b""), stdout=out, stderr=err)
+    code = await rt.exec_stream(cid, ["sh", "-c", "cat; echo done >&2; exit 4"], io)
+    assert (code, out.data, err.data) == (4, b"one\ntwo", b"done\n")
+
+
+async def test_attach_streams_new_output_and_feeds_stdin(rt: FakeRuntime, clock: FakeClock) -> None:
     _, cid = await start(
-        rt, "echo before; sleep 1; echo after; echo oops >&2; sleep 1; exit 0", stdin=True
+        rt,
+        "echo before; sleep 1; echo after; cat; echo oops >&2; sleep 1; exit 0",
+        stdin=True,
+        stdin_once=True,
     )
     out, err = Sink(), Sink()
-    src = Source(b"typed\n")
+    src = Source(b"typed\n", b"")
     session = asyncio.ensure_future(
         rt.attach_stream(cid, StreamIO(stdin=src, stdout=out, stderr=err))
     )
     await clock.run_for(1.0)
     await clock.run_for(1.0)
     await asyncio.wait_for(session, 5)  # the container exited
-    assert out.data == b"typed\nafter\n" and err.data == b"oops\n"
+    # The container's cat read what was typed once it ran, then its end.
+    assert out.data == b"after\ntyped\n" and err.data == b"oops\n"
     assert out.closed and err.closed
 
 
@@ -243,12 +251,17 @@ async def test_attach_errors_and_handler(rt: FakeRuntime) -> None:
         await rt.attach_stream(cid, StreamIO())
 
 
-async def test_port_forward_echoes_by_default_and_takes_a_handler(rt: FakeRuntime) -> None:
-    sid, _ = await start(rt)
+async def test_port_forward_reaches_httpd_by_default_and_takes_a_handler(
+    rt: FakeRuntime,
+) -> None:
+    sid, _ = await start(rt, "echo hi > /www/index.html; exec httpd -f -p 8080 -h /www")
     sink = Sink()
-    await rt.port_forward_stream(sid, 8080, Source(b"hello", b""), sink)
-    assert sink.data == b"hello" and sink.closed
+    await rt.port_forward_stream(sid, 8080, Source(b"GET / HTTP/1.0\r\n\r\n", b""), sink)
+    assert sink.data.startswith(b"HTTP/1.1 200 OK\r\n") and sink.data.endswith(b"\r\n\r\nhi\n")
+    assert sink.closed
     assert rt.calls_to("port_forward_stream")[0].kwargs["port"] == 8080
+    with pytest.raises(ContainerRuntimeError, match="refused"):
+        await rt.port_forward_stream(sid, 8081, Source(b""), Sink())
 
     async def refuse(sandbox_id: str, port: int, source: ByteSource, sink: ByteSink) -> None:
         raise ContainerRuntimeError(f"nothing listens on port {port}")

@@ -174,3 +174,11 @@ def test_lazy_names_resolve() -> None:
         api.no_such_name  # noqa: B018
     with pytest.raises(AttributeError):
         pleg.no_such_name  # noqa: B018
+
+
+def test_conformance_kit_loads_no_stream_client_or_grpc() -> None:
+    # The stream checks import the streams client (and aiohttp) when they run
+    # against a runtime that hands out stream URLs, not when the kit is imported.
+    modules = loaded_after("import kubelet_kit.testing.conformance")
+    assert loaded_of(modules, ("grpc", "google.protobuf", "aiohttp")) == []
+    assert loaded_of(modules, ("kubelet_kit.streams", "kubelet_kit.cri")) == []

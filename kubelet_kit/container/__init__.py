@@ -38,6 +38,8 @@ from kubelet_kit.container.interfaces import (
     Runtime,
     RuntimeCondition,
     RuntimeStatus,
+    SecurityProfile,
+    SecurityProfileType,
     VersionInfo,
 )
 from kubelet_kit.container.pods import (
@@ -86,6 +88,8 @@ __all__ = [
     "RuntimeCondition",
     "RuntimePod",
     "RuntimeStatus",
+    "SecurityProfile",
+    "SecurityProfileType",
     "VersionInfo",
     "get_pod_status",
     "get_pods",

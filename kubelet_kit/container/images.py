@@ -6,7 +6,7 @@ import re
 
 from kubelet_kit.errors import ImagePullError
 
-__all__ = ["IMAGE_ID_RE", "normalize_image_ref"]
+__all__ = ["IMAGE_ID_RE", "image_user", "normalize_image_ref"]
 
 _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
@@ -46,3 +46,20 @@ def normalize_image_ref(ref: str) -> str:
     if digest:
         return f"{name}:{tag}@{digest}" if tag else f"{name}@{digest}"
     return f"{name}:{tag or 'latest'}"
+
+
+def image_user(user: str) -> tuple[int | None, str]:
+    """The ``(uid, username)`` an image whose config says ``User: user`` reports,
+    as the CRI's ``Image`` carries them (and containerd reads them).
+
+    Only the part before a ``:`` (the group) counts: a number is the uid (with
+    no name), anything else the user name (with no uid); an empty ``User``
+    gives neither. ``"1000"`` -> ``(1000, "")``, ``"1000:1000"`` -> ``(1000, "")``,
+    ``"www-data"`` -> ``(None, "www-data")``, ``""`` -> ``(None, "")``.
+    """
+    name = user.split(":", 1)[0]
+    if not name:
+        return None, ""
+    if name.isascii() and name.isdigit():
+        return int(name), ""
+    return None, name

@@ -53,6 +53,8 @@ __all__ = [
     "Runtime",
     "RuntimeCondition",
     "RuntimeStatus",
+    "SecurityProfile",
+    "SecurityProfileType",
     "VersionInfo",
 ]
 
@@ -192,9 +194,33 @@ class LinuxContainerResources:
     unified: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_map)
 
 
+class SecurityProfileType(enum.Enum):
+    """Which seccomp or AppArmor profile applies (the CRI's ``ProfileType``)."""
+
+    RUNTIME_DEFAULT = "RuntimeDefault"
+    UNCONFINED = "Unconfined"
+    LOCALHOST = "Localhost"
+
+
+@attrs.frozen
+class SecurityProfile:
+    """A seccomp or AppArmor profile (CRI ``SecurityProfile``).
+
+    ``localhost_ref`` names the node's profile for ``LOCALHOST``: an absolute path
+    for seccomp, a profile name for AppArmor.
+    """
+
+    profile_type: SecurityProfileType = SecurityProfileType.RUNTIME_DEFAULT
+    localhost_ref: str = ""
+
+
 @attrs.frozen
 class LinuxContainerSecurityContext:
-    """The subset of a container's Linux security context the runtime applies."""
+    """The subset of a container's Linux security context the runtime applies.
+
+    ``seccomp`` and ``apparmor`` of None leave the choice to the runtime
+    (containerd: no seccomp filter, and its default AppArmor profile).
+    """
 
     run_as_user: int | None = None
     run_as_group: int | None = None
@@ -204,6 +230,8 @@ class LinuxContainerSecurityContext:
     capabilities_add: tuple[str, ...] = ()
     capabilities_drop: tuple[str, ...] = ()
     supplemental_groups: tuple[int, ...] = ()
+    seccomp: SecurityProfile | None = None
+    apparmor: SecurityProfile | None = None
 
 
 @attrs.frozen
@@ -241,6 +269,8 @@ class PodSandboxConfig:
         run_as_group: The pod's ``securityContext.runAsGroup``, for the sandbox.
         supplemental_groups: The pod's ``fsGroup`` then its
             ``supplementalGroups``, for the sandbox.
+        seccomp: The pod's seccomp profile, for the sandbox's own process.
+        apparmor: The pod's AppArmor profile, for the sandbox's own process.
     """
 
     metadata: PodSandboxMetadata
@@ -258,6 +288,8 @@ class PodSandboxConfig:
     run_as_user: int | None = None
     run_as_group: int | None = None
     supplemental_groups: tuple[int, ...] = ()
+    seccomp: SecurityProfile | None = None
+    apparmor: SecurityProfile | None = None
 
 
 @attrs.frozen
@@ -477,13 +509,22 @@ class AuthConfig:
 
 @attrs.frozen
 class Image:
-    """An image the runtime holds."""
+    """An image the runtime holds.
+
+    ``uid`` and ``username`` are the user of the image's config (what its
+    containers run as when their config names no user), as the CRI reports it: a
+    numeric ``User`` (``"1000"``, or ``"1000:1000"`` with a group) is ``uid``, a
+    name (``"www-data"``) is ``username``; never both, neither for an image
+    whose config names no user (see :func:`kubelet_kit.container.images.image_user`).
+    """
 
     id: str
     repo_tags: tuple[str, ...] = ()
     repo_digests: tuple[str, ...] = ()
     size: int = 0
     pinned: bool = False
+    uid: int | None = None
+    username: str = ""
 
 
 @attrs.frozen

@@ -20,6 +20,7 @@ from kubelet_kit.container.interfaces import (
     NamespaceOptions,
     PodSandboxConfig,
 )
+from kubelet_kit.cri._convert_security import get_profile, set_profile
 from kubelet_kit.cri._convert_values import (
     Message,
     _container_metadata_from_pb,
@@ -63,6 +64,8 @@ def _security_context_to_pb(
         msg.run_as_user.value = sc.run_as_user
     if sc.run_as_group is not None:
         msg.run_as_group.value = sc.run_as_group
+    set_profile(msg, "seccomp", "seccomp_profile_path", sc.seccomp)
+    set_profile(msg, "apparmor", "apparmor_profile", sc.apparmor)
     return msg
 
 
@@ -76,6 +79,8 @@ def _security_context_from_pb(msg: Message) -> LinuxContainerSecurityContext:
         capabilities_add=tuple(msg.capabilities.add_capabilities),
         capabilities_drop=tuple(msg.capabilities.drop_capabilities),
         supplemental_groups=tuple(int(g) for g in msg.supplemental_groups),
+        seccomp=get_profile(msg, "seccomp", "seccomp_profile_path"),
+        apparmor=get_profile(msg, "apparmor", "apparmor_profile"),
     )
 
 
@@ -132,6 +137,10 @@ def container_config_from_pb(msg: Message) -> ContainerConfig:
         or sc.HasField("run_as_group")
         or len(sc.supplemental_groups) > 0
         or sc.HasField("capabilities")
+        or sc.HasField("seccomp")
+        or sc.HasField("apparmor")
+        or bool(sc.seccomp_profile_path)
+        or bool(sc.apparmor_profile)
     )
     return ContainerConfig(
         metadata=_container_metadata_from_pb(msg.metadata),

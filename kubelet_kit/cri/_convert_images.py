@@ -1,6 +1,7 @@
 """Conversions of the image service's messages: images and filesystem usage.
 
-An :class:`Image` as ``ListImages`` and ``ImageStatus`` answer it, and the
+An :class:`Image` as ``ListImages`` and ``ImageStatus`` answer it (its user as
+``uid``, an ``Int64Value`` that is unset for no uid, or ``username``), and the
 :class:`FilesystemUsage` of ``ImageFsInfo``.
 """
 
@@ -15,13 +16,18 @@ from kubelet_kit.cri.gen import api_pb2 as pb
 
 def image_to_pb(image: Image) -> Message:
     """An :class:`Image` as ``runtime.v1.Image``."""
-    return pb.Image(
+    msg = pb.Image(
         id=image.id,
         repo_tags=list(image.repo_tags),
         repo_digests=list(image.repo_digests),
         size=image.size,
         pinned=image.pinned,
+        username=image.username,
     )
+    if image.uid is not None:
+        # Set as a message, so that uid 0 (root) is present, not unset.
+        msg.uid.CopyFrom(pb.Int64Value(value=image.uid))
+    return msg
 
 
 def image_from_pb(msg: Message) -> Image:
@@ -32,6 +38,8 @@ def image_from_pb(msg: Message) -> Image:
         repo_digests=tuple(msg.repo_digests),
         size=int(msg.size),
         pinned=msg.pinned,
+        uid=int(msg.uid.value) if msg.HasField("uid") else None,
+        username=msg.username,
     )
 
 

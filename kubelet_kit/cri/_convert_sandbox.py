@@ -14,6 +14,7 @@ from kubelet_kit.container.interfaces import (
     PodSandboxFilter,
     PodSandboxStatus,
 )
+from kubelet_kit.cri._convert_security import get_profile, set_profile
 from kubelet_kit.cri._convert_values import (
     Message,
     _map,
@@ -61,6 +62,8 @@ def sandbox_config_to_pb(config: PodSandboxConfig) -> Message:
         sc.run_as_user.value = config.run_as_user
     if config.run_as_group is not None:
         sc.run_as_group.value = config.run_as_group
+    set_profile(sc, "seccomp", "seccomp_profile_path", config.seccomp)
+    set_profile(sc, "apparmor", None, config.apparmor)
     if config.dns_config is not None:
         msg.dns_config.CopyFrom(
             pb.DNSConfig(
@@ -103,6 +106,8 @@ def sandbox_config_from_pb(msg: Message, runtime_handler: str = "") -> PodSandbo
         run_as_user=sc.run_as_user.value if sc.HasField("run_as_user") else None,
         run_as_group=sc.run_as_group.value if sc.HasField("run_as_group") else None,
         supplemental_groups=tuple(sc.supplemental_groups),
+        seccomp=get_profile(sc, "seccomp", "seccomp_profile_path"),
+        apparmor=get_profile(sc, "apparmor", None),
     )
 
 

@@ -57,6 +57,7 @@ from kubelet_kit.runtimes._host_records import (
 )
 from kubelet_kit.runtimes._host_system import _shim_env, cgroup_procs_files
 from kubelet_kit.runtimes._shim import EXIT_FILE, SPEC_FILE, START_FILE, write_json_atomic
+from kubelet_kit.runtimes._shim_security import check_security, security_spec
 
 #: Where a container's resolver configuration is.
 RESOLV_CONF = "/etc/resolv.conf"
@@ -120,6 +121,11 @@ class _HostContainers(_HostEvents):
             spec["user"] = sc.run_as_user
             spec["group"] = sc.run_as_group
             spec["extra_groups"] = list(sc.supplemental_groups) or None
+        check_security(name, sc, root=self._apply_mounts)
+        if self._apply_mounts or (sc is not None and sc.no_new_privs):
+            # As root the shim gives the container containerd's capability set;
+            # otherwise its processes hold none, and only the flag applies.
+            spec["security"] = security_spec(sc, caps=self._apply_mounts)
         procs = cgroup_procs_files(sandbox.cgroup_parent)
         if procs:
             spec["cgroup_procs"] = procs

@@ -82,6 +82,8 @@ class _HostExec(_HostRuntimeBase):
         pid = self._observe(container_id).pid
         in_namespace = bool(spec.get("apply_mounts") and spec.get("mounts"))
         in_namespace = in_namespace or bool(spec.get("netns"))
+        # A security context (capabilities, a read-only root) is applied by the helper.
+        in_namespace = in_namespace or spec.get("security") is not None
         if (in_namespace or spec.get("cgroup_procs") or tty) and pid > 0:
             # The command must see the container's mounts and count against its
             # cgroups: the shim's exec helper joins them, then becomes the command.

@@ -6,6 +6,12 @@ normalised reference); status, list and remove look the records up by
 reference or id. An image's size is the bytes its record takes (a host image
 has no layers), so it is never 0, which a kubelet refuses; the image filesystem
 (``ImageFsInfo``) is the runtime's state directory, where the records live.
+
+A host image has no config, since nothing is fetched from a registry: it names no
+user (its status reports neither ``uid`` nor ``username``, and its containers run
+as their ``run_as_user`` or as the runtime's own user), and two references are
+two images even where a registry serves them as one. The conformance kit's
+``image_tags`` and ``image_user`` checks therefore have no images to run on here.
 """
 
 from __future__ import annotations

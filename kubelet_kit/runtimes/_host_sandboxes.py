@@ -24,11 +24,28 @@ from kubelet_kit.container.interfaces import (
     PodSandboxState,
     PodSandboxStatus,
 )
-from kubelet_kit.errors import AlreadyExistsError, ContainerRuntimeError, NotFoundError
+from kubelet_kit.errors import (
+    AlreadyExistsError,
+    ContainerRuntimeError,
+    NotFoundError,
+    UnimplementedError,
+)
 from kubelet_kit.network import is_netns, port_mappings_arg
 from kubelet_kit.runtimes._host_events import _HostEvents
 from kubelet_kit.runtimes._host_records import _pod_ref, _SandboxRecord
 from kubelet_kit.runtimes._host_system import _host_primary_ip
+
+
+def _check_host_network_ports(config: PodSandboxConfig) -> None:
+    """On the host's network a container's port is the host's: a mapping to
+    another host port or address cannot be honoured, so it is declined."""
+    for p in config.port_mappings:
+        if p.host_port and (p.host_port != p.container_port or p.host_ip):
+            raise UnimplementedError(
+                f"port_mappings: host port {p.host_ip or '*'}:{p.host_port} to container "
+                f"port {p.container_port}: the sandbox shares the host's network (the host "
+                "runtime publishes ports only through CNI networking)"
+            )
 
 
 class _HostSandboxes(_HostEvents):
@@ -43,9 +60,18 @@ class _HostSandboxes(_HostEvents):
         Raises:
             AlreadyExistsError: a sandbox with the same name, namespace, uid and
                 attempt exists (containerd reserves that name too).
+            UnimplementedError: a port mapping to another host port or address
+                for a sandbox on the host's network.
             ContainerRuntimeError: the network could not be set up (the message
                 names the plugin and its error).
         """
+        if config.sysctls:
+            # Namespaced sysctls would change the host's own: its IPC namespace is
+            # shared, and so is its network unless CNI gives the sandbox one.
+            raise UnimplementedError(
+                f"sysctls: the host runtime cannot set sandbox sysctls "
+                f"({', '.join(sorted(config.sysctls))}) without changing the host's"
+            )
         await self._recover_networks()
         md = config.metadata
         for sid in self._sandbox_ids():
@@ -58,6 +84,8 @@ class _HostSandboxes(_HostEvents):
                     )
         sandbox_id = uuid.uuid4().hex + uuid.uuid4().hex
         own_network = self._network is not None and not config.namespace_options.host_network
+        if not own_network:
+            _check_host_network_ports(config)
         # The host's PID and IPC namespaces are shared whatever the config asked
         # for; the network too unless CNI networking gives the sandbox its own.
         config = attrs.evolve(

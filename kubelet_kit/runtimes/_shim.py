@@ -10,14 +10,21 @@ the part containerd's shim plays for a real container, for one host process:
    mounts to be applied (``apply_mounts``, set by a runtime with CAP_SYS_ADMIN),
    the shim moves into a mount namespace of its own (``unshare(CLONE_NEWNS)``),
    makes every mount in it private (a slave of the host's when a mount asks for
-   HostToContainer propagation, so host mounts still reach the container), and
-   bind-mounts each ``host_path`` onto its ``container_path`` (parents first),
-   creating a missing target directory or file as runc does, and remounting it
-   read-only when asked. (Before that, when the spec names a ``netns``, the
-   shim joins that network namespace: the sandbox's, made by CNI networking.)
-   The container process inherits that namespace; the
-   host's mount table is never changed (but a created target is created in the
-   host's file system, which the container shares). It then creates the working
+   HostToContainer or Bidirectional propagation, so host mounts still reach the
+   container), and bind-mounts each ``host_path`` onto its ``container_path``
+   (parents first), creating a missing target directory or file as runc does,
+   with the propagation the mount asks for (private; a slave of the host's
+   mount; or, for Bidirectional, a peer of it: a copy of the source taken with
+   ``open_tree`` before leaving the host's namespace, attached with
+   ``move_mount``, so mounts made under it in the container reach the host),
+   and remounting it read-only when asked. As containerd, it refuses a
+   Bidirectional source whose host mount is not shared, and a HostToContainer
+   one whose host mount is neither shared nor a slave. (Before that, when the
+   spec names a ``netns``, the shim joins that network namespace: the sandbox's,
+   made by CNI networking.) The container process inherits that namespace; the
+   host's mount table is never changed, but for the mounts a container makes
+   under a Bidirectional mount (and a created target is created in the host's
+   file system, which the container shares). It then creates the working
    directory if missing (as runc does), opens the CRI log file and starts the
    container's process in a process group of its own, with exactly the
    environment in the spec.
@@ -68,6 +75,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -81,6 +89,7 @@ from kubelet_kit.container.logs import DEFAULT_MAX_LINE_SIZE, LogStream
 from kubelet_kit.runtimes import _attach
 from kubelet_kit.runtimes._attach import ATTACH_SOCKET
 from kubelet_kit.runtimes._shim_io import ProcessIO, Supervisor, kill_group, listen, open_log
+from kubelet_kit.runtimes._shim_security import apply_security
 
 SPEC_FILE = "spec.json"
 START_FILE = "start.json"
@@ -179,8 +188,20 @@ _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _MS_SLAVE = 1 << 19
+_AT_FDCWD = -100
+_AT_RECURSIVE = 0x8000
+_OPEN_TREE_CLONE = 1
+_OPEN_TREE_CLOEXEC = os.O_CLOEXEC
+_MOVE_MOUNT_F_EMPTY_PATH = 0x4
+#: System call numbers of open_tree(2) and move_mount(2) (the same on every
+#: architecture with the unified table: x86-64, arm64...).
+_SYS_OPEN_TREE = 428
+_SYS_MOVE_MOUNT = 429
+_PRIVATE = "PROPAGATION_PRIVATE"
+_HOST_TO_CONTAINER = "PROPAGATION_HOST_TO_CONTAINER"
+_BIDIRECTIONAL = "PROPAGATION_BIDIRECTIONAL"
 #: Propagation values (the CRI's names) that need host mounts to reach the container.
-_FROM_HOST = ("PROPAGATION_HOST_TO_CONTAINER", "PROPAGATION_BIDIRECTIONAL")
+_FROM_HOST = (_HOST_TO_CONTAINER, _BIDIRECTIONAL)
 
 
 def _libc() -> ctypes.CDLL:
@@ -213,13 +234,104 @@ def _make_target(source: str, target: str) -> None:
         os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
 
 
+def _host_mount_of(path: str) -> tuple[str, list[str]]:
+    """The mount point of this namespace holding ``path``, and its propagation
+    fields (``shared:N``, ``master:N``... of ``/proc/self/mountinfo``)."""
+    real = os.path.realpath(path)
+    best, fields = "/", []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            parts = line.split()
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), parts[4])
+            inside = real == point or real.startswith(point.rstrip("/") + "/")
+            if inside and len(point) >= len(best):
+                # The last of equal mount points is the one on top.
+                best, fields = point, parts[6 : parts.index("-")]
+    return best, fields
+
+
+def _check_source_propagation(source: str, propagation: str) -> None:
+    """Refuse a source whose host mount cannot carry the propagation asked for,
+    as containerd does: Bidirectional needs a shared mount, HostToContainer a
+    shared or slave one."""
+    if propagation not in _FROM_HOST:
+        return
+    point, fields = _host_mount_of(source)
+    shared = any(f.startswith("shared:") for f in fields)
+    slave = any(f.startswith("master:") for f in fields)
+    if propagation == _BIDIRECTIONAL and not shared:
+        raise OSError(
+            errno.EINVAL,
+            f'Bidirectional propagation needs a shared mount: "{source}" is on "{point}", '
+            "which is not shared",
+        )
+    if propagation == _HOST_TO_CONTAINER and not (shared or slave):
+        raise OSError(
+            errno.EINVAL,
+            f'HostToContainer propagation needs a shared or slave mount: "{source}" is on '
+            f'"{point}", which is neither',
+        )
+
+
+def _clone_tree(libc: ctypes.CDLL, source: str) -> int:
+    """A detached copy of the mounts at ``source`` (open_tree), still a peer of
+    the source's shared mount wherever it is attached later."""
+    fd = int(
+        libc.syscall(
+            ctypes.c_long(_SYS_OPEN_TREE),
+            ctypes.c_int(_AT_FDCWD),
+            source.encode(),
+            ctypes.c_uint(_OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | _AT_RECURSIVE),
+        )
+    )
+    _check(0 if fd >= 0 else -1, f'open_tree "{source}"')
+    return fd
+
+
+def _attach_tree(libc: ctypes.CDLL, fd: int, target: str) -> None:
+    _check(
+        int(
+            libc.syscall(
+                ctypes.c_long(_SYS_MOVE_MOUNT),
+                ctypes.c_int(fd),
+                b"",
+                ctypes.c_int(_AT_FDCWD),
+                target.encode(),
+                ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH),
+            )
+        ),
+        f'move_mount to "{target}"',
+    )
+
+
 def apply_mounts(mounts: list[dict[str, Any]]) -> None:
     """Enter a new mount namespace and bind the mounts into it (see the module doc).
+
+    Each mount gets the propagation it asks for: a private copy (PRIVATE), a
+    slave of the host's mount (HOST_TO_CONTAINER), or a peer of it
+    (BIDIRECTIONAL: a copy taken in the host's namespace before leaving it, so
+    mounts made under it in the container reach the host). The source's host
+    mount must be shared (Bidirectional) or shared or slave (HostToContainer).
 
     Raises:
         _StartFailure: a step failed; the message names the mount, as runc's does.
     """
     libc = _libc()
+    trees: dict[int, int] = {}
+    for i, m in enumerate(mounts):
+        source = m["host_path"]
+        try:
+            if os.path.exists(source):
+                _check_source_propagation(source, m.get("propagation", _PRIVATE))
+                if m.get("propagation") == _BIDIRECTIONAL:
+                    trees[i] = _clone_tree(libc, source)
+        except OSError as exc:
+            for fd in trees.values():
+                os.close(fd)
+            raise _StartFailure(
+                f'error mounting "{source}" to rootfs at "{m["container_path"]}": '
+                f"{exc.strerror or exc}"
+            ) from None
     try:
         _check(libc.unshare(_CLONE_NEWNS), "unshare mount namespace")
         root = (
@@ -229,13 +341,27 @@ def apply_mounts(mounts: list[dict[str, Any]]) -> None:
         _mount(libc, None, "/", _MS_REC | root)
     except OSError as exc:
         raise _StartFailure(f"mount namespace: {exc.strerror}") from None
-    for m in sorted(mounts, key=lambda m: os.path.normpath(m["container_path"]).count("/")):
+    order = sorted(
+        range(len(mounts)), key=lambda i: os.path.normpath(mounts[i]["container_path"]).count("/")
+    )
+    for i in order:
+        m = mounts[i]
         source, target = m["host_path"], os.path.normpath(m["container_path"])
         try:
             if not os.path.exists(source):
                 raise OSError(errno.ENOENT, f'mount source "{source}": no such file or directory')
             _make_target(source, target)
-            _mount(libc, source, target, _MS_BIND | _MS_REC)
+            if i in trees:
+                fd = trees.pop(i)
+                try:
+                    _attach_tree(libc, fd, target)
+                finally:
+                    os.close(fd)
+            else:
+                _mount(libc, source, target, _MS_BIND | _MS_REC)
+                # The copy follows the host's mount (slave) or not at all (private).
+                follow = m.get("propagation") == _HOST_TO_CONTAINER
+                _mount(libc, None, target, _MS_REC | (_MS_SLAVE if follow else _MS_PRIVATE))
             if m.get("readonly"):
                 # A read-only bind remount must repeat the flags it keeps locked.
                 kept = os.statvfs(target).f_flag & (_MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
@@ -285,7 +411,9 @@ def exec_in(state_dir: Path, pid: int, argv: list[str]) -> int:
         except OSError as exc:
             sys.stderr.write(f"enter the sandbox's network namespace: {exc.strerror}\n")
             return 126
-    if spec.get("apply_mounts") and spec.get("mounts"):
+    security = spec.get("security")
+    readonly = bool(security and security.get("readonly_rootfs"))
+    if (spec.get("apply_mounts") and spec.get("mounts")) or readonly:
         libc = _libc()
         try:
             fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
@@ -298,7 +426,15 @@ def exec_in(state_dir: Path, pid: int, argv: list[str]) -> int:
             return 126
     try:
         os.chdir(spec.get("cwd") or "/")
-        if spec.get("extra_groups") is not None:
+        if security is not None:
+            apply_security(
+                security,
+                spec.get("user"),
+                spec.get("group"),
+                spec.get("extra_groups"),
+                readonly_root=False,
+            )
+        elif spec.get("extra_groups") is not None:
             os.setgroups(spec["extra_groups"])
         if spec.get("group") is not None:
             os.setgid(spec["group"])
@@ -323,11 +459,16 @@ def join_cgroups(procs_files: Sequence[str]) -> None:
             continue
 
 
-def _child_setup(procs_files: Sequence[str], tty: bool) -> Callable[[], None] | None:
-    """A ``preexec_fn`` joining the container's cgroups in the child and, on a
-    terminal, making it the controlling one of the child's new session; or None."""
+def _child_setup(
+    procs_files: Sequence[str], tty: bool, spec: dict[str, Any] | None = None
+) -> Callable[[], None] | None:
+    """A ``preexec_fn`` joining the container's cgroups in the child, on a
+    terminal making it the controlling one of the child's new session, and
+    applying the spec's security context and identity
+    (:mod:`kubelet_kit.runtimes._shim_security`, while still root); or None."""
     files = list(procs_files)
-    if not files and not tty:
+    security = spec.get("security") if spec is not None else None
+    if not files and not tty and security is None:
         return None
 
     def setup() -> None:
@@ -335,6 +476,8 @@ def _child_setup(procs_files: Sequence[str], tty: bool) -> Callable[[], None] | 
             join_cgroups(files)
         if tty:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        if security is not None and spec is not None:
+            apply_security(security, spec.get("user"), spec.get("group"), spec.get("extra_groups"))
 
     return setup
 
@@ -405,6 +548,7 @@ def _start(
             stdin_w,
             None,
         )
+    secured = spec.get("security") is not None
     try:
         proc = subprocess.Popen(
             argv,
@@ -413,10 +557,12 @@ def _start(
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,
-            preexec_fn=_child_setup(spec.get("cgroup_procs") or (), tty),
-            user=spec.get("user"),
-            group=spec.get("group"),
-            extra_groups=spec.get("extra_groups"),
+            preexec_fn=_child_setup(spec.get("cgroup_procs") or (), tty, spec),
+            # With a security context the identity is taken in preexec_fn, after
+            # the steps that need root.
+            user=None if secured else spec.get("user"),
+            group=None if secured else spec.get("group"),
+            extra_groups=None if secured else spec.get("extra_groups"),
             start_new_session=tty,
             process_group=None if tty else 0,
         )
@@ -429,6 +575,12 @@ def _start(
         else:
             message = describe_start_error(exc, argv)
         raise _StartFailure(message) from None
+    except subprocess.SubprocessError as exc:
+        # preexec_fn failed: the security context could not be applied.
+        for fd in (*ours, log_fd):
+            if fd is not None:
+                os.close(fd)
+        raise _StartFailure(f"apply the security context: {exc}") from None
     finally:
         for fd in theirs:
             os.close(fd)

@@ -45,7 +45,15 @@ Containers
     from the agent. The working directory defaults to ``/`` and is created if
     missing, as runc does; it must be absolute. ``run_as_user``,
     ``run_as_group`` and ``supplemental_groups`` are applied (an agent that is
-    not root can only use its own ids). Devices and per-container resources are
+    not root can only use its own ids). As root, the process gets containerd's
+    capability set (all of the agent's when privileged; ``capabilities_add`` and
+    ``capabilities_drop`` as containerd applies them, ``ALL`` included) as its
+    bounding, effective and permitted sets, and ``readonly_rootfs`` remounts
+    ``/`` read-only in a mount namespace of its own (mounts beneath it keep their
+    flags); ``no_new_privs`` is set as asked. Seccomp and AppArmor profiles other
+    than Unconfined, sandbox sysctls (they would change the host's), and without
+    root a read-only root or added capabilities, are declined with
+    UnimplementedError naming the field. Devices and per-container resources are
     recorded and reported but not applied, and there is no OOMKilled reason. The
     pod's limits still hold: when the sandbox names a ``cgroup_parent`` (the pod
     cgroup a ContainerManager made), each container's process, and each command
@@ -56,11 +64,17 @@ Containers
     when the agent holds CAP_SYS_ADMIN, i.e. runs as root): a container with
     mounts runs in a mount namespace of its own, where every host mount is made
     private (a slave of the host's when a mount asks for HostToContainer or
-    Bidirectional propagation; Bidirectional is otherwise only recorded), and
-    each ``host_path`` is bind-mounted onto its ``container_path``, read-only
-    when asked. The container still shares the host's root file system: a
-    missing target is created on the host (a directory or an empty file, as runc
-    does), and everything not shadowed by a mount is the host's. A source that
+    Bidirectional propagation), and each ``host_path`` is bind-mounted onto its
+    ``container_path``, read-only when asked, with the propagation asked for:
+    a private copy (Private: later host mounts under it are not seen), a slave
+    of the host's mount (HostToContainer: they are), or a peer of it
+    (Bidirectional: mounts the container makes under it appear on the host
+    too, and must be unmounted by whoever made them). As with containerd, the
+    source's host mount must be shared for Bidirectional and shared or a slave
+    for HostToContainer, or the start fails. The container still shares the
+    host's root file system: a missing target is created on the host (a
+    directory or an empty file, as runc does), and everything not shadowed by a
+    mount is the host's. A source that
     does not exist fails the start (StartError, runc's "error mounting"
     message). Without the privilege mounts are recorded and reported only; a
     process that opens a ``container_path`` then sees whatever the host has

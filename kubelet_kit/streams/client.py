@@ -47,6 +47,7 @@ __all__ = [
     "node_exec_url",
     "open_exec",
     "open_port_forward",
+    "open_port_forward_url",
     "port_forward_url",
 ]
 
@@ -320,23 +321,33 @@ async def open_exec(
     ssl: Any = None,
     protocol: Protocol = "websocket",
     protocols: Sequence[str] | None = None,
+    stdout: bool | None = None,
+    stderr: bool | None = None,
 ) -> AsyncIterator[ExecSession]:
     """Open an exec or attach session at ``url`` (whose query says which streams).
 
     Args:
         http: The HTTP client session (WebSocket; SPDY opens its own connection).
-        url: From :func:`node_exec_url` or :func:`attach_url`.
+        url: From :func:`node_exec_url` or :func:`attach_url`, or a runtime's
+            streaming URL (CRI ``Exec``/``Attach``), whose session options were
+            fixed when it was handed out: pass ``stdout``/``stderr`` for those.
         stdin, tty: As in the URL.
         headers: Extra request headers (``Authorization``).
         ssl: An ``ssl.SSLContext``, False to skip verification, or None.
         protocol: ``"websocket"`` or ``"spdy"``.
         protocols: The versions to offer (default: every one, newest first).
+        stdout, stderr: Whether the session has those streams (None: as the
+            URL's ``output``/``error`` query flags say).
 
     Raises:
         StreamError: The node refused (its status and message).
     """
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
     wants = {k: query.get(k, ["0"])[0] in ("1", "true") for k in ("output", "error")}
+    if stdout is not None:
+        wants["output"] = stdout
+    if stderr is not None:
+        wants["error"] = stderr
     if protocol == "spdy":
         session, version = await _spdy_connect(url, protocols or SPDY_PROTOCOLS, headers, ssl)
         try:
@@ -560,8 +571,32 @@ async def open_port_forward(
     Raises:
         StreamError: The node refused.
     """
+    url = port_forward_url(base_url, namespace, pod, [port] if protocol == "websocket" else [])
+    async with open_port_forward_url(
+        http, url, port, headers=headers, ssl=ssl, protocol=protocol
+    ) as connection:
+        yield connection
+
+
+@contextlib.asynccontextmanager
+async def open_port_forward_url(
+    http: aiohttp.ClientSession,
+    url: str,
+    port: int,
+    *,
+    headers: Mapping[str, str] | None = None,
+    ssl: Any = None,
+    protocol: Protocol = "websocket",
+) -> AsyncIterator[PortConnection]:
+    """One connection to ``port`` through the port-forward session at ``url``: the
+    node API's (from :func:`port_forward_url`; WebSocket needs the port in its
+    query) or a runtime's streaming URL (CRI ``PortForward``; SPDY, as the
+    kubelet speaks to it).
+
+    Raises:
+        StreamError: The node refused.
+    """
     if protocol == "spdy":
-        url = port_forward_url(base_url, namespace, pod)
         session, _ = await _spdy_connect(url, (PORT_FORWARD_PROTOCOL,), headers, ssl)
         try:
             fields = {"port": str(port), "requestid": "0"}
@@ -573,7 +608,6 @@ async def open_port_forward(
             raise
         connection = PortConnection(data, data, error, port, session.close, False)
     else:
-        url = port_forward_url(base_url, namespace, pod, [port])
         conn = await _ws_connect(http, url, PORT_FORWARD_PROTOCOLS, headers, ssl, 2)
         connection = PortConnection(
             conn.source(0), conn.sink(0), conn.source(1), port, conn.close, True

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -70,6 +70,12 @@ class _Ctx:
     template: PodSandboxConfig | None
     step: str = "setup"
     sandboxes: list[str] = attrs.field(factory=list)
+    #: References of one image (``image_tags``) and images by the User their
+    #: config names (``image_user``), as given to the kit.
+    same_image_refs: tuple[str, ...] = ()
+    user_images: Mapping[str, str] = attrs.field(factory=dict)
+    #: Fields of sandboxes on a pod network of their own (``port_mappings``).
+    network_template: PodSandboxConfig | None = None
 
     def at(self, step: str) -> None:
         """Name the step that runs next (failures are reported against it)."""

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kubelet_kit.clock import wait_for
+from kubelet_kit.container.capabilities import capability_set
 from kubelet_kit.container.interfaces import (
     ContainerConfig,
     ContainerEventType,
@@ -24,6 +25,7 @@ from kubelet_kit.container.interfaces import (
     ContainerStatus,
     ExecResult,
     LinuxContainerResources,
+    MountPropagation,
     PodSandboxConfig,
     PodSandboxState,
 )
@@ -32,7 +34,9 @@ from kubelet_kit.errors import (
     ContainerRuntimeError,
     ContainerStartError,
     DeadlineExceededError,
+    UnimplementedError,
 )
+from kubelet_kit.testing._fake_fs import _ContainerFS
 from kubelet_kit.testing._fake_process import _identity, _ProcessPart
 from kubelet_kit.testing._fake_records import (
     EXIT_SIGKILL,
@@ -41,6 +45,7 @@ from kubelet_kit.testing._fake_records import (
     _Container,
     _image_id,
 )
+from kubelet_kit.testing._fake_security import security_files
 from kubelet_kit.testing._fake_shell import _run_statements
 
 
@@ -59,8 +64,16 @@ class _ContainerPart(_ProcessPart):
             NotFoundError: unknown sandbox.
             ContainerStartError: the sandbox is not READY.
             AlreadyExistsError: the sandbox has a container of that name and attempt.
+            UnimplementedError: a mount asks for Bidirectional propagation (the
+                fake's containers cannot make mounts to propagate).
         """
         await self._enter("create_container", (pod_sandbox_id, config, sandbox_config))
+        for i, m in enumerate(config.mounts):
+            if m.propagation is MountPropagation.BIDIRECTIONAL:
+                raise UnimplementedError(
+                    f"mounts[{i}].propagation: {m.propagation.value} is not offered by the "
+                    "fake runtime (its containers cannot make mounts)"
+                )
         sb = self._sandbox(pod_sandbox_id)
         if sb.state != PodSandboxState.READY:
             raise ContainerStartError(
@@ -72,6 +85,11 @@ class _ContainerPart(_ProcessPart):
                     f"create_container: container name {config.metadata.name!r} attempt "
                     f"{config.metadata.attempt} is reserved for {other.id}"
                 )
+        sc = config.security_context
+        try:
+            capability_set(sc)
+        except ValueError as exc:
+            raise ContainerStartError(f"create_container: {exc}") from None
         cid = self._new_id("container")
         log_dir = sb.config.log_directory or sandbox_config.log_directory
         log_path = ""
@@ -93,13 +111,17 @@ class _ContainerPart(_ProcessPart):
             image_ref=image.id if image is not None else _image_id(config.image.image),
             log_path=log_path,
             env={kv.key: kv.value for kv in config.envs},
+            fs=_ContainerFS(config.mounts, config.working_dir),
             resources=config.resources,
             ignore_term=config.metadata.name in self._ignore_term,
         )
+        # What the container reads to learn who and where it is, as in a real one.
+        c.fs.own.update(security_files(sb.id, cid, sb.config, config, _identity(c)))
+        c.fs.readonly_root = sc is not None and sc.readonly_rootfs
         dns = sb.config.dns_config.resolv_conf() if sb.config.dns_config else ""
         if dns:
             # As a real runtime: the sandbox's resolver configuration is the file.
-            c.fs["/etc/resolv.conf"] = dns
+            c.fs.own["/etc/resolv.conf"] = dns
         self._containers[cid] = c
         self._containers_by_sandbox.setdefault(sb.id, {})[cid] = c
         self._containers_by_pod.setdefault(config.labels.get(POD_UID_LABEL, ""), {})[cid] = None
@@ -129,6 +151,7 @@ class _ContainerPart(_ProcessPart):
             )
         c.state = ContainerState.RUNNING
         c.started_at = self.clock.now()
+        c.fs.started()
         if self._names_ignoring_term(c):
             c.ignore_term = True
         self._emit(c.id, ContainerEventType.STARTED, c.sandbox_id)
@@ -161,6 +184,8 @@ class _ContainerPart(_ProcessPart):
             unknown_blocks=True,
             on_trap_term=lambda ignore: setattr(c, "ignore_term", ignore),
             identity=_identity(c),
+            cwd=c.fs.cwd,
+            on_serve=lambda argv: setattr(c, "serving", tuple(argv)),
         )
         self._step(c)
 

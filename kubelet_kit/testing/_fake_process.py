@@ -14,9 +14,11 @@ import math
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from kubelet_kit.container import labels as klabels
 from kubelet_kit.container.interfaces import ContainerEventType, ContainerState, ExecResult
+from kubelet_kit.container.streams import ByteSource
 from kubelet_kit.errors import ContainerRuntimeError, NotFoundError
 from kubelet_kit.testing._fake_base import _FakeRuntimeBase
 from kubelet_kit.testing._fake_records import (
@@ -31,6 +33,7 @@ from kubelet_kit.testing._fake_records import (
 )
 from kubelet_kit.testing._fake_shell import (
     _parse_command,
+    _ReadStdin,
     _run_statements,
     _ShellSyntaxError,
     _Statement,
@@ -97,16 +100,19 @@ class _ProcessPart(_FakeRuntimeBase):
 
     def files(self, container_id: str) -> dict[str, str]:
         """A copy of the container's file system (path -> content) as its shell and
-        exec'd commands left it (``echo x > f``, ``touch``, ``rm``).
+        exec'd commands left it (``echo x > f``, ``touch``, ``rm``): its own files,
+        not those of the host beneath its mounts (which the host holds), nor the
+        kernel's ``/proc`` and ``/dev`` entries the runtime gives it.
 
         Raises:
             NotFoundError: no such container.
         """
-        return dict(self._container(container_id).fs)
+        fs = self._container(container_id).fs
+        return {k: v for k, v in fs.items() if not k.startswith(("/proc/", "/dev/"))}
 
     def write_file(self, container_id: str, path: str, content: str) -> None:
         """Create or replace a file in the container's file system (for ``cat``,
-        ``test -f`` in commands and exec probes).
+        ``test -f`` in commands and exec probes); beneath a mount, the host's file.
 
         Raises:
             NotFoundError: no such container.
@@ -174,11 +180,46 @@ class _ProcessPart(_FakeRuntimeBase):
             except StopIteration as stop:
                 self._finish(c, int(stop.value))
                 return
+            if isinstance(delay, _ReadStdin):
+                # ``cat`` of the container's stdin: what was written before it
+                # read, then what attached clients write, until that stdin ends.
+                pending, c.stdin_buffer = c.stdin_buffer, []
+                for data in pending:
+                    self._stdin_output(c, delay, data)
+                if not c.config.stdin or c.stdin_ended:
+                    continue
+                c.reading = delay
+                return
             if delay == math.inf:
                 return  # runs until stopped
             if delay > 0:
                 c.timer = self.clock.call_later(delay, lambda: self._step(c))
                 return
+
+    def _stdin_output(self, c: _Container, reader: _ReadStdin, data: bytes) -> None:
+        """Where the container's ``cat`` puts what it read: its log (by line) or a file."""
+        text = data.decode("utf-8", "replace")
+        if reader.stream == "file":
+            c.fs[reader.path] = c.fs.get(reader.path, "") + text
+        elif reader.stream != "null":
+            for line in text.splitlines():
+                self._write_log(c, reader.stream, line)
+
+    def _feed_stdin(self, c: _Container, data: bytes) -> None:
+        """Bytes an attached client wrote to the container's stdin."""
+        if c.stdin_ended or not c.config.stdin:
+            return
+        if c.reading is not None:
+            self._stdin_output(c, c.reading, data)
+        else:
+            c.stdin_buffer.append(data)
+
+    def _end_stdin(self, c: _Container) -> None:
+        """Close the container's stdin: a ``cat`` reading it ends."""
+        c.stdin_ended = True
+        if c.reading is not None:
+            c.reading = None
+            self._step(c)
 
     def _finish_if_running(self, c: _Container, code: int, reason: str | None) -> None:
         if c.state == ContainerState.RUNNING:
@@ -192,6 +233,7 @@ class _ProcessPart(_FakeRuntimeBase):
         if c.proc is not None:
             c.proc.close()
             c.proc = None
+        c.serving, c.reading = (), None
 
     def _finish(self, c: _Container, code: int, *, reason: str | None = None) -> None:
         """Mark a running container exited, wake its stoppers, emit STOPPED."""
@@ -225,17 +267,36 @@ class _ProcessPart(_FakeRuntimeBase):
             with path.open("a", encoding="utf-8") as f:
                 f.write(format_cri_log_line(now, stream, text))
 
-    async def _exec(self, c: _Container, cmd: Sequence[str]) -> ExecResult:
+    async def _exec(
+        self,
+        c: _Container,
+        cmd: Sequence[str],
+        *,
+        stdin: ByteSource | None = None,
+        live: Callable[[str, bytes], Awaitable[None]] | None = None,
+    ) -> ExecResult:
+        """Run ``cmd`` in ``c`` with the shell. ``stdin`` is what ``cat`` reads (none:
+        it reads its end at once); with ``live`` the output goes there as it comes
+        (``live(stream, data)``) instead of into the result."""
         if self._exec_handler is not None:
             result = self._exec_handler(c.id, tuple(cmd))
             if isinstance(result, Awaitable):
                 result = await result
             if result is not None:
                 return result
-        out: dict[str, list[str]] = {"stdout": [], "stderr": []}
+        out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+        pending: list[tuple[str, bytes]] = []
 
         def emit(stream: str, text: str) -> None:
-            out[stream].append(text + "\n")
+            pending.append((stream, (text + "\n").encode()))
+
+        async def flush() -> None:
+            for stream, data in pending:
+                if live is not None:
+                    await live(stream, data)
+                else:
+                    out[stream].append(data)
+            pending.clear()
 
         try:
             statements = _parse_command(tuple(cmd))
@@ -251,11 +312,29 @@ class _ProcessPart(_FakeRuntimeBase):
             unknown_blocks=False,
             on_trap_term=lambda _: None,
             identity=_identity(c),
+            cwd=c.fs.cwd,
         )
         try:
             while True:
-                delay = next(proc)
-                if not await self._sleep_while_running(c, delay):
+                step = next(proc)
+                await flush()
+                if isinstance(step, _ReadStdin):
+                    while stdin is not None:
+                        data = await self._read_while_running(c, stdin)
+                        if not data:
+                            break
+                        if step.stream == "file":
+                            c.fs[step.path] = c.fs.get(step.path, "") + data.decode(
+                                "utf-8", "replace"
+                            )
+                        elif step.stream != "null":
+                            pending.append((step.stream, data))
+                            await flush()
+                    if c.state != ContainerState.RUNNING:
+                        code = EXIT_SIGKILL
+                        break
+                    continue
+                if not await self._sleep_while_running(c, step):
                     # The container died under the command: its processes were
                     # killed with it.
                     code = EXIT_SIGKILL
@@ -264,7 +343,26 @@ class _ProcessPart(_FakeRuntimeBase):
             code = int(stop.value)
         finally:
             proc.close()
-        return ExecResult(code, "".join(out["stdout"]).encode(), "".join(out["stderr"]).encode())
+        await flush()
+        return ExecResult(code, b"".join(out["stdout"]), b"".join(out["stderr"]))
+
+    async def _read_while_running(self, c: _Container, source: ByteSource) -> bytes:
+        """The next bytes of ``source``; ``b""`` at its end or once ``c`` stopped."""
+        if c.state != ContainerState.RUNNING:
+            return b""
+        loop = asyncio.get_running_loop()
+        exited: asyncio.Future[None] = loop.create_future()
+        c.waiters.append(exited)
+        reading: asyncio.Future[bytes] = asyncio.ensure_future(source.read(65536))
+        waiting: set[asyncio.Future[Any]] = {reading, exited}
+        try:
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            return reading.result() if reading.done() else b""
+        finally:
+            reading.cancel()
+            if exited in c.waiters:
+                c.waiters.remove(exited)
+            await asyncio.gather(reading, return_exceptions=True)
 
     async def _sleep_while_running(self, c: _Container, delay: float) -> bool:
         """Sleep ``delay`` clock seconds (``inf``: forever); False if the container

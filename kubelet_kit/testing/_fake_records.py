@@ -32,6 +32,7 @@ from kubelet_kit.container.interfaces import (
 from kubelet_kit.container.logs import format_timestamp
 from kubelet_kit.container.streams import ByteSink, ByteSource, StreamIO
 from kubelet_kit.errors import ImagePullError
+from kubelet_kit.testing._fake_fs import _ContainerFS
 
 POD_UID_LABEL = klabels.POD_UID
 
@@ -213,10 +214,18 @@ class _Container:
     message: str = ""
     resources: LinuxContainerResources | None = None
     ignore_term: bool = False
-    proc: Generator[float, None, int] | None = None
+    proc: Generator[Any, None, int] | None = None
     timer: TimerHandle | None = None
+    # A program of its command that runs until stopped (a server such as httpd).
+    serving: tuple[str, ...] = ()
+    # The shell's ``cat`` waiting on the container's stdin, what was written to
+    # that stdin before it read, and whether that stdin was closed.
+    reading: Any = None
+    stdin_buffer: list[bytes] = attrs.field(factory=list)
+    stdin_ended: bool = False
     waiters: list[asyncio.Future[None]] = attrs.field(factory=list)
-    fs: dict[str, str] = attrs.field(factory=dict)
+    # Its own files in memory, the host's beneath its mounts.
+    fs: _ContainerFS = attrs.field(factory=_ContainerFS)
     cpu_ns: int = 0
     memory_working_set: int = 0
     memory_usage: int = 0

@@ -16,7 +16,7 @@ from kubelet_kit.container.interfaces import (
     PodSandboxState,
     PodSandboxStatus,
 )
-from kubelet_kit.errors import AlreadyExistsError
+from kubelet_kit.errors import AlreadyExistsError, UnimplementedError
 from kubelet_kit.testing._fake_process import _ProcessPart
 from kubelet_kit.testing._fake_records import _ALIVE, EXIT_SIGKILL, POD_UID_LABEL, _Sandbox
 
@@ -28,9 +28,20 @@ class _SandboxPart(_ProcessPart):
     # =========================================================== Runtime: sandboxes
 
     async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
-        """Create a READY sandbox. Raises AlreadyExistsError for a duplicate
-        name/namespace/uid/attempt. Not idempotent."""
+        """Create a READY sandbox. Not idempotent.
+
+        Raises:
+            AlreadyExistsError: a duplicate name/namespace/uid/attempt.
+            UnimplementedError: a port mapping asks for a host port (the fake has
+                no host network to publish it on: it declines rather than ignore it).
+        """
         await self._enter("run_pod_sandbox", (config,))
+        published = [p for p in config.port_mappings if p.host_port]
+        if published:
+            raise UnimplementedError(
+                f"port_mappings: host_port {published[0].host_port}: the fake runtime "
+                "publishes no ports on the host"
+            )
         md = config.metadata
         taken = self._sandbox_by_metadata.get(md)
         if taken is not None:

@@ -5,7 +5,8 @@ words, honouring quotes, backslashes, ``$VAR`` and ``&&``/``||``; each statement
 expanded against the container's env and the last status, its redirections taken
 out, and run by a generator that yields the clock seconds to sleep and returns the
 exit code. The builtins (``echo``, ``sleep``, ``exit``, ``cat``, ``touch``, ``rm``,
-``test``/``[``, ``trap``, ``id``) work on an in-memory file system; the language is
+``test``/``[``, ``trap``, ``id``, ``hostname``, ``readlink`` of a namespace,
+``pwd``) work on the container's file system (:mod:`~kubelet_kit.testing._fake_fs`); the language is
 described on :class:`~kubelet_kit.testing.FakeRuntime`.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, MutableMapping, Sequence
 
 import attrs
 
@@ -166,6 +167,16 @@ def _parse_command(argv: Sequence[str]) -> list[_Statement] | None:
 
 
 @attrs.frozen
+class _ReadStdin:
+    """Yielded by ``cat`` without a file: its runner copies the command's stdin, as
+    it comes, to ``stream`` (``"stdout"``, ``"stderr"``, ``"null"``, or ``"file"``
+    appending to ``path``) until the stdin ends, then resumes the shell."""
+
+    stream: str
+    path: str = ""
+
+
+@attrs.frozen
 class _Command:
     """An expanded statement: argv and where its stdout goes."""
 
@@ -294,17 +305,23 @@ def _run_statements(
     statements: list[_Statement],
     env: Mapping[str, str],
     emit: Callable[[str, str], None],
-    fs: dict[str, str],
+    fs: MutableMapping[str, str],
     *,
     unknown_blocks: bool,
     on_trap_term: Callable[[bool], None],
     identity: tuple[int, int] = (0, 0),
-) -> Generator[float, None, int]:
-    """Run statements; yields seconds to sleep (``inf``: until killed), returns the exit code.
+    cwd: str = "/",
+    on_serve: Callable[[Sequence[str]], None] | None = None,
+) -> Generator[float | _ReadStdin, None, int]:
+    """Run statements; yields seconds to sleep (``inf``: until killed) or a
+    :class:`_ReadStdin` (``cat`` reading its stdin), returns the exit code.
 
     ``emit(stream, line)`` receives output lines; ``fs`` maps paths to file contents
-    and is shared by a container and the commands exec'd in it; ``identity`` is the
-    (uid, gid) ``id`` reports.
+    and is shared by a container and the commands exec'd in it (a write it refuses
+    raises OSError, which the command reports); ``identity`` is the (uid, gid)
+    ``id`` reports; ``cwd`` the working directory ``pwd`` prints;
+    ``on_serve(argv)`` hears of an unknown program that runs until stopped (a
+    server such as ``httpd``) as it starts.
     """
     status = 0
     for statement in statements:
@@ -315,13 +332,20 @@ def _run_statements(
         exec_ = False
         while argv and argv[0] == "exec":
             argv, exec_ = argv[1:], True
+        if len(argv) > 1 and os.path.basename(argv[0]) == "busybox":
+            argv = argv[1:]  # ``busybox APPLET ARGS`` runs the applet
         if not argv:
             continue
         if cmd.stdout == "file":
-            if cmd.append:
-                fs.setdefault(cmd.path, "")
-            else:
-                fs[cmd.path] = ""
+            try:
+                if cmd.append:
+                    fs.setdefault(cmd.path, "")
+                else:
+                    fs[cmd.path] = ""
+            except OSError as exc:
+                emit("stderr", f"sh: can't create {cmd.path}: {exc.strerror}")
+                status = 1
+                continue
 
         def out(line: str, cmd: _Command = cmd) -> None:
             if cmd.stdout == "file":
@@ -356,23 +380,39 @@ def _run_statements(
             status = 1
         elif name == "cat":
             status = 0
-            for path in args:
-                if path not in fs:
+            if not args or args == ["-"]:
+                yield _ReadStdin(cmd.stdout, cmd.path)
+            for path in (a for a in args if a != "-"):
+                try:
+                    content = fs[path]
+                except KeyError:
                     emit("stderr", f"cat: can't open '{path}': No such file or directory")
                     status = 1
                     continue
-                for line in fs[path].splitlines():
+                except OSError as exc:
+                    emit("stderr", f"cat: read error: {exc.strerror}")
+                    status = 1
+                    continue
+                for line in content.splitlines():
                     out(line)
         elif name == "touch":
-            for path in args:
-                fs.setdefault(path, "")
             status = 0
+            for path in args:
+                try:
+                    fs.setdefault(path, "")
+                except OSError as exc:
+                    emit("stderr", f"touch: {path}: {exc.strerror}")
+                    status = 1
         elif name == "rm":
             force = any(a.startswith("-") and "f" in a for a in args)
             status = 0
             for path in (a for a in args if not a.startswith("-")):
                 if path in fs:
-                    del fs[path]
+                    try:
+                        del fs[path]
+                    except OSError as exc:
+                        emit("stderr", f"rm: can't remove '{path}': {exc.strerror}")
+                        status = 1
                 elif not force:
                     emit("stderr", f"rm: can't remove '{path}': No such file or directory")
                     status = 1
@@ -390,9 +430,24 @@ def _run_statements(
                 out(str(uid))
             elif args == ["-g"]:
                 out(str(gid))
+            elif args == ["-G"]:
+                # The supplemental groups are those of the process's status.
+                groups = _status_field(fs, "Groups").split()
+                out(" ".join([str(gid), *(g for g in groups if g != str(gid))]))
             else:
                 out(f"uid={uid} gid={gid}")
             status = 0
+        elif name == "pwd":
+            out(cwd)
+            status = 0
+        elif name == "hostname" and not args:
+            out(fs.get("/proc/sys/kernel/hostname", "localhost\n").strip())
+            status = 0
+        elif name == "readlink" and len(args) == 1 and args[0].startswith("/proc/self/ns/"):
+            # The fake keeps a namespace link's target as the link's content.
+            status = 0 if args[0] in fs else 1
+            if args[0] in fs:
+                out(fs[args[0]].strip())
         elif name == "trap":
             # Only what the fake needs: ``trap '' TERM`` ignores SIGTERM,
             # ``trap - TERM`` restores it.
@@ -403,6 +458,8 @@ def _run_statements(
         elif unknown_blocks:
             # A program the fake does not know: it behaves like a server that runs
             # until it is stopped.
+            if on_serve is not None:
+                on_serve(tuple(argv))
             yield math.inf
         else:
             emit("stderr", f"sh: {argv[0]}: not found")
@@ -410,3 +467,12 @@ def _run_statements(
         if exec_:
             return status
     return status
+
+
+def _status_field(fs: Mapping[str, str], key: str) -> str:
+    """A field of the fake's ``/proc/self/status`` ("" when absent)."""
+    for line in fs.get("/proc/self/status", "").splitlines():
+        name, _, value = line.partition(":")
+        if name == key:
+            return value.strip()
+    return ""

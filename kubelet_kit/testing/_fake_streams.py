@@ -10,11 +10,14 @@ terminal sizes and stdin ends they record.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
+import os
+import posixpath
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from kubelet_kit.container.interfaces import PodSandboxState
+from kubelet_kit.container.interfaces import ContainerState, PodSandboxState
 from kubelet_kit.container.streams import ByteSink, ByteSource, StreamIO, TerminalSize
 from kubelet_kit.errors import ContainerRuntimeError, InvalidArgumentError
 from kubelet_kit.testing._fake_process import _ProcessPart
@@ -22,6 +25,7 @@ from kubelet_kit.testing._fake_records import (
     AttachHandler,
     ExecStreamHandler,
     PortForwardHandler,
+    _Container,
 )
 
 
@@ -64,12 +68,12 @@ class _StreamPart(_ProcessPart):
     async def exec_stream(self, container_id: str, cmd: Sequence[str], io: StreamIO) -> int:
         """Run an exec session on ``io`` in a running container; return its exit code.
 
-        With :meth:`set_exec_stream_handler` the handler runs it. Otherwise a client
-        with stdin gets it echoed back on stdout (as ``cat`` would) until its end,
-        and the exit code is 0; a client without stdin gets ``cmd`` run as
-        :meth:`exec_sync` runs it (its exec handler, or the shell), its output
-        written to stdout and stderr (both to stdout with ``tty``) and its exit
-        code returned. Sizes from ``io.resize`` are recorded
+        With :meth:`set_exec_stream_handler` the handler runs it. Otherwise ``cmd``
+        runs as :meth:`exec_sync` runs it (its exec handler, or the shell), its
+        output written to stdout and stderr as it comes (both to stdout with
+        ``tty``, lines ending in CR LF as a terminal writes them) and its exit
+        code returned; the shell's ``cat`` reads the client's stdin (until its
+        end; at once without one). Sizes from ``io.resize`` are recorded
         (:meth:`terminal_sizes`). Closes ``io.stdout`` and ``io.stderr``.
 
         Raises:
@@ -90,12 +94,15 @@ class _StreamPart(_ProcessPart):
                     result = await result
                 if result is not None:
                     return result
-            if io.stdin is not None:
-                await _echo(io.stdin, io.stdout)
-                return 0
-            res = await self._exec(c, cmd)
-            await _send(io.stdout, res.stdout)
-            await _send(io.stdout if io.tty else io.stderr, res.stderr)
+
+            async def live(stream: str, data: bytes) -> None:
+                await _send(
+                    io.stdout if stream == "stdout" or io.tty else io.stderr, _tty(io, data)
+                )
+
+            res = await self._exec(c, cmd, stdin=io.stdin, live=live)
+            await live("stdout", res.stdout)
+            await live("stderr", res.stderr)
             return res.exit_code
         finally:
             await _stop(sizes)
@@ -108,11 +115,12 @@ class _StreamPart(_ProcessPart):
 
         With :meth:`set_attach_handler` the handler runs the session. Otherwise
         each line the container writes from now on goes to ``io.stdout`` (stderr
-        lines to ``io.stderr``; to stdout when the container has ``tty``), and a
-        container with ``stdin`` echoes the client's stdin to stdout. When the
-        client's stdin ends the attach ends, except for a container with
-        ``stdin_once``: its stdin is closed (:meth:`stdin_closed`) and the attach
-        lasts until it exits. Sizes are recorded (:meth:`terminal_sizes`).
+        lines to ``io.stderr``; to stdout, ending in CR LF, when the container has
+        ``tty``), and the client's stdin goes to a container with ``stdin`` (its
+        shell's ``cat`` reads it; a terminal echoes it). When the client's stdin
+        ends the attach ends, except for a container with ``stdin_once``: its
+        stdin is closed (:meth:`stdin_closed`; ``cat`` reads its end) and the
+        attach lasts until it exits. Sizes are recorded (:meth:`terminal_sizes`).
         Closes ``io.stdout`` and ``io.stderr``.
 
         Raises:
@@ -134,17 +142,24 @@ class _StreamPart(_ProcessPart):
                     return
             tty = c.config.tty
 
+            def encode(text: str) -> bytes:
+                return (text + ("\r\n" if tty else "\n")).encode()
+
             async def lines() -> None:
                 while True:
                     stream, text = await queue.get()
                     sink = io.stdout if stream == "stdout" or tty else io.stderr
-                    await _send(sink, (text + "\n").encode())
+                    await _send(sink, encode(text))
 
             async def stdin() -> None:
                 assert io.stdin is not None
-                await _echo(io.stdin, io.stdout)
+                while data := await io.stdin.read(65536):
+                    if tty:  # the terminal echoes what is typed
+                        await _send(io.stdout, data.replace(b"\n", b"\r\n"))
+                    self._feed_stdin(c, data)
                 if c.config.stdin_once:
                     self._stdin_closed.add(c.id)
+                    self._end_stdin(c)
                     await self._sleep_while_running(c, math.inf)
 
             tasks.append(asyncio.ensure_future(lines()))
@@ -158,9 +173,7 @@ class _StreamPart(_ProcessPart):
             # Lines written before the end still reach the client.
             while not queue.empty():
                 stream, text = queue.get_nowait()
-                await _send(
-                    io.stdout if stream == "stdout" or tty else io.stderr, (text + "\n").encode()
-                )
+                await _send(io.stdout if stream == "stdout" or tty else io.stderr, encode(text))
         finally:
             listeners = self._attached[c.id]
             listeners.remove(queue)
@@ -178,9 +191,10 @@ class _StreamPart(_ProcessPart):
     ) -> None:
         """Serve one forwarded connection to ``port`` of a ready sandbox.
 
-        With :meth:`set_port_forward_handler` the handler serves it; otherwise
-        every byte from ``source`` is echoed to ``sink`` until ``source`` ends.
-        Closes ``sink``.
+        With :meth:`set_port_forward_handler` the handler serves it; otherwise a
+        container of the sandbox running ``httpd`` (busybox's: ``-p [ADDR:]PORT``,
+        ``-h HOME``) on that port answers one HTTP GET from its files, and a
+        port nothing listens on is refused. Closes ``sink``.
 
         Raises:
             NotFoundError: unknown sandbox.
@@ -202,9 +216,22 @@ class _StreamPart(_ProcessPart):
                 if isinstance(result, Awaitable):
                     await result
                     return
-            await _echo(source, sink)
+            server = self._listener(sb.id, port)
+            if server is None:
+                raise ContainerRuntimeError(
+                    f"port_forward_stream: pod sandbox {sandbox_id}: failed to connect to "
+                    f"localhost:{port}: connection refused"
+                )
+            await _serve_http(server, source, sink)
         finally:
             await _close(sink)
+
+    def _listener(self, sandbox_id: str, port: int) -> _Container | None:
+        """The running container of the sandbox whose ``httpd`` listens on ``port``."""
+        for c in self._containers_by_sandbox.get(sandbox_id, {}).values():
+            if c.state == ContainerState.RUNNING and _httpd_port(c.serving) == port:
+                return c
+        return None
 
     def _record_sizes(self, container_id: str, io: StreamIO) -> asyncio.Future[None] | None:
         """Start recording the session's terminal sizes; the task to stop."""
@@ -230,10 +257,52 @@ async def _close(sink: ByteSink | None) -> None:
         await sink.close()
 
 
-async def _echo(source: ByteSource, sink: ByteSink | None) -> None:
-    """Copy ``source`` to ``sink`` until the source ends."""
-    while data := await source.read(65536):
-        await _send(sink, data)
+def _tty(io: StreamIO, data: bytes) -> bytes:
+    """Output as a terminal writes it (newline as CR LF) with ``io.tty``."""
+    return data.replace(b"\n", b"\r\n") if io.tty else data
+
+
+def _httpd_port(argv: Sequence[str]) -> int | None:
+    """The port busybox ``httpd ARGS`` listens on (80 by default); None for
+    another program."""
+    if not argv or os.path.basename(argv[0]) != "httpd":
+        return None
+    port = 80
+    for flag, value in itertools.pairwise(argv):
+        if flag == "-p":
+            try:
+                port = int(value.rpartition(":")[2])
+            except ValueError:
+                return None
+    return port
+
+
+async def _serve_http(c: _Container, source: ByteSource, sink: ByteSink) -> None:
+    """Answer one HTTP GET as busybox ``httpd -h HOME`` does, from ``c``'s files."""
+    argv = c.serving
+    home = next((v for f, v in itertools.pairwise(argv) if f == "-h"), "/")
+    request = b""
+    while b"\r\n\r\n" not in request and b"\n\n" not in request:
+        data = await source.read(65536)
+        if not data:
+            break
+        request += data
+    words = request.split(b"\r\n", 1)[0].decode("latin-1").split()
+    if len(words) < 2 or words[0] not in ("GET", "HEAD"):
+        status, body = "501 Not Implemented", b"<HTML><HEAD><TITLE>501 Not Implemented</TITLE>\n"
+    else:
+        path = words[1].split("?", 1)[0]
+        if path.endswith("/"):
+            path += "index.html"
+        content = c.fs.get(posixpath.normpath(f"{home}/{path}"))
+        if content is None:
+            status, body = "404 Not Found", b"<HTML><HEAD><TITLE>404 Not Found</TITLE>\n"
+        else:
+            status, body = "200 OK", content.encode()
+        if words[0] == "HEAD":
+            body = b""
+    head = f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    await sink.write(head.encode("latin-1") + body)
 
 
 async def _stop(task: asyncio.Future[None] | None) -> None:

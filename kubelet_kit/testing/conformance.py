@@ -31,17 +31,34 @@ has no handler for), so its exit code after a stop may be 143 (terminated) or 13
 Each check runs in its own sandbox (named ``kk-conformance-<check>-<run id>`` in the
 namespace ``kubelet-kit-conformance``) and removes it afterwards, even on failure.
 
+Two image checks need images of their own, given as options: ``image_tags``
+takes ``same_image_refs`` (references of one image: one id, all of them its
+``repo_tags``, listed once, removed together), ``image_user`` takes
+``user_images`` (references with the ``User`` their config names: reported as
+``uid`` for a number, ``username`` for a name). Without them they are skipped.
+:class:`~kubelet_kit.testing.FakeRuntime` offers such images
+(``add_conformance_images``). Against any CRI endpoint, the kit runs as a pytest
+suite, one test per check: ``pytest -p kubelet_kit.testing.cri_validation
+--cri-endpoint unix:///run/containerd/containerd.sock`` (see
+:mod:`kubelet_kit.testing.cri_validation`).
+
 The checks live by area in private sibling modules (the check context, sandboxes,
 containers, exits with logs and exec, images, pods of several containers with
-their user, log reopening and DNS config, stats with events); this module
-holds the results, the table of checks and the runners.
+their user, log reopening and DNS config, volumes with mount propagation and
+the working directory and environment, security contexts with namespaces and
+sysctls, stats with events); this module holds
+the results, the table of checks and the runners.
+
+The volume and propagation checks mount host directories the kit makes in a
+temporary directory of its own, so the kit must run on the runtime's machine;
+the propagation checks make mounts on the host and are skipped without root.
 """
 
 import asyncio
 import inspect
 import os
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,8 +78,19 @@ from kubelet_kit.testing._conformance_context import (
     _Ctx,
     _Skip,
 )
-from kubelet_kit.testing._conformance_images import _check_images
+from kubelet_kit.testing._conformance_images import (
+    _check_image_tags,
+    _check_image_user,
+    _check_images,
+)
 from kubelet_kit.testing._conformance_io import _check_exec, _check_exit_codes_and_logs
+from kubelet_kit.testing._conformance_mounts import (
+    _check_mount_propagation_bidirectional,
+    _check_mount_propagation_host_to_container,
+    _check_mount_propagation_private,
+    _check_volumes,
+    _check_working_dir_and_envs,
+)
 from kubelet_kit.testing._conformance_observe import _check_events, _check_stats
 from kubelet_kit.testing._conformance_pods import (
     _check_dns_config,
@@ -75,6 +103,26 @@ from kubelet_kit.testing._conformance_sandboxes import (
     _check_sandbox_lifecycle,
     _check_unknown_ids,
     _check_version_and_status,
+)
+from kubelet_kit.testing._conformance_security import (
+    _check_apparmor,
+    _check_capabilities,
+    _check_default_capabilities,
+    _check_host_namespaces,
+    _check_no_new_privs,
+    _check_pod_namespaces,
+    _check_privileged,
+    _check_readonly_rootfs,
+    _check_seccomp,
+    _check_supplemental_groups,
+    _check_sysctls,
+)
+from kubelet_kit.testing._conformance_streams import (
+    _check_attach,
+    _check_exec_stream,
+    _check_exec_sync_timeout,
+    _check_port_forward,
+    _check_port_mappings,
 )
 from kubelet_kit.testing.clock import FakeClock
 
@@ -173,14 +221,37 @@ CHECKS: dict[str, Callable[[_Ctx], Awaitable[None]]] = {
     "unknown_ids": _check_unknown_ids,
     "duplicate_names": _check_duplicate_names,
     "images": _check_images,
+    "image_tags": _check_image_tags,
+    "image_user": _check_image_user,
     "container_lifecycle": _check_container_lifecycle,
     "exit_codes_and_logs": _check_exit_codes_and_logs,
     "exec": _check_exec,
+    "exec_sync_timeout": _check_exec_sync_timeout,
+    "exec_stream": _check_exec_stream,
+    "attach": _check_attach,
+    "port_forward": _check_port_forward,
+    "port_mappings": _check_port_mappings,
     "sigterm_ignored": _check_sigterm_ignored,
     "multi_container": _check_multi_container,
     "run_as": _check_run_as,
     "log_reopen": _check_log_reopen,
     "dns_config": _check_dns_config,
+    "working_dir_and_envs": _check_working_dir_and_envs,
+    "volumes": _check_volumes,
+    "mount_propagation_private": _check_mount_propagation_private,
+    "mount_propagation_host_to_container": _check_mount_propagation_host_to_container,
+    "mount_propagation_bidirectional": _check_mount_propagation_bidirectional,
+    "readonly_rootfs": _check_readonly_rootfs,
+    "privileged": _check_privileged,
+    "default_capabilities": _check_default_capabilities,
+    "capabilities": _check_capabilities,
+    "no_new_privs": _check_no_new_privs,
+    "supplemental_groups": _check_supplemental_groups,
+    "pod_namespaces": _check_pod_namespaces,
+    "host_namespaces": _check_host_namespaces,
+    "sysctls": _check_sysctls,
+    "seccomp": _check_seccomp,
+    "apparmor": _check_apparmor,
     "stats": _check_stats,
     "events": _check_events,
 }
@@ -191,7 +262,9 @@ CHECKS: dict[str, Callable[[_Ctx], Awaitable[None]]] = {
 #: Checks of optional operations: UnimplementedError skips them instead of failing.
 _OPTIONAL = frozenset({"stats", "events"})
 #: Checks that need no pulled image.
-_NEEDS_NO_IMAGE = frozenset({"version_and_status", "sandbox_lifecycle", "unknown_ids", "images"})
+_NEEDS_NO_IMAGE = frozenset(
+    {"version_and_status", "sandbox_lifecycle", "unknown_ids", "images", "image_tags", "image_user"}
+)
 
 
 def _default_wait(runtime: Runtime) -> Wait:
@@ -214,6 +287,9 @@ async def run_conformance(
     checks: Sequence[str] | None = None,
     sandbox_template: PodSandboxConfig | None = None,
     run_id: str | None = None,
+    same_image_refs: Sequence[str] = (),
+    user_images: Mapping[str, str] | None = None,
+    network_template: PodSandboxConfig | None = None,
 ) -> ConformanceReport:
     """Run the conformance checks against ``runtime`` and report every result.
 
@@ -235,10 +311,25 @@ async def run_conformance(
         sandbox_template: Fields (cgroup parent, runtime handler, DNS...) every
             sandbox config starts from; the kit sets metadata, labels, log directory.
         run_id: Distinguishes this run's objects (default: random).
+        same_image_refs: Two or more references (tags, in one repository or
+            several) the runtime can pull that name one image, for the
+            ``image_tags`` check, which removes that image at its end; none:
+            the check is skipped.
+        user_images: Images the runtime can pull, by reference, each with the
+            ``User`` its config names (``"1002"``, ``"1003:1004"``,
+            ``"www-data"``), for the ``image_user`` check, which removes them at
+            its end; none: the check is skipped.
+        network_template: Fields of the sandboxes of checks that need a pod
+            network of their own, reachable from this host (``port_mappings``:
+            the CNI network must publish host ports, e.g. with the ``portmap``
+            plugin); None: such checks start from ``sandbox_template`` with the
+            host's network off, and are skipped when it asks for the host's.
 
     Raises:
-        ValueError: an unknown check name.
+        ValueError: an unknown check name, or a single ``same_image_refs``.
     """
+    if isinstance(same_image_refs, str) or len(same_image_refs) == 1:
+        raise ValueError("same_image_refs: give two or more references of one image")
     names = list(CHECKS) if checks is None else list(checks)
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
@@ -260,6 +351,9 @@ async def run_conformance(
             stop_timeout=stop_timeout,
             run_id=rid,
             template=sandbox_template,
+            same_image_refs=tuple(same_image_refs),
+            user_images=dict(user_images or {}),
+            network_template=network_template,
         )
         try:
             if name not in _NEEDS_NO_IMAGE and not pulled:
@@ -331,18 +425,35 @@ def conformance_test(
 
     @pytest.mark.parametrize("check", list(CHECKS))
     async def test(check: str, tmp_path: Path) -> None:
-        built = factory()
-        runtime = await built if inspect.isawaitable(built) else built
-        try:
-            report = await run_conformance(runtime, log_root=tmp_path, checks=[check], **options)
-        finally:
-            await _close(runtime)
-        result = report.result(check)
-        if result.status == "skipped":
-            pytest.skip(result.message)
-        report.raise_for_failures()
+        _pytest_outcome(await _run_one(factory, check, tmp_path, options), check)
 
     return test
+
+
+async def _run_one(
+    factory: Callable[[], Runtime | Awaitable[Runtime]],
+    check: str,
+    log_root: str | os.PathLike[str],
+    options: Mapping[str, Any],
+) -> ConformanceReport:
+    """Run the check ``check`` on a runtime built afresh by ``factory``, closed after."""
+    built = factory()
+    runtime = await built if inspect.isawaitable(built) else built
+    try:
+        return await run_conformance(runtime, log_root=log_root, checks=[check], **options)
+    finally:
+        await _close(runtime)
+
+
+def _pytest_outcome(report: ConformanceReport, check: str) -> None:
+    """Give one check's result as a pytest outcome: a skip (``pytest.skip`` with
+    its reason), a failure (:class:`ConformanceFailure`), or nothing for a pass."""
+    import pytest
+
+    result = report.result(check)
+    if result.status == "skipped":
+        pytest.skip(result.message)
+    report.raise_for_failures()
 
 
 async def _close(runtime: object) -> None:

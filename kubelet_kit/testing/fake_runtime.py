@@ -49,7 +49,11 @@ from kubelet_kit.container.streams import TerminalSize
 from kubelet_kit.errors import RuntimeUnavailableError, UnimplementedError
 from kubelet_kit.testing._fake_calls import _CallsPart
 from kubelet_kit.testing._fake_containers import _ContainerPart
-from kubelet_kit.testing._fake_images import _ImagePart
+from kubelet_kit.testing._fake_images import (
+    CONFORMANCE_SAME_IMAGE_REFS,
+    CONFORMANCE_USER_IMAGES,
+    _ImagePart,
+)
 from kubelet_kit.testing._fake_records import (
     EXIT_SIGKILL,  # noqa: F401 (importable from here)
     EXIT_SIGTERM,  # noqa: F401 (importable from here)
@@ -76,6 +80,8 @@ from kubelet_kit.testing._fake_usage import _UsagePart
 from kubelet_kit.testing.clock import FakeClock
 
 __all__ = [
+    "CONFORMANCE_SAME_IMAGE_REFS",
+    "CONFORMANCE_USER_IMAGES",
     "EVENT_QUEUE_SIZE",
     "RUNTIME_METHODS",
     "STREAMING_METHODS",
@@ -190,6 +196,13 @@ class FakeRuntime(_CallsPart, _SandboxPart, _ContainerPart, _StreamPart, _ImageP
       ``-f``, ``-s``, ``-n``, ``-z``, ``=``, ``!=``, ``-eq``...): on a per-container
       in-memory file system shared with ``exec_sync`` (see :meth:`files`,
       :meth:`write_file`), enough for the classic ``cat /tmp/healthy`` probe;
+      beneath a mount's ``container_path`` they read and write the host's files
+      for real, as a bind mount would (``readonly`` refused; PRIVATE propagation
+      hides host mounts made under the volume after the start, HOST_TO_CONTAINER
+      sees them; BIDIRECTIONAL is declined with UnimplementedError, as the
+      fake's containers cannot mount; see :mod:`kubelet_kit.testing._fake_fs`);
+    * ``pwd``: the container's ``working_dir`` (``/`` by default), where relative
+      paths start;
     * ``trap '' TERM``: ignore SIGTERM (``trap - TERM`` restores it).
 
     Redirections: ``>&2`` (stdout to stderr), ``> FILE``/``>> FILE``,
@@ -234,6 +247,11 @@ class FakeRuntime(_CallsPart, _SandboxPart, _ContainerPart, _StreamPart, _ImageP
     registry under the reserved ``.invalid`` domain (``registry.invalid/...``),
     which stay unpullable as they would be anywhere. References are
     normalised as runtimes do (``busybox`` is ``docker.io/library/busybox:latest``).
+    :meth:`add_image` can teach one image under several references (``aliases``:
+    one id, and ``repo_tags`` the references the node holds) and the ``user`` of
+    its config; :meth:`add_conformance_images` teaches the images the
+    conformance kit's image checks take (:data:`CONFORMANCE_SAME_IMAGE_REFS`,
+    :data:`CONFORMANCE_USER_IMAGES`).
 
     **Events.** With ``events=True`` every sandbox and container create, start,
     stop and delete is sent to each open :meth:`get_container_events` stream, with

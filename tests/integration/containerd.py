@@ -28,6 +28,7 @@ from pathlib import Path
 # The conformance runner's image writer (the package at the repository's root,
 # importable as the suite runs from there).
 from conformance import images
+from kubelet_kit.testing.fake_runtime import CONFORMANCE_SAME_IMAGE_REFS, CONFORMANCE_USER_IMAGES
 
 #: Names the images are imported under (and served by the test registry).
 PAUSE_IMAGE = "kubelet-kit.test/pause:1"
@@ -107,15 +108,16 @@ def _layer_tar() -> bytes:
 
 
 def build_image_tar(
-    path: Path, name: str, entrypoint: list[str], cmd: list[str]
+    path: Path, name: str, entrypoint: list[str], cmd: list[str], user: str | None = None
 ) -> tuple[dict[str, bytes], str]:
-    """Write an OCI image layout tar of busybox, referenced as ``name``.
+    """Write an OCI image layout tar of busybox, referenced as ``name``, whose
+    config names ``user`` as its ``User`` (None: none).
 
     Returns:
         The blobs by digest and the manifest's digest (what a registry serves).
     """
     return images.write_layout(
-        path, name, _layer_tar(), env=["PATH=/bin"], entrypoint=entrypoint, cmd=cmd
+        path, name, _layer_tar(), env=["PATH=/bin"], entrypoint=entrypoint, cmd=cmd, user=user
     )
 
 
@@ -126,6 +128,12 @@ def build_image_tar(
 REGISTRY_HOST = "kubelet-kit.test"
 #: An image only the registry holds (never imported), for real pulls.
 REGISTRY_ONLY_IMAGE = f"{REGISTRY_HOST}/registry-only:1"
+#: One image the registry serves under several references (only there), and
+#: images whose config names a user, by reference with that user: the
+#: conformance kit's ``same_image_refs`` and ``user_images``, under the names
+#: the served fake knows them by.
+SAME_IMAGE_REFS = CONFORMANCE_SAME_IMAGE_REFS
+USER_IMAGES = CONFORMANCE_USER_IMAGES
 
 _MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 
@@ -356,7 +364,8 @@ class Containerd:
 
     def import_images(self) -> None:
         """Build the pause and busybox images, import them, and serve both (and
-        :data:`REGISTRY_ONLY_IMAGE`, which is not imported) from the registry."""
+        :data:`REGISTRY_ONLY_IMAGE`, :data:`SAME_IMAGE_REFS` and
+        :data:`USER_IMAGES`, which are not imported) from the registry."""
         pause = self.base / "pause.tar"
         busybox = self.base / "busybox.tar"
         pause_image = build_image_tar(pause, PAUSE_IMAGE, ["sleep", "infinity"], [])
@@ -364,6 +373,14 @@ class Containerd:
         blobs, digest = build_image_tar(busybox, BUSYBOX_IMAGE, [], ["sh"])
         self.registry.add(BUSYBOX_IMAGE, blobs, digest)
         self.registry.add(REGISTRY_ONLY_IMAGE, blobs, digest)
+        # An image of its own (its command differs), so removing it leaves busybox.
+        tagged = build_image_tar(self.base / "tagged.tar", SAME_IMAGE_REFS[0], [], ["true"])
+        for ref in SAME_IMAGE_REFS:
+            self.registry.add(ref, *tagged)
+        for i, (ref, user) in enumerate(USER_IMAGES.items()):
+            self.registry.add(
+                ref, *build_image_tar(self.base / f"user{i}.tar", ref, [], ["sh"], user)
+            )
         for tar in (pause, busybox):
             self.ctr("images", "import", "--snapshotter", "native", str(tar))
 

@@ -244,7 +244,7 @@ class ContainerResources(_message.Message):
     def __init__(self, linux: _Optional[_Union[LinuxContainerResources, _Mapping]] = ...) -> None: ...
 
 class LinuxSandboxSecurityContext(_message.Message):
-    __slots__ = ("namespace_options", "selinux_options", "run_as_user", "readonly_rootfs", "supplemental_groups", "privileged", "run_as_group")
+    __slots__ = ("namespace_options", "selinux_options", "run_as_user", "readonly_rootfs", "supplemental_groups", "privileged", "run_as_group", "seccomp_profile_path", "seccomp", "apparmor")
     NAMESPACE_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     SELINUX_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     RUN_AS_USER_FIELD_NUMBER: _ClassVar[int]
@@ -252,6 +252,9 @@ class LinuxSandboxSecurityContext(_message.Message):
     SUPPLEMENTAL_GROUPS_FIELD_NUMBER: _ClassVar[int]
     PRIVILEGED_FIELD_NUMBER: _ClassVar[int]
     RUN_AS_GROUP_FIELD_NUMBER: _ClassVar[int]
+    SECCOMP_PROFILE_PATH_FIELD_NUMBER: _ClassVar[int]
+    SECCOMP_FIELD_NUMBER: _ClassVar[int]
+    APPARMOR_FIELD_NUMBER: _ClassVar[int]
     namespace_options: NamespaceOption
     selinux_options: SELinuxOption
     run_as_user: Int64Value
@@ -259,7 +262,26 @@ class LinuxSandboxSecurityContext(_message.Message):
     supplemental_groups: _containers.RepeatedScalarFieldContainer[int]
     privileged: bool
     run_as_group: Int64Value
-    def __init__(self, namespace_options: _Optional[_Union[NamespaceOption, _Mapping]] = ..., selinux_options: _Optional[_Union[SELinuxOption, _Mapping]] = ..., run_as_user: _Optional[_Union[Int64Value, _Mapping]] = ..., readonly_rootfs: bool = ..., supplemental_groups: _Optional[_Iterable[int]] = ..., privileged: bool = ..., run_as_group: _Optional[_Union[Int64Value, _Mapping]] = ...) -> None: ...
+    seccomp_profile_path: str
+    seccomp: SecurityProfile
+    apparmor: SecurityProfile
+    def __init__(self, namespace_options: _Optional[_Union[NamespaceOption, _Mapping]] = ..., selinux_options: _Optional[_Union[SELinuxOption, _Mapping]] = ..., run_as_user: _Optional[_Union[Int64Value, _Mapping]] = ..., readonly_rootfs: bool = ..., supplemental_groups: _Optional[_Iterable[int]] = ..., privileged: bool = ..., run_as_group: _Optional[_Union[Int64Value, _Mapping]] = ..., seccomp_profile_path: _Optional[str] = ..., seccomp: _Optional[_Union[SecurityProfile, _Mapping]] = ..., apparmor: _Optional[_Union[SecurityProfile, _Mapping]] = ...) -> None: ...
+
+class SecurityProfile(_message.Message):
+    __slots__ = ("profile_type", "localhost_ref")
+    class ProfileType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        RuntimeDefault: _ClassVar[SecurityProfile.ProfileType]
+        Unconfined: _ClassVar[SecurityProfile.ProfileType]
+        Localhost: _ClassVar[SecurityProfile.ProfileType]
+    RuntimeDefault: SecurityProfile.ProfileType
+    Unconfined: SecurityProfile.ProfileType
+    Localhost: SecurityProfile.ProfileType
+    PROFILE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LOCALHOST_REF_FIELD_NUMBER: _ClassVar[int]
+    profile_type: SecurityProfile.ProfileType
+    localhost_ref: str
+    def __init__(self, profile_type: _Optional[_Union[SecurityProfile.ProfileType, str]] = ..., localhost_ref: _Optional[str] = ...) -> None: ...
 
 class LinuxPodSandboxConfig(_message.Message):
     __slots__ = ("cgroup_parent", "security_context", "sysctls", "overhead", "resources")
@@ -709,7 +731,7 @@ class ImageFsInfoResponse(_message.Message):
     def __init__(self, image_filesystems: _Optional[_Iterable[_Union[FilesystemUsage, _Mapping]]] = ..., container_filesystems: _Optional[_Iterable[_Union[FilesystemUsage, _Mapping]]] = ...) -> None: ...
 
 class LinuxContainerSecurityContext(_message.Message):
-    __slots__ = ("capabilities", "privileged", "namespace_options", "selinux_options", "run_as_user", "run_as_username", "readonly_rootfs", "supplemental_groups", "no_new_privs", "run_as_group", "masked_paths", "readonly_paths")
+    __slots__ = ("capabilities", "privileged", "namespace_options", "selinux_options", "run_as_user", "run_as_username", "readonly_rootfs", "supplemental_groups", "no_new_privs", "run_as_group", "masked_paths", "readonly_paths", "seccomp", "apparmor", "apparmor_profile", "seccomp_profile_path")
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     PRIVILEGED_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_OPTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -722,6 +744,10 @@ class LinuxContainerSecurityContext(_message.Message):
     RUN_AS_GROUP_FIELD_NUMBER: _ClassVar[int]
     MASKED_PATHS_FIELD_NUMBER: _ClassVar[int]
     READONLY_PATHS_FIELD_NUMBER: _ClassVar[int]
+    SECCOMP_FIELD_NUMBER: _ClassVar[int]
+    APPARMOR_FIELD_NUMBER: _ClassVar[int]
+    APPARMOR_PROFILE_FIELD_NUMBER: _ClassVar[int]
+    SECCOMP_PROFILE_PATH_FIELD_NUMBER: _ClassVar[int]
     capabilities: Capability
     privileged: bool
     namespace_options: NamespaceOption
@@ -734,7 +760,11 @@ class LinuxContainerSecurityContext(_message.Message):
     run_as_group: Int64Value
     masked_paths: _containers.RepeatedScalarFieldContainer[str]
     readonly_paths: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, capabilities: _Optional[_Union[Capability, _Mapping]] = ..., privileged: bool = ..., namespace_options: _Optional[_Union[NamespaceOption, _Mapping]] = ..., selinux_options: _Optional[_Union[SELinuxOption, _Mapping]] = ..., run_as_user: _Optional[_Union[Int64Value, _Mapping]] = ..., run_as_username: _Optional[str] = ..., readonly_rootfs: bool = ..., supplemental_groups: _Optional[_Iterable[int]] = ..., no_new_privs: bool = ..., run_as_group: _Optional[_Union[Int64Value, _Mapping]] = ..., masked_paths: _Optional[_Iterable[str]] = ..., readonly_paths: _Optional[_Iterable[str]] = ...) -> None: ...
+    seccomp: SecurityProfile
+    apparmor: SecurityProfile
+    apparmor_profile: str
+    seccomp_profile_path: str
+    def __init__(self, capabilities: _Optional[_Union[Capability, _Mapping]] = ..., privileged: bool = ..., namespace_options: _Optional[_Union[NamespaceOption, _Mapping]] = ..., selinux_options: _Optional[_Union[SELinuxOption, _Mapping]] = ..., run_as_user: _Optional[_Union[Int64Value, _Mapping]] = ..., run_as_username: _Optional[str] = ..., readonly_rootfs: bool = ..., supplemental_groups: _Optional[_Iterable[int]] = ..., no_new_privs: bool = ..., run_as_group: _Optional[_Union[Int64Value, _Mapping]] = ..., masked_paths: _Optional[_Iterable[str]] = ..., readonly_paths: _Optional[_Iterable[str]] = ..., seccomp: _Optional[_Union[SecurityProfile, _Mapping]] = ..., apparmor: _Optional[_Union[SecurityProfile, _Mapping]] = ..., apparmor_profile: _Optional[str] = ..., seccomp_profile_path: _Optional[str] = ...) -> None: ...
 
 class LinuxContainerConfig(_message.Message):
     __slots__ = ("resources", "security_context")

@@ -1,0 +1,186 @@
+"""The file system a :class:`~kubelet_kit.testing.FakeRuntime` container sees.
+
+A container's own files live in memory (``echo x > /tmp/f``, :meth:`write_file`);
+beneath the ``container_path`` of each of its :class:`Mount`\\ s it sees the
+host's file system for real, as a bind mount would show it: the host's files
+with their content at the moment they are read, and the container's writes
+landing in the host's files. A mount of a single file is that file. A
+``readonly`` mount refuses writes (``Read-only file system``). A relative path
+is taken from the container's working directory.
+
+Mount propagation, as far as a process of the host can tell it apart: the fake
+reads through the host's own mount table, so a mount made on the host under a
+volume after the container started is seen there, as with
+``HOST_TO_CONTAINER``. For a ``PRIVATE`` mount (the default) the fake records
+the host's mount points under the volume when the container starts; a path
+beneath a mount point made later is hidden (the directory it covers looks
+empty, and writing there fails), as the container would see only what the
+mount covers, which the fake cannot read. ``BIDIRECTIONAL`` needs the
+container to make mounts of its own, which the fake's containers cannot: the
+runtime declines it (see ``create_container``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+import re
+from collections.abc import Iterator, MutableMapping, Sequence
+
+from kubelet_kit.container.interfaces import Mount, MountPropagation
+
+#: Where the host's mount table is read from.
+MOUNTINFO = "/proc/self/mountinfo"
+_OCTAL = re.compile(r"\\([0-7]{3})")
+
+
+def host_mount_points(mountinfo: str = MOUNTINFO) -> frozenset[str]:
+    """Every mount point of this process's mount namespace (empty if unreadable)."""
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return frozenset()
+    points = set()
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 4:
+            # Octal escapes (\040 for a space) as the kernel writes them.
+            points.add(_OCTAL.sub(lambda m: chr(int(m[1], 8)), fields[4]))
+    return frozenset(points)
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+class _ContainerFS(MutableMapping[str, str]):
+    """Path -> content of one fake container: its own files, and the host's
+    beneath its mounts (see the module doc).
+
+    Reading a missing file raises KeyError; writing where the container may not
+    raises OSError (``EROFS`` for a read-only mount). Iterating (and ``len``)
+    covers the container's own files only, not the host's beneath its mounts.
+    """
+
+    def __init__(self, mounts: Sequence[Mount] = (), cwd: str = "/") -> None:
+        self.own: dict[str, str] = {}
+        self.cwd = cwd or "/"
+        # Deepest container path first: a nested mount shadows its parent's.
+        self._mounts = sorted(
+            mounts, key=lambda m: posixpath.normpath(m.container_path).count("/"), reverse=True
+        )
+        # The host's mount points under each private mount when the container started.
+        self._at_start: dict[str, frozenset[str]] = {}
+        # readonly_rootfs: the container's own files (all but /proc and /dev, the
+        # kernel's) refuse writes; its writable mounts still take them.
+        self.readonly_root = False
+
+    def started(self) -> None:
+        """Record the host's mount points under each private mount: the container
+        started, and mounts made on the host from now on do not reach it."""
+        if not any(m.propagation is MountPropagation.PRIVATE for m in self._mounts):
+            return
+        points = host_mount_points()
+        for m in self._mounts:
+            if m.propagation is MountPropagation.PRIVATE:
+                root = os.path.realpath(m.host_path)
+                self._at_start[m.container_path] = frozenset(p for p in points if _under(p, root))
+
+    # -- routing
+
+    def _key(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(self.cwd, path))
+
+    def _host(self, key: str) -> tuple[Mount, str] | None:
+        """The mount ``key`` is beneath and its path on the host, or None."""
+        for m in self._mounts:
+            target = posixpath.normpath(m.container_path)
+            if _under(key, target):
+                rest = key[len(target) :].lstrip("/")
+                source = os.path.realpath(m.host_path)
+                return m, os.path.join(source, rest) if rest else source
+        return None
+
+    def _hidden(self, m: Mount, host_path: str) -> bool:
+        """Whether ``host_path`` is beneath a host mount made under the private
+        mount ``m`` after the container started."""
+        seen = self._at_start.get(m.container_path)
+        if seen is None:
+            return False
+        root = os.path.realpath(m.host_path)
+        return any(
+            _under(host_path, p) and _under(p, root) for p in host_mount_points() if p not in seen
+        )
+
+    def _writable(self, key: str) -> str | None:
+        """The host path a write to ``key`` goes to (None: the container's own)."""
+        routed = self._host(key)
+        if routed is None:
+            if self.readonly_root and not key.startswith(("/proc/", "/dev/")):
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), key)
+            return None
+        m, host_path = routed
+        if m.readonly:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), key)
+        if self._hidden(m, host_path):
+            raise OSError(
+                errno.EIO,
+                "the fake runtime cannot reach a directory covered by a host mount made "
+                "after the container started",
+                key,
+            )
+        return host_path
+
+    # -- MutableMapping
+
+    def __getitem__(self, path: str) -> str:
+        key = self._key(path)
+        routed = self._host(key)
+        if routed is None:
+            return self.own[key]
+        m, host_path = routed
+        if self._hidden(m, host_path):
+            raise KeyError(path)
+        try:
+            with open(host_path, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except (FileNotFoundError, NotADirectoryError):
+            raise KeyError(path) from None
+
+    def __setitem__(self, path: str, content: str) -> None:
+        key = self._key(path)
+        host_path = self._writable(key)
+        if host_path is None:
+            self.own[key] = content
+            return
+        with open(host_path, "w", encoding="utf-8") as f:
+            f.write(content)
+
+    def __delitem__(self, path: str) -> None:
+        key = self._key(path)
+        host_path = self._writable(key)
+        if host_path is None:
+            del self.own[key]
+            return
+        try:
+            os.unlink(host_path)
+        except (FileNotFoundError, NotADirectoryError):
+            raise KeyError(path) from None
+
+    def __contains__(self, path: object) -> bool:
+        if not isinstance(path, str):
+            return False
+        key = self._key(path)
+        routed = self._host(key)
+        if routed is None:
+            return key in self.own
+        m, host_path = routed
+        return os.path.exists(host_path) and not self._hidden(m, host_path)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.own)
+
+    def __len__(self) -> int:
+        return len(self.own)

@@ -1,0 +1,98 @@
+"""What a fake runtime container sees of its security context and its sandbox.
+
+The part of :class:`~kubelet_kit.testing.FakeRuntime` that gives a container the
+files a real one would read to learn who and where it is, computed as containerd
+computes them: ``/proc/self/status`` (``Uid``, ``Gid``, ``Groups``,
+``NoNewPrivs``, ``Seccomp``, the capability masks), ``/proc/self/ns/{net,pid,ipc}``
+(the node's own namespaces, those of the process running the fake, where the
+sandbox shares them, made-up ones otherwise), ``/proc/sys/kernel/hostname`` and
+the sandbox's sysctls under ``/proc/sys``, and for a privileged container the
+node's devices under ``/dev``. With ``readonly_rootfs`` the container's file
+system is a :class:`ReadOnlyRoot`, refusing writes outside its writable mounts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import socket
+
+from kubelet_kit.container.capabilities import capability_set
+from kubelet_kit.container.interfaces import (
+    ContainerConfig,
+    PodSandboxConfig,
+    SecurityProfileType,
+)
+
+
+def _mask(caps: frozenset[int]) -> str:
+    return f"{sum(1 << c for c in caps):016x}"
+
+
+def _status(config: ContainerConfig, identity: tuple[int, int]) -> str:
+    sc = config.security_context
+    caps = capability_set(sc)
+    uid, gid = identity
+    # A process that is not root loses its capabilities when it execs.
+    eff = caps if uid == 0 else frozenset()
+    groups = " ".join(str(g) for g in (sc.supplemental_groups if sc else ()))
+    confined = (
+        sc is not None
+        and not sc.privileged
+        and sc.seccomp is not None
+        and sc.seccomp.profile_type is not SecurityProfileType.UNCONFINED
+    )
+    lines = [
+        "Name:\tsh",
+        "State:\tS (sleeping)",
+        f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}",
+        f"Gid:\t{gid}\t{gid}\t{gid}\t{gid}",
+        f"Groups:\t{groups}",
+        f"CapInh:\t{_mask(frozenset())}",
+        f"CapPrm:\t{_mask(eff)}",
+        f"CapEff:\t{_mask(eff)}",
+        f"CapBnd:\t{_mask(caps)}",
+        f"CapAmb:\t{_mask(frozenset())}",
+        f"NoNewPrivs:\t{1 if sc is not None and sc.no_new_privs else 0}",
+        f"Seccomp:\t{2 if confined else 0}",
+    ]
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _namespace(kind: str, shared: bool, owner: str) -> str:
+    if shared:
+        with contextlib.suppress(OSError):
+            return os.readlink(f"/proc/self/ns/{kind}")
+    digest = int(hashlib.sha256(f"{kind}/{owner}".encode()).hexdigest()[:6], 16)
+    return f"{kind}:[{4026600000 + digest}]"
+
+
+def security_files(
+    sandbox_id: str,
+    container_id: str,
+    sandbox: PodSandboxConfig,
+    config: ContainerConfig,
+    identity: tuple[int, int],
+) -> dict[str, str]:
+    """The files a container reads to learn its identity and surroundings."""
+    ns = sandbox.namespace_options
+    files = {
+        "/proc/self/status": _status(config, identity),
+        "/proc/self/ns/net": _namespace("net", ns.host_network, sandbox_id),
+        # The kubelet gives each container a PID namespace of its own.
+        "/proc/self/ns/pid": _namespace("pid", ns.host_pid, container_id),
+        "/proc/self/ns/ipc": _namespace("ipc", ns.host_ipc, sandbox_id),
+        "/proc/sys/kernel/hostname": (
+            socket.gethostname() if ns.host_network or not sandbox.hostname else sandbox.hostname
+        )
+        + "\n",
+    }
+    for key, value in sandbox.sysctls.items():
+        files["/proc/sys/" + key.replace(".", "/")] = f"{value}\n"
+    sc = config.security_context
+    if sc is not None and sc.privileged:
+        with contextlib.suppress(OSError):
+            for name in os.listdir("/dev"):
+                files.setdefault(f"/dev/{name}", "")
+    return files
