@@ -22,7 +22,6 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from integration.containerd import BUSYBOX_IMAGE, REGISTRY_HOST, Containerd  # noqa: E402
-
 from kubelet_kit.container import (  # noqa: E402
     NamespaceOptions,
     PodSandboxConfig,
