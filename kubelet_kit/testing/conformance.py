@@ -209,7 +209,7 @@ class ConformanceFailure(AssertionError):
     def __init__(self, report: ConformanceReport) -> None:
         self.report = report
         failed = ", ".join(r.name for r in report.failures)
-        super().__init__(f"runtime failed conformance checks: {failed}\n{report.summary()}")
+        super().__init__(f"failed conformance checks: {failed}\n{report.summary()}")
 
 
 # ------------------------------------------------------------------------- checks
