@@ -106,8 +106,14 @@ async def load_runtime(spec: str, *, root_dir: str | os.PathLike[str] | None = N
         # take (one image under several references, images whose config names
         # a user), so the kit can be run against it over the CRI.
         root.mkdir(parents=True, exist_ok=True)
+        # Host ports are declined: a real kubelet's pods would expect them published.
         fake = FakeRuntime(
-            RealClock(), events=True, image_fs=str(root), pull_any=True, call_history=1000
+            RealClock(),
+            events=True,
+            image_fs=str(root),
+            pull_any=True,
+            call_history=1000,
+            host_ports="decline",
         )
         fake.add_conformance_images()
         return fake

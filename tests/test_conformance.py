@@ -40,7 +40,8 @@ IMAGES: dict[str, Any] = {
 
 
 def fake() -> FakeRuntime:
-    rt = FakeRuntime(FakeClock(), images=["busybox"], events=True)
+    # It declines host ports: the port_mappings check connects to them for real.
+    rt = FakeRuntime(FakeClock(), images=["busybox"], events=True, host_ports="decline")
     rt.add_conformance_images()
     return rt
 
@@ -72,7 +73,7 @@ async def test_fake_runtime_cleans_up_after_itself(tmp_path: Path) -> None:
 
 
 async def test_events_check_skips_a_runtime_without_events(tmp_path: Path) -> None:
-    rt = FakeRuntime(FakeClock(), images=["busybox"])
+    rt = FakeRuntime(FakeClock(), images=["busybox"], host_ports="decline")
     report = await check_runtime(rt, log_root=tmp_path)
     assert report.result("events").status == "skipped"
     assert "UnimplementedError" not in report.result("events").message
@@ -259,7 +260,7 @@ async def test_broken_runtime_fails_the_kit(
 
 async def test_hung_runtime_fails_within_bounded_time(tmp_path: Path) -> None:
     clock = FakeClock()
-    rt = FakeRuntime(clock, images=["busybox"])
+    rt = FakeRuntime(clock, images=["busybox"], host_ports="decline")
     rt.set_latency("stop_container", 1e9)
     t0 = clock.monotonic()
     report = await run_conformance(

@@ -500,7 +500,7 @@ async def test_conformance_kit_through_the_cri(sock_dir: Path) -> None:
         CONFORMANCE_USER_IMAGES,
     )
 
-    runtime = FakeRuntime(events=True, images=["busybox"])
+    runtime = FakeRuntime(events=True, images=["busybox"], host_ports="decline")
     runtime.add_conformance_images()
     async with (
         CRIServer(runtime, sock_dir / "conf.sock") as srv,

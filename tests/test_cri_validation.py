@@ -34,7 +34,7 @@ def image_args() -> list[str]:
 async def served(tmp_path: Path) -> AsyncIterator[str]:
     """The endpoint of a CRIServer serving a fake on the real clock that knows the
     kit's images (as ``kubelet-kit cri-server --runtime fake`` does)."""
-    runtime = FakeRuntime(RealClock(), events=True, pull_any=True)
+    runtime = FakeRuntime(RealClock(), events=True, pull_any=True, host_ports="decline")
     runtime.add_conformance_images()
     async with CRIServer(runtime, tmp_path / "cri.sock") as server:
         yield server.endpoint

@@ -18,8 +18,11 @@ from kubelet_kit.container import (
     ImageSpec,
     LinuxContainerResources,
     LogReopener,
+    PodSandboxConfig,
     PodSandboxFilter,
+    PodSandboxMetadata,
     PodSandboxState,
+    PortMapping,
     Runtime,
 )
 from kubelet_kit.container import labels as klabels
@@ -28,6 +31,7 @@ from kubelet_kit.errors import (
     ContainerRuntimeError,
     ContainerStartError,
     NotFoundError,
+    UnimplementedError,
 )
 from kubelet_kit.testing import FakeClock, FakeRuntime, format_cri_log_line, format_rfc3339_nano
 from kubelet_kit.testing.fake_runtime import RUNTIME_METHODS
@@ -423,3 +427,38 @@ async def test_call_history_keeps_the_latest_calls() -> None:
     for _ in range(20):
         await unbounded.version()
     assert len(unbounded.calls) == 20
+
+
+async def test_host_ports_are_recorded_by_default_and_declined_when_asked() -> None:
+    """A hostPort pod runs on the default fake (a node-policy test wants it to),
+    its mapping kept in the sandbox's config; a fake made to decline host ports
+    refuses the sandbox, naming the mapping, as the served fake does."""
+    mapping = PortMapping(container_port=80, host_port=8080)
+    config = PodSandboxConfig(
+        metadata=PodSandboxMetadata("web", "default", "uid-web"), port_mappings=(mapping,)
+    )
+    recording = FakeRuntime()
+    sid = await recording.run_pod_sandbox(config)
+    assert (await recording.pod_sandbox_status(sid)).state == PodSandboxState.READY
+    [call] = recording.calls_to("run_pod_sandbox")
+    assert call.args[0].port_mappings == (mapping,)
+
+    declining = FakeRuntime(host_ports="decline")
+    with pytest.raises(UnimplementedError, match="port_mappings: host_port 8080"):
+        await declining.run_pod_sandbox(config)
+    assert await declining.list_pod_sandboxes() == []
+    with pytest.raises(ValueError, match="host_ports"):
+        FakeRuntime(host_ports="publish")  # type: ignore[arg-type]
+
+
+async def test_a_host_port_pod_runs_in_the_time_skipping_environment() -> None:
+    from kubelet_kit.testing.env import KubeletEnv
+
+    pod = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: default}\n"
+        "spec:\n  containers:\n  - name: app\n    image: busybox\n"
+        "    command: [sleep, '3600']\n    ports: [{containerPort: 80, hostPort: 8080}]\n"
+    )
+    async with KubeletEnv() as env:
+        env.add_pod(pod)
+        await env.wait_for(lambda: env.status("web").phase == "Running")

@@ -83,6 +83,7 @@ class _FakeRuntimeBase:
     _registry: dict[str, Image]
     _call_history: int | None
     pull_any: bool
+    host_ports: str
     _present: set[str]
     _pull_failures: dict[str, BaseException]
     _private: dict[str, set[tuple[str, str]]]

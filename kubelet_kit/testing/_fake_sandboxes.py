@@ -32,12 +32,13 @@ class _SandboxPart(_ProcessPart):
 
         Raises:
             AlreadyExistsError: a duplicate name/namespace/uid/attempt.
-            UnimplementedError: a port mapping asks for a host port (the fake has
-                no host network to publish it on: it declines rather than ignore it).
+            UnimplementedError: a port mapping asks for a host port and the fake
+                was made with ``host_ports="decline"`` (it has no host network to
+                publish it on).
         """
         await self._enter("run_pod_sandbox", (config,))
         published = [p for p in config.port_mappings if p.host_port]
-        if published:
+        if published and self.host_ports == "decline":
             raise UnimplementedError(
                 f"port_mappings: host_port {published[0].host_port}: the fake runtime "
                 "publishes no ports on the host"

@@ -34,6 +34,7 @@ import asyncio
 import itertools
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Literal
 
 import attrs
 
@@ -282,6 +283,13 @@ class FakeRuntime(_CallsPart, _SandboxPart, _ContainerPart, _StreamPart, _ImageP
             ``.invalid`` still cannot be pulled from.
         call_history: Keep at least this many of the latest :attr:`calls` and drop
             older ones (None: keep every call), so a long-running fake stays small.
+        host_ports: What a sandbox's port mapping to a host port gets. ``"record"``
+            (the default): it is accepted and kept in the sandbox's config, as a
+            node-policy test of a ``hostPort`` pod wants, though nothing listens
+            on the host. ``"decline"``: ``run_pod_sandbox`` raises
+            UnimplementedError naming the mapping, as a runtime that cannot
+            publish it should (the served fake, and the conformance kit, whose
+            ``port_mappings`` check connects to the host port for real).
     """
 
     def __init__(
@@ -295,8 +303,12 @@ class FakeRuntime(_CallsPart, _SandboxPart, _ContainerPart, _StreamPart, _ImageP
         image_fs: str | None = None,
         pull_any: bool = False,
         call_history: int | None = None,
+        host_ports: Literal["record", "decline"] = "record",
     ) -> None:
+        if host_ports not in ("record", "decline"):
+            raise ValueError(f"host_ports: {host_ports!r} is neither 'record' nor 'decline'")
         self.clock: Clock = clock if clock is not None else FakeClock()
+        self.host_ports = host_ports
         self.calls: list[Call] = []
         self.dropped_events = 0
         self.pull_latency = pull_latency
