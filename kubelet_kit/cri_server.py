@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelet_kit.container.interfaces import Runtime
+from kubelet_kit.container.optional import protocol_methods
 from kubelet_kit.errors import ConfigurationError
 
 __all__ = ["RUNTIME_NAMES", "load_runtime", "register", "serve_cri", "socket_path_of"]
@@ -67,7 +68,7 @@ def socket_path_of(listen: str) -> Path:
 
 def _missing_methods(obj: object) -> list[str]:
     # The Runtime protocol's methods are the public callables it declares.
-    wanted = [n for n, v in vars(Runtime).items() if not n.startswith("_") and callable(v)]
+    wanted = sorted(protocol_methods(Runtime))
     return [n for n in wanted if not callable(getattr(obj, n, None))]
 
 

@@ -63,13 +63,14 @@ def test_testing_all_is_honest() -> None:
 
 
 def test_runtime_methods_list_matches_the_protocols() -> None:
-    protocol_methods = {
+    from kubelet_kit.container.optional import protocol_methods
+
+    methods = {
         name
         for protocol in (Runtime, ImageFsReporter, LogReopener)
-        for name in vars(protocol)
-        if not name.startswith("_") and callable(vars(protocol)[name])
+        for name in protocol_methods(protocol)
     }
-    assert protocol_methods == RUNTIME_METHODS
+    assert methods == RUNTIME_METHODS
 
 
 # ------------------------------------------------------------- exits and reasons

@@ -123,6 +123,8 @@ async def test_a_runtime_that_cannot_reopen_logs_is_left_alone(
     _grow(path, 2000)
     plain = _WithoutReopen(rt)
     assert await ContainerLogManager(plain).rotate_logs() == []  # type: ignore[arg-type]
+    assert caplog.text.count("container logs are not rotated") == 1
+    caplog.clear()
     # A wrapper that forwards only what its runtime has says so once, then is quiet.
     wrapped = InstrumentedRuntime(plain, KubeletMetrics.for_registry(CollectorRegistry()))  # type: ignore[arg-type]
     manager = ContainerLogManager(wrapped, max_size=1000)

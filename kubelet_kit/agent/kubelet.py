@@ -23,7 +23,7 @@ from kubelet_kit.api.kubeletconfig import KubeletConfiguration
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.cm import ContainerManager
 from kubelet_kit.config import PodSource
-from kubelet_kit.container import Runtime
+from kubelet_kit.container import Runtime, RuntimeCore
 from kubelet_kit.eviction import EvictionManager
 from kubelet_kit.node.defaults import default_node_name, default_pod_logs_dir, default_root_dir
 from kubelet_kit.node.housekeeping import HOUSEKEEPING_PERIOD
@@ -61,6 +61,10 @@ class Kubelet(KubeletCore):
     Args:
         config: The KubeletConfiguration the defaults come from (default: the
             kubelet's defaults, with the embedded runtime).
+        runtime: Any :class:`~kubelet_kit.container.RuntimeCore`; the agent uses
+            only the capabilities it offers
+            (:func:`~kubelet_kit.container.runtime_capabilities`). Default: the
+            one ``config`` names (see :mod:`kubelet_kit.agent`).
         cni_conf_dir, cni_bin_dirs: CNI networking for the embedded runtime.
         image_gc, container_log_manager: None turns the task off; the default
             (:data:`DEFAULT`) wires it from ``config``.
@@ -78,7 +82,7 @@ class Kubelet(KubeletCore):
         self,
         config: KubeletConfiguration | None = None,
         *,
-        runtime: Runtime | None = None,
+        runtime: RuntimeCore | None = None,
         pleg: PLEG | None = None,
         clock: Clock | None = None,
         sources: Sequence[PodSource] = (),
@@ -121,7 +125,7 @@ class Kubelet(KubeletCore):
             config, root_dir=root, clock=clock, cni_conf_dir=cni_conf_dir, cni_bin_dirs=cni_bin_dirs
         )
         #: The runtime as given or built, before the metrics wrapper.
-        self.base_runtime: Runtime = base
+        self.base_runtime: RuntimeCore = base
         # Every runtime call counts under the kubelet's runtime operation metrics.
         wrapped: Runtime = (
             base

@@ -1,5 +1,6 @@
-"""The Runtime protocol, runtime-neutral types, the kubelet's CRI labels, and the
-runtime's view of pods (sandboxes and containers grouped by pod uid)."""
+"""The Runtime protocols (the core every runtime has, and the optional capabilities
+it declares), runtime-neutral types, the kubelet's CRI labels, and the runtime's
+view of pods (sandboxes and containers grouped by pod uid)."""
 
 from kubelet_kit.container import labels
 from kubelet_kit.container.interfaces import (
@@ -15,10 +16,13 @@ from kubelet_kit.container.interfaces import (
     ContainerStatus,
     Device,
     DNSConfig,
+    EventRuntime,
     ExecResult,
+    ExecRuntime,
     FilesystemUsage,
     Image,
     ImageFsReporter,
+    ImageService,
     ImageSpec,
     KeyValue,
     LinuxContainerResources,
@@ -35,12 +39,21 @@ from kubelet_kit.container.interfaces import (
     PodSandboxStats,
     PodSandboxStatus,
     PortMapping,
+    ResourceUpdater,
     Runtime,
     RuntimeCondition,
+    RuntimeCore,
     RuntimeStatus,
     SecurityProfile,
     SecurityProfileType,
+    StatsRuntime,
     VersionInfo,
+)
+from kubelet_kit.container.optional import (
+    CAPABILITIES,
+    not_offered,
+    offers,
+    runtime_capabilities,
 )
 from kubelet_kit.container.pods import (
     PodRuntimeStatus,
@@ -51,6 +64,7 @@ from kubelet_kit.container.pods import (
 )
 
 __all__ = [
+    "CAPABILITIES",
     "AuthConfig",
     "ContainerConfig",
     "ContainerEvent",
@@ -63,10 +77,13 @@ __all__ = [
     "ContainerStatus",
     "DNSConfig",
     "Device",
+    "EventRuntime",
     "ExecResult",
+    "ExecRuntime",
     "FilesystemUsage",
     "Image",
     "ImageFsReporter",
+    "ImageService",
     "ImageSpec",
     "KeyValue",
     "LinuxContainerResources",
@@ -84,15 +101,21 @@ __all__ = [
     "PodSandboxStats",
     "PodSandboxStatus",
     "PortMapping",
+    "ResourceUpdater",
     "Runtime",
     "RuntimeCondition",
+    "RuntimeCore",
     "RuntimePod",
     "RuntimeStatus",
     "SecurityProfile",
     "SecurityProfileType",
+    "StatsRuntime",
     "VersionInfo",
     "get_pod_status",
     "get_pods",
     "group_pods",
     "labels",
+    "not_offered",
+    "offers",
+    "runtime_capabilities",
 ]

@@ -1,9 +1,11 @@
-"""The Runtime protocol and its runtime-neutral value types.
+"""The Runtime protocols and their runtime-neutral value types.
 
-The shapes follow the CRI (runtime.v1) closely, in Python's words: a Runtime offers
-sandboxes (the pod's shared environment), containers inside them, images, and
-status/list/stats calls. What to start, kill or restart for a pod is *not* here:
-the composer decides that once, for every runtime, so a custom runtime stays small.
+The shapes follow the CRI (runtime.v1) closely, in Python's words: every runtime
+offers sandboxes (the pod's shared environment), containers inside them, and
+status/list calls (:class:`RuntimeCore`); exec, images, stats and events are
+capabilities a runtime may offer beside them (:class:`Runtime` has them all).
+What to start, kill or restart for a pod is *not* here: the composer decides that
+once, for every runtime, so a custom runtime stays small.
 
 Timestamps are wall-clock seconds since the Unix epoch as floats (the CRI uses
 nanoseconds; the CRI client converts at its edge). ``0.0`` means "not set".
@@ -30,10 +32,13 @@ __all__ = [
     "ContainerStatus",
     "DNSConfig",
     "Device",
+    "EventRuntime",
     "ExecResult",
+    "ExecRuntime",
     "FilesystemUsage",
     "Image",
     "ImageFsReporter",
+    "ImageService",
     "ImageSpec",
     "KeyValue",
     "LinuxContainerResources",
@@ -50,11 +55,14 @@ __all__ = [
     "PodSandboxStats",
     "PodSandboxStatus",
     "PortMapping",
+    "ResourceUpdater",
     "Runtime",
     "RuntimeCondition",
+    "RuntimeCore",
     "RuntimeStatus",
     "SecurityProfile",
     "SecurityProfileType",
+    "StatsRuntime",
     "VersionInfo",
 ]
 
@@ -576,20 +584,24 @@ class RuntimeStatus:
 
 
 @runtime_checkable
-class Runtime(Protocol):
-    """A container runtime, CRI-shaped.
+class RuntimeCore(Protocol):
+    """What every runtime offers: its version and status, sandboxes, containers,
+    and their list and status calls.
+
+    This is all a runtime must have for the agent to run pods on it. The rest is
+    optional, in capability protocols a runtime declares (see
+    :mod:`kubelet_kit.container.optional`): exec (:class:`ExecRuntime`), an image
+    service (:class:`ImageService`), stats (:class:`StatsRuntime`), an event
+    stream (:class:`EventRuntime`), resource updates (:class:`ResourceUpdater`),
+    log reopening (:class:`LogReopener`), the image filesystem
+    (:class:`ImageFsReporter`) and streams
+    (:class:`~kubelet_kit.container.streams.StreamingRuntime`).
 
     Every method is a coroutine that waits on the runtime; none blocks the loop.
     Expected failures raise the typed errors of :mod:`kubelet_kit.errors`:
     ``NotFoundError`` for an unknown id, ``RuntimeUnavailableError`` when the
-    runtime cannot be reached, ``ImagePullError`` for a failed pull,
-    ``UnimplementedError`` for an optional operation the runtime lacks. Stop and
-    remove calls are idempotent, as in the CRI: stopping a stopped container or
-    removing a removed one succeeds.
-
-    Implementations: :class:`kubelet_kit.testing.FakeRuntime` (in memory),
-    ``kubelet_kit.runtimes.host.HostProcessRuntime`` (host processes),
-    ``kubelet_kit.cri.CRIRuntime`` (any CRI runtime over gRPC).
+    runtime cannot be reached. Stop and remove calls are idempotent, as in the
+    CRI: stopping a stopped container or removing a removed one succeeds.
     """
 
     async def version(self) -> VersionInfo:
@@ -639,16 +651,34 @@ class Runtime(Protocol):
     async def container_status(self, container_id: str) -> ContainerStatus:
         """Status of one container. Raises NotFoundError for an unknown id."""
 
+
+@runtime_checkable
+class ExecRuntime(Protocol):
+    """A runtime that runs commands in a running container (capability ``exec``):
+    exec probes, exec lifecycle hooks and the node API's ``/run`` need it."""
+
     async def exec_sync(
         self, container_id: str, cmd: Sequence[str], timeout: float | None = None
     ) -> ExecResult:
         """Run ``cmd`` in the container and wait for it. Raises DeadlineExceededError
         when it runs longer than ``timeout`` seconds (None: no limit)."""
 
+
+@runtime_checkable
+class ResourceUpdater(Protocol):
+    """A runtime that changes a running container's resources (capability
+    ``update_resources``)."""
+
     async def update_container_resources(
         self, container_id: str, resources: LinuxContainerResources
     ) -> None:
         """Change a running container's resources."""
+
+
+@runtime_checkable
+class StatsRuntime(Protocol):
+    """A runtime that measures its containers (capability ``stats``): the node
+    API's stats and the eviction manager's per-pod usage need it."""
 
     async def container_stats(self, container_id: str) -> ContainerStats:
         """Resource usage of one container."""
@@ -661,7 +691,12 @@ class Runtime(Protocol):
     async def pod_sandbox_stats(self, pod_sandbox_id: str) -> PodSandboxStats:
         """Resource usage of a sandbox and its containers."""
 
-    # -- images
+
+@runtime_checkable
+class ImageService(Protocol):
+    """A runtime that pulls and keeps images (capability ``images``). Without it,
+    the agent pulls nothing and takes every image as present; image garbage
+    collection and the node's image list are off."""
 
     async def pull_image(
         self,
@@ -682,11 +717,45 @@ class Runtime(Protocol):
     async def remove_image(self, image: ImageSpec) -> None:
         """Remove an image. Idempotent."""
 
-    # -- events (optional)
+
+@runtime_checkable
+class EventRuntime(Protocol):
+    """A runtime with a container event stream (capability ``events``), which the
+    evented PLEG follows."""
 
     def get_container_events(self) -> AsyncIterator[ContainerEvent]:
-        """Stream of container events. Optional: a runtime without one raises
-        UnimplementedError when iteration starts. Single consumer per call."""
+        """Stream of container events. A runtime that turns out to have none
+        raises UnimplementedError when iteration starts. Single consumer per call."""
+
+
+@runtime_checkable
+class Runtime(
+    RuntimeCore,
+    ExecRuntime,
+    ResourceUpdater,
+    StatsRuntime,
+    ImageService,
+    EventRuntime,
+    Protocol,
+):
+    """A container runtime, CRI-shaped, with every capability: :class:`RuntimeCore`
+    and the capability protocols :class:`ExecRuntime`, :class:`ResourceUpdater`,
+    :class:`StatsRuntime`, :class:`ImageService` and :class:`EventRuntime`.
+
+    Expected failures raise the typed errors of :mod:`kubelet_kit.errors`:
+    ``NotFoundError`` for an unknown id, ``RuntimeUnavailableError`` when the
+    runtime cannot be reached, ``ImagePullError`` for a failed pull,
+    ``UnimplementedError`` for an optional operation the runtime lacks. Stop and
+    remove calls are idempotent, as in the CRI.
+
+    A runtime need not be all of it: the agent takes any :class:`RuntimeCore` and
+    uses only the capabilities it offers
+    (:func:`~kubelet_kit.container.optional.runtime_capabilities`).
+
+    Implementations: :class:`kubelet_kit.testing.FakeRuntime` (in memory),
+    ``kubelet_kit.runtimes.host.HostProcessRuntime`` (host processes),
+    ``kubelet_kit.cri.CRIRuntime`` (any CRI runtime over gRPC).
+    """
 
 
 @runtime_checkable

@@ -137,10 +137,15 @@ def stream_mode(runtime: Any) -> Literal["direct", "url"] | None:
     """How ``runtime`` offers streams: ``"direct"`` (:class:`StreamingRuntime`),
     ``"url"`` (:class:`StreamURLRuntime`) or None. A wrapper runtime (one that
     forwards to another, such as the agent's metrics wrapper) names the runtime it
-    wraps as ``inner``; it is looked through, since a wrapper forwards both kinds."""
+    wraps as ``inner``; it is looked through, since a wrapper forwards both kinds.
+    A runtime whose ``capabilities`` declaration (see
+    :mod:`kubelet_kit.container.optional`) leaves ``streams`` out offers none."""
     seen = 0
     while getattr(runtime, "inner", None) is not None and seen < 8:
         runtime, seen = runtime.inner, seen + 1
+    declared = getattr(runtime, "capabilities", None)
+    if declared is not None and "streams" not in declared:
+        return None
     if isinstance(runtime, StreamingRuntime):
         return "direct"
     if isinstance(runtime, StreamURLRuntime):

@@ -41,10 +41,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import attrs
 
@@ -54,8 +55,10 @@ from kubelet_kit.container.interfaces import (
     ContainerFilter,
     ImageFsReporter,
     PodSandboxFilter,
-    Runtime,
+    RuntimeCore,
+    StatsRuntime,
 )
+from kubelet_kit.container.optional import IMAGE_FS, STATS, not_offered, runtime_capabilities
 from kubelet_kit.errors import ContainerRuntimeError
 from kubelet_kit.eviction.stats import (
     ContainerUsage,
@@ -68,6 +71,8 @@ from kubelet_kit.eviction.stats import (
 
 if TYPE_CHECKING:
     from kubelet_kit.api import Pod
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "HostStatsProvider",
@@ -173,13 +178,13 @@ def directory_usage(path: str | os.PathLike[str]) -> VolumeUsage:
     return VolumeUsage(used_bytes=used, inodes_used=inodes)
 
 
-async def image_fs_dir(runtime: Runtime | None, fallback: Path) -> Path:
-    """Where ``runtime`` keeps its images (its first image filesystem, when it is an
-    :class:`~kubelet_kit.container.ImageFsReporter` and the directory exists here),
-    else ``fallback``. A runtime error also gives ``fallback``."""
-    if isinstance(runtime, ImageFsReporter):
+async def image_fs_dir(runtime: RuntimeCore | None, fallback: Path) -> Path:
+    """Where ``runtime`` keeps its images (its first image filesystem, when it
+    offers ``image_fs`` (:class:`~kubelet_kit.container.ImageFsReporter`) and the
+    directory exists here), else ``fallback``. A runtime error also gives ``fallback``."""
+    if runtime is not None and IMAGE_FS in runtime_capabilities(runtime):
         try:
-            filesystems = await runtime.image_fs_info()
+            filesystems = await cast(ImageFsReporter, runtime).image_fs_info()
         except ContainerRuntimeError:
             filesystems = []
         if filesystems and os.path.isdir(filesystems[0].mountpoint):
@@ -196,8 +201,8 @@ class HostStatsProvider:
             where the runtime says (:class:`~kubelet_kit.container.ImageFsReporter`,
             such as a CRI runtime), else ``root_dir``.
         runtime: Gives containers' writable layers and logs, and pods' usage when
-            no cgroup is known. Without one, pods are measured from cgroups and
-            volumes only.
+            no cgroup is known. Without one, or when it does not offer ``stats``
+            (said once in the log), pods are measured from cgroups and volumes only.
         pod_cgroup: ``pod -> cgroup directory`` (absolute, in the memory
             hierarchy) or None when unknown.
         pods_cgroup: The cgroup directory holding every pod, for
@@ -214,7 +219,7 @@ class HostStatsProvider:
         *,
         root_dir: str | os.PathLike[str] = "/var/lib/kubelet",
         image_dir: str | os.PathLike[str] | None = None,
-        runtime: Runtime | None = None,
+        runtime: RuntimeCore | None = None,
         pod_cgroup: Callable[[Pod], str | None] | None = None,
         pods_cgroup: str | os.PathLike[str] | None = None,
         pod_volume_dirs: Callable[[Pod], Mapping[str, str]] | None = None,
@@ -227,6 +232,7 @@ class HostStatsProvider:
         # Without a given image_dir, a runtime that says where its images are wins.
         self._image_dir_given = image_dir is not None
         self.runtime = runtime
+        self._said_no_stats = False
         self.pod_cgroup = pod_cgroup
         self.pods_cgroup = Path(pods_cgroup) if pods_cgroup is not None else None
         self.pod_volume_dirs = pod_volume_dirs
@@ -297,7 +303,7 @@ class HostStatsProvider:
             memory = ws[0] if ws is not None else None
             processes = await asyncio.to_thread(_cgroup_process_count, Path(cgroup))
         containers: list[ContainerUsage] = []
-        if self.runtime is not None:
+        if self._stats_runtime() is not None:
             try:
                 containers, sb_memory, sb_procs = await self._runtime_usage(pod)
             except ContainerRuntimeError:
@@ -318,8 +324,23 @@ class HostStatsProvider:
             volumes=volumes,
         )
 
+    def _stats_runtime(self) -> StatsRuntime | None:
+        """The runtime when it measures its containers (if not, said once in the log)."""
+        if self.runtime is None:
+            return None
+        if STATS in runtime_capabilities(self.runtime):
+            return cast(StatsRuntime, self.runtime)
+        if not self._said_no_stats:
+            self._said_no_stats = True
+            log.info(
+                "pods are measured without the runtime's figures: %s",
+                not_offered(self.runtime, STATS),
+            )
+        return None
+
     async def _runtime_usage(self, pod: Pod) -> tuple[list[ContainerUsage], int | None, int | None]:
         assert self.runtime is not None
+        stats = cast(StatsRuntime, self.runtime)
         selector = {labels.POD_UID: pod.uid}
         memory: int | None = None
         processes: int | None = None
@@ -327,7 +348,7 @@ class HostStatsProvider:
             PodSandboxFilter(label_selector=selector)
         ):
             try:
-                s = await self.runtime.pod_sandbox_stats(sandbox.id)
+                s = await stats.pod_sandbox_stats(sandbox.id)
             except ContainerRuntimeError:
                 continue
             if s.memory_working_set_bytes is not None:
@@ -337,7 +358,7 @@ class HostStatsProvider:
         containers = []
         for info in await self.runtime.list_containers(ContainerFilter(label_selector=selector)):
             try:
-                cs = await self.runtime.container_stats(info.id)
+                cs = await stats.container_stats(info.id)
                 status = await self.runtime.container_status(info.id)
             except ContainerRuntimeError:
                 continue

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from kubelet_kit.container import labels
 from kubelet_kit.container.interfaces import ContainerFilter, ContainerState, ImageSpec, Runtime
+from kubelet_kit.container.optional import IMAGES, not_offered, runtime_capabilities
 from kubelet_kit.errors import ContainerRuntimeError
 from kubelet_kit.eviction.thresholds import (
     IMAGEFS_AVAILABLE,
@@ -54,7 +55,11 @@ async def delete_dead_containers(runtime: Runtime) -> int:
 
 
 async def delete_unused_images(runtime: Runtime) -> int:
-    """Remove every unpinned image no container (in any state) uses; returns how many."""
+    """Remove every unpinned image no container (in any state) uses; returns how many
+    (none, with a line in the log, on a runtime that does not offer ``images``)."""
+    if IMAGES not in runtime_capabilities(runtime):
+        _log.info("eviction: no images to delete: %s", not_offered(runtime, IMAGES))
+        return 0
     used: set[str] = set()
     for c in await runtime.list_containers():
         used.update(x for x in (c.image, c.image_ref) if x)

@@ -6,12 +6,16 @@
 ``list_containers``, ``exec_sync``, ...), and a call that raises also in
 ``kubelet_runtime_operations_errors_total``. The wiring root wraps every agent's
 runtime in one, as the kubelet wraps its runtime service.
+
+The wrapper offers what the runtime it wraps offers (its :attr:`capabilities`);
+a call of a capability the runtime does not offer raises UnimplementedError
+(``runtime ToyRuntime does not offer exec``) without reaching it.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.container.interfaces import (
@@ -22,10 +26,13 @@ from kubelet_kit.container.interfaces import (
     ContainerInfo,
     ContainerStats,
     ContainerStatus,
+    EventRuntime,
     ExecResult,
+    ExecRuntime,
     FilesystemUsage,
     Image,
     ImageFsReporter,
+    ImageService,
     ImageSpec,
     LinuxContainerResources,
     LogReopener,
@@ -34,9 +41,22 @@ from kubelet_kit.container.interfaces import (
     PodSandboxFilter,
     PodSandboxStats,
     PodSandboxStatus,
-    Runtime,
+    ResourceUpdater,
+    RuntimeCore,
     RuntimeStatus,
+    StatsRuntime,
     VersionInfo,
+)
+from kubelet_kit.container.optional import (
+    EVENTS,
+    EXEC,
+    IMAGE_FS,
+    IMAGES,
+    LOG_REOPEN,
+    STATS,
+    UPDATE_RESOURCES,
+    not_offered,
+    runtime_capabilities,
 )
 from kubelet_kit.container.streams import (
     ByteSink,
@@ -59,18 +79,33 @@ class InstrumentedRuntime:
     Each call counts in ``kubelet_runtime_operations_total`` and
     ``kubelet_runtime_operations_duration_seconds`` under the kubelet's operation
     name; a call that raises also counts in ``kubelet_runtime_operations_errors_total``.
-    Errors pass through unchanged. Durations come from ``clock``.
+    Errors pass through unchanged. Durations come from ``clock``. A capability
+    the wrapped runtime does not offer raises UnimplementedError, uncounted.
 
     Args:
-        runtime: The runtime to wrap.
+        runtime: The runtime to wrap (any :class:`~kubelet_kit.container.RuntimeCore`).
         metrics: Where to record.
         clock: Source of durations; default the real clock.
+
+    Raises:
+        ConfigurationError: the runtime declares a capability it lacks the
+            methods of (:func:`~kubelet_kit.container.runtime_capabilities`).
     """
 
-    def __init__(self, runtime: Runtime, metrics: KubeletMetrics, clock: Clock | None = None):
+    def __init__(
+        self, runtime: RuntimeCore, metrics: KubeletMetrics, clock: Clock | None = None
+    ) -> None:
         self.inner = runtime
         self.metrics = metrics
         self.clock: Clock = clock or RealClock()
+        #: What the wrapped runtime offers beside the core (forwarded as is).
+        self.capabilities: frozenset[str] = runtime_capabilities(runtime)
+
+    def _need(self, capability: str) -> object:
+        """The wrapped runtime, if it offers ``capability``."""
+        if capability not in self.capabilities:
+            raise not_offered(self.inner, capability)
+        return self.inner
 
     async def _record(self, operation: str, call: Awaitable[T]) -> T:
         start = self.clock.monotonic()
@@ -148,29 +183,34 @@ class InstrumentedRuntime:
         self, container_id: str, cmd: Sequence[str], timeout: float | None = None
     ) -> ExecResult:
         """Forwarded (``exec_sync``)."""
-        return await self._record("exec_sync", self.inner.exec_sync(container_id, cmd, timeout))
+        inner = cast(ExecRuntime, self._need(EXEC))
+        return await self._record("exec_sync", inner.exec_sync(container_id, cmd, timeout))
 
     async def update_container_resources(
         self, container_id: str, resources: LinuxContainerResources
     ) -> None:
         """Forwarded (``update_container``)."""
+        inner = cast(ResourceUpdater, self._need(UPDATE_RESOURCES))
         await self._record(
-            "update_container", self.inner.update_container_resources(container_id, resources)
+            "update_container", inner.update_container_resources(container_id, resources)
         )
 
     async def container_stats(self, container_id: str) -> ContainerStats:
         """Forwarded (``container_stats``)."""
-        return await self._record("container_stats", self.inner.container_stats(container_id))
+        inner = cast(StatsRuntime, self._need(STATS))
+        return await self._record("container_stats", inner.container_stats(container_id))
 
     async def list_container_stats(
         self, filter: ContainerFilter | None = None
     ) -> list[ContainerStats]:
         """Forwarded (``list_container_stats``)."""
-        return await self._record("list_container_stats", self.inner.list_container_stats(filter))
+        inner = cast(StatsRuntime, self._need(STATS))
+        return await self._record("list_container_stats", inner.list_container_stats(filter))
 
     async def pod_sandbox_stats(self, pod_sandbox_id: str) -> PodSandboxStats:
         """Forwarded (``podsandbox_stats``)."""
-        return await self._record("podsandbox_stats", self.inner.pod_sandbox_stats(pod_sandbox_id))
+        inner = cast(StatsRuntime, self._need(STATS))
+        return await self._record("podsandbox_stats", inner.pod_sandbox_stats(pod_sandbox_id))
 
     async def pull_image(
         self,
@@ -179,19 +219,23 @@ class InstrumentedRuntime:
         auth: AuthConfig | None = None,
     ) -> str:
         """Forwarded (``pull_image``), credentials and all."""
-        return await self._record("pull_image", self.inner.pull_image(image, sandbox_config, auth))
+        inner = cast(ImageService, self._need(IMAGES))
+        return await self._record("pull_image", inner.pull_image(image, sandbox_config, auth))
 
     async def image_status(self, image: ImageSpec) -> Image | None:
         """Forwarded (``image_status``)."""
-        return await self._record("image_status", self.inner.image_status(image))
+        inner = cast(ImageService, self._need(IMAGES))
+        return await self._record("image_status", inner.image_status(image))
 
     async def list_images(self) -> list[Image]:
         """Forwarded (``list_images``)."""
-        return await self._record("list_images", self.inner.list_images())
+        inner = cast(ImageService, self._need(IMAGES))
+        return await self._record("list_images", inner.list_images())
 
     async def remove_image(self, image: ImageSpec) -> None:
         """Forwarded (``remove_image``)."""
-        await self._record("remove_image", self.inner.remove_image(image))
+        inner = cast(ImageService, self._need(IMAGES))
+        await self._record("remove_image", inner.remove_image(image))
 
     async def reopen_container_log(self, container_id: str) -> None:
         """Forwarded (``reopen_container_log``) when the runtime can reopen logs
@@ -200,18 +244,16 @@ class InstrumentedRuntime:
         Raises:
             UnimplementedError: it cannot.
         """
-        if not isinstance(self.inner, LogReopener):
-            raise UnimplementedError(
-                f"reopen_container_log: {type(self.inner).__name__} cannot reopen logs"
-            )
-        await self._record("reopen_container_log", self.inner.reopen_container_log(container_id))
+        inner = cast(LogReopener, self._need(LOG_REOPEN))
+        await self._record("reopen_container_log", inner.reopen_container_log(container_id))
 
     async def image_fs_info(self) -> list[FilesystemUsage]:
         """Forwarded (``image_fs_info``) when the runtime reports its image
         filesystem (:class:`~kubelet_kit.container.ImageFsReporter`); else empty."""
-        if not isinstance(self.inner, ImageFsReporter):
+        if IMAGE_FS not in self.capabilities:
             return []
-        return await self._record("image_fs_info", self.inner.image_fs_info())
+        inner = cast(ImageFsReporter, self.inner)
+        return await self._record("image_fs_info", inner.image_fs_info())
 
     # -- streams: forwarded when the wrapped runtime has them ----------------------
 
@@ -292,14 +334,16 @@ class InstrumentedRuntime:
 
     def get_container_events(self) -> AsyncIterator[ContainerEvent]:
         """Forwarded; the stream itself is counted once, as ``get_container_events``,
-        when it ends (as the kubelet counts its long-lived call)."""
+        when it ends (as the kubelet counts its long-lived call). Without an event
+        stream, UnimplementedError is raised when iteration starts."""
         return self._events()
 
     async def _events(self) -> AsyncIterator[ContainerEvent]:
+        inner = cast(EventRuntime, self._need(EVENTS))
         start = self.clock.monotonic()
         failed = False
         try:
-            async for event in self.inner.get_container_events():
+            async for event in inner.get_container_events():
                 yield event
         except Exception:
             failed = True

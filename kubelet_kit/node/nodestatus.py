@@ -22,6 +22,7 @@ PATCH to an API server or hand to another system.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -34,6 +35,7 @@ import attrs
 
 from kubelet_kit._version import __version__
 from kubelet_kit.clock import Clock
+from kubelet_kit.container.optional import IMAGES, runtime_capabilities
 from kubelet_kit.errors import ContainerRuntimeError
 
 if TYPE_CHECKING:
@@ -377,10 +379,10 @@ class NodeStatusProvider:
             NodeAddress("InternalIP", a) for a in (await asyncio.to_thread(self._addresses))[:1]
         ]
         addresses.append(NodeAddress("Hostname", self.hostname))
-        try:
-            images = await self.kubelet.runtime.list_images()
-        except ContainerRuntimeError:
-            images = []
+        images = []
+        if IMAGES in runtime_capabilities(self.kubelet.runtime):
+            with contextlib.suppress(ContainerRuntimeError):
+                images = await self.kubelet.runtime.list_images()
         images.sort(key=lambda i: i.size, reverse=True)
         return NodeStatus(
             capacity=capacity,

@@ -1,7 +1,8 @@
 """Lifecycle hooks: postStart and preStop handlers (the kubelet's ``HandlerRunner``).
 
 * ``exec``: the command runs in the container through ``Runtime.exec_sync``; a
-  non-zero exit or a runtime error fails the hook.
+  non-zero exit or a runtime error fails the hook, and so does a runtime that
+  does not offer ``exec`` (``runtime <name> does not offer exec``).
 * ``httpGet``: a GET to ``<scheme>://<host>:<port><path>`` with the handler's
   headers; ``host`` defaults to the pod's IP, ``port`` is a number, a numeric
   string or a named container port (an empty one means 80). As upstream, any HTTP
@@ -30,10 +31,11 @@ import logging
 import socket
 import ssl
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from kubelet_kit.clock import Clock, wait_for
-from kubelet_kit.container.interfaces import Runtime
+from kubelet_kit.container.interfaces import ExecRuntime, RuntimeCore
+from kubelet_kit.container.optional import EXEC, not_offered, runtime_capabilities
 from kubelet_kit.errors import ContainerRuntimeError
 from kubelet_kit.podsync.backoff import format_pod, go_list, go_quote
 
@@ -101,7 +103,7 @@ class HandlerRunner:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: RuntimeCore,
         clock: Clock,
         *,
         http_timeout: float | None = None,
@@ -171,8 +173,10 @@ class HandlerRunner:
         return f"Cannot run handler: invalid handler: {handler!r}"
 
     async def _exec(self, container_id: str, command: list[str]) -> None:
+        if EXEC not in runtime_capabilities(self.runtime):
+            raise HookError(str(not_offered(self.runtime, EXEC)), "")
         try:
-            result = await self.runtime.exec_sync(container_id, command, None)
+            result = await cast(ExecRuntime, self.runtime).exec_sync(container_id, command, None)
         except ContainerRuntimeError as exc:
             raise HookError(str(exc), "") from exc
         output = (result.stdout + result.stderr).decode(errors="replace")

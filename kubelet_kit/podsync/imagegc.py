@@ -5,18 +5,28 @@ image filesystem's usage reaches ``imageGCHighThresholdPercent`` (85), remove
 images no container uses (running or not), least recently used first, until
 usage is back at ``imageGCLowThresholdPercent`` (80). An image first seen less
 than ``imageMinimumGCAge`` (2 minutes) ago stays, as do pinned images (a
-runtime's sandbox image).
+runtime's sandbox image). On a runtime without an image service (one that
+does not offer ``images``) there is nothing to collect: the collection is off,
+and one line says so in the log.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from typing import cast
 
 import attrs
 
 from kubelet_kit.clock import Clock, RealClock
-from kubelet_kit.container.interfaces import ContainerInfo, Image, ImageSpec, Runtime
+from kubelet_kit.container.interfaces import (
+    ContainerInfo,
+    Image,
+    ImageService,
+    ImageSpec,
+    RuntimeCore,
+)
+from kubelet_kit.container.optional import IMAGES, not_offered, runtime_capabilities
 from kubelet_kit.errors import ConfigurationError, ContainerRuntimeError, KubeletKitError
 
 __all__ = ["IMAGE_GC_PERIOD", "ImageGCError", "ImageGCManager", "ImageGCResult"]
@@ -73,7 +83,7 @@ class ImageGCManager:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: RuntimeCore,
         fs_usage: Callable[[], Awaitable[tuple[int, int]]],
         *,
         clock: Clock | None = None,
@@ -97,6 +107,7 @@ class ImageGCManager:
                 f"than imageGCHighThresholdPercent ({high_threshold_percent})"
             )
         self.runtime = runtime
+        self._said_off = False
         self.fs_usage = fs_usage
         self.clock: Clock = clock or RealClock()
         self.high_threshold_percent = high_threshold_percent
@@ -110,8 +121,11 @@ class ImageGCManager:
         Returns:
             The ids of the images in use.
         """
+        service = self._images()
+        if service is None:
+            return set()
         now = self.clock.now()
-        images = await self.runtime.list_images()
+        images = await service.list_images()
         in_use = _images_in_use(images, await self.runtime.list_containers())
         present = set()
         for image in images:
@@ -126,6 +140,15 @@ class ImageGCManager:
             del self._records[gone]
         return in_use
 
+    def _images(self) -> ImageService | None:
+        """The runtime as an image service, or None (said once in the log)."""
+        if IMAGES in runtime_capabilities(self.runtime):
+            return cast(ImageService, self.runtime)
+        if not self._said_off:
+            self._said_off = True
+            log.info("image garbage collection is off: %s", not_offered(self.runtime, IMAGES))
+        return None
+
     async def garbage_collect(self) -> ImageGCResult:
         """One collection (see the module doc).
 
@@ -133,6 +156,8 @@ class ImageGCManager:
             ImageGCError: the image filesystem reports no capacity, or the images
                 that may go do not free enough (the kubelet's messages).
         """
+        if self._images() is None:
+            return ImageGCResult(0)
         in_use = await self.detect_images()
         capacity, available = await self.fs_usage()
         if capacity <= 0:
@@ -177,7 +202,7 @@ class ImageGCManager:
             if now - record.first_detected < self.minimum_age:
                 continue  # too new to judge
             try:
-                await self.runtime.remove_image(ImageSpec(image_id))
+                await cast(ImageService, self.runtime).remove_image(ImageSpec(image_id))
             except ContainerRuntimeError as exc:
                 log.warning("image GC: removing image %s failed: %s", image_id, exc)
                 continue

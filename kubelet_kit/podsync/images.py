@@ -14,6 +14,11 @@ until one pulls; when none works the pull fails with every attempt's error (the
 kubelet's aggregate, ``[e1, e2]``; one error alone as itself). The pull is
 anonymous only when no credential matches, as the kubelet's ``pullImage`` does.
 
+On a runtime without an image service (one that does not offer ``images``, see
+:func:`~kubelet_kit.container.runtime_capabilities`) nothing is inspected or
+pulled: every valid image is taken as present, under its reference, whatever
+the policy, and one line says so in the log.
+
 Failures raise :class:`~kubelet_kit.errors.PodSyncError` with the kubelet's reason
 and message; nothing here matches error strings.
 """
@@ -25,11 +30,18 @@ import functools
 import logging
 import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from kubelet_kit.api.duration import format_duration
 from kubelet_kit.clock import Clock
-from kubelet_kit.container.interfaces import AuthConfig, ImageSpec, PodSandboxConfig, Runtime
+from kubelet_kit.container.interfaces import (
+    AuthConfig,
+    ImageService,
+    ImageSpec,
+    PodSandboxConfig,
+    RuntimeCore,
+)
+from kubelet_kit.container.optional import IMAGES, not_offered, runtime_capabilities
 from kubelet_kit.errors import ContainerRuntimeError, ImagePullError, PodSyncError
 from kubelet_kit.podsync.backoff import (
     IMAGE_BACKOFF_CAP,
@@ -140,7 +152,8 @@ class ImagePuller:
     """Pulls images by the container's policy, with the kubelet's pull back-off.
 
     Args:
-        runtime: Where images are inspected and pulled.
+        runtime: Where images are inspected and pulled (none are when it offers
+            no image service: every image is taken as present).
         clock: Source of time for the back-off.
         backoff: The pull back-off; default 10 s doubling to 300 s.
         on_event: Receives the kubelet's image events, if given.
@@ -150,7 +163,7 @@ class ImagePuller:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: RuntimeCore,
         clock: Clock,
         backoff: Backoff | None = None,
         *,
@@ -158,6 +171,7 @@ class ImagePuller:
         config_source: ConfigSource | None = None,
     ) -> None:
         self.runtime = runtime
+        self._said_no_images = False
         self.clock = clock
         self.on_event = on_event
         self.config_source = config_source
@@ -226,9 +240,22 @@ class ImagePuller:
         keyring = DockerKeyring(parse_docker_config(data) for data in secrets)
         return keyring.lookup(image_repository(image))
 
+    def _image_service(self) -> ImageService | None:
+        """The runtime as an image service, or None (said once in the log)."""
+        if IMAGES in runtime_capabilities(self.runtime):
+            return cast(ImageService, self.runtime)
+        if not self._said_no_images:
+            self._said_no_images = True
+            log.info(
+                "%s: images are not pulled; every image is taken as present",
+                not_offered(self.runtime, IMAGES),
+            )
+        return None
+
     async def _pull(
         self, pod: Pod, spec: ImageSpec, sandbox_config: PodSandboxConfig | None
     ) -> str:
+        images = cast(ImageService, self.runtime)
         # Anonymous only when nothing matches; else each matching credential in
         # turn, and no anonymous attempt after them (kuberuntime's pullImage).
         try:
@@ -236,11 +263,11 @@ class ImagePuller:
         except ValueError as exc:
             raise ImagePullError(str(exc)) from exc
         if not auths:
-            return await self.runtime.pull_image(spec, sandbox_config, None)
+            return await images.pull_image(spec, sandbox_config, None)
         failures: list[ContainerRuntimeError] = []
         for auth in auths:
             try:
-                return await self.runtime.pull_image(spec, sandbox_config, auth)
+                return await images.pull_image(spec, sandbox_config, auth)
             except ContainerRuntimeError as exc:
                 failures.append(exc)
         if len(failures) == 1:
@@ -270,7 +297,8 @@ class ImagePuller:
             sandbox_config: The pod's sandbox config, passed to the pull.
 
         Returns:
-            The image reference the runtime holds (its image id).
+            The image reference the runtime holds (its image id), or the image
+            with its default tag on a runtime without an image service.
 
         Raises:
             PodSyncError: reason ``InvalidImageName``, ``ImageInspectError``,
@@ -284,9 +312,12 @@ class ImagePuller:
             message = f"Failed to apply default image tag {quoted}: {exc}"
             self._event(pod, container, "Warning", "InspectFailed", message)
             raise PodSyncError(ERR_INVALID_IMAGE_NAME, message, container=container.name) from exc
+        service = self._image_service()
+        if service is None:
+            return image
         spec = ImageSpec(image, dict(pod.metadata.annotations))
         try:
-            held = await self.runtime.image_status(spec)
+            held = await service.image_status(spec)
         except ContainerRuntimeError as exc:
             message = f"Failed to inspect image {quoted}: {exc}"
             self._event(pod, container, "Warning", "InspectFailed", message)

@@ -13,8 +13,9 @@ maximum size, it
    open a new one (CRI ``ReopenContainerLog``); if the runtime cannot, the name is
    put back.
 
-Runtimes that cannot reopen a log (:class:`~kubelet_kit.container.LogReopener`)
-are left alone: their logs are not rotated.
+Runtimes that cannot reopen a log (that do not offer ``log_reopen``, see
+:class:`~kubelet_kit.container.LogReopener`) are left alone: their logs are not
+rotated, and one line says so in the log.
 """
 
 from __future__ import annotations
@@ -27,14 +28,16 @@ import gzip
 import logging
 import os
 import shutil
+from typing import cast
 
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.container.interfaces import (
     ContainerFilter,
     ContainerState,
     LogReopener,
-    Runtime,
+    RuntimeCore,
 )
+from kubelet_kit.container.optional import LOG_REOPEN, not_offered, runtime_capabilities
 from kubelet_kit.errors import ConfigurationError, ContainerRuntimeError, UnimplementedError
 
 __all__ = ["LOG_MONITOR_PERIOD", "ContainerLogManager"]
@@ -67,7 +70,7 @@ class ContainerLogManager:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: RuntimeCore,
         *,
         max_size: int = 10 * 1024 * 1024,
         max_files: int = 5,
@@ -91,14 +94,19 @@ class ContainerLogManager:
         Returns:
             The ids of the containers whose logs were rotated.
         """
-        runtime = self.runtime
-        if self._disabled or not isinstance(runtime, LogReopener):
+        if self._disabled:
             return []
+        if LOG_REOPEN not in runtime_capabilities(self.runtime):
+            log.warning("container logs are not rotated: %s", not_offered(self.runtime, LOG_REOPEN))
+            self._disabled = True
+            return []
+        runtime = cast(LogReopener, self.runtime)
+        core = self.runtime
         rotated = []
-        running = await runtime.list_containers(ContainerFilter(state=ContainerState.RUNNING))
+        running = await core.list_containers(ContainerFilter(state=ContainerState.RUNNING))
         for container in running:
             try:
-                path = (await runtime.container_status(container.id)).log_path
+                path = (await core.container_status(container.id)).log_path
                 if not path:
                     continue
                 try:

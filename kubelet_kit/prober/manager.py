@@ -15,7 +15,7 @@ import attrs
 
 from kubelet_kit.api import Container, Pod, PodStatus, Probe
 from kubelet_kit.clock import Clock
-from kubelet_kit.container import Runtime
+from kubelet_kit.container import RuntimeCore
 from kubelet_kit.prober.interfaces import ProbeKind, ProbeResult, ProbeUpdate
 from kubelet_kit.prober.metrics import RESULT_FAILED, RESULT_SUCCESSFUL, ProberMetrics
 from kubelet_kit.prober.probers import ProbeOutcome, Prober, ProbeStatus
@@ -366,7 +366,7 @@ class ReferenceProbeManager:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: RuntimeCore,
         clock: Clock,
         *,
         registry: CollectorRegistry | None = None,

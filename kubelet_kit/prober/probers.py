@@ -6,7 +6,9 @@ result and output strings (``pkg/probe/...``):
 * **exec** runs the command through ``Runtime.exec_sync`` with the probe's timeout:
   exit 0 succeeds, any other exit fails with the output (stdout then stderr, at
   most 10 KiB) as the message, and a ``DeadlineExceededError`` fails with
-  ``command "<cmd>" timed out``. ``$(VAR)`` in the command is expanded from the
+  ``command "<cmd>" timed out``. On a runtime that does not offer ``exec``
+  (:func:`~kubelet_kit.container.runtime_capabilities`) the probe errs with
+  ``runtime <name> does not offer exec``. ``$(VAR)`` in the command is expanded from the
   container's ``env`` as the kubelet does (static values only).
 * **HTTP GET** (aiohttp; HTTPS without certificate verification, no proxies, no
   keep-alive): 2xx succeeds with the body as output, 3xx succeeds with a warning
@@ -41,7 +43,7 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import attrs
 
@@ -49,7 +51,9 @@ from kubelet_kit._lazy import lazy_exports
 from kubelet_kit.api import Container, EnvVar, Pod, Probe
 from kubelet_kit.api.expand import expand_all
 from kubelet_kit.clock import Clock, RealClock
-from kubelet_kit.container import Runtime
+from kubelet_kit.container import RuntimeCore
+from kubelet_kit.container.interfaces import ExecRuntime
+from kubelet_kit.container.optional import EXEC, not_offered, runtime_capabilities
 from kubelet_kit.errors import ContainerRuntimeError, DeadlineExceededError
 from kubelet_kit.prober.interfaces import ProbeKind
 
@@ -240,7 +244,7 @@ def expand_command(command: Sequence[str], env: Iterable[EnvVar]) -> list[str]:
 
 
 async def exec_probe(
-    runtime: Runtime, container_id: str, command: Sequence[str], timeout: float
+    runtime: RuntimeCore, container_id: str, command: Sequence[str], timeout: float
 ) -> ProbeOutcome:
     """Run ``command`` in the container with ``runtime.exec_sync``.
 
@@ -249,10 +253,13 @@ async def exec_probe(
 
     Returns:
         SUCCESS on exit 0, FAILURE on another exit or on a timeout, UNKNOWN when
-        the runtime could not run the command (not running, unknown id, ...).
+        the runtime could not run the command (not running, unknown id, ...) or
+        does not offer ``exec`` (``runtime <name> does not offer exec``).
     """
+    if EXEC not in runtime_capabilities(runtime):
+        return _unknown(str(not_offered(runtime, EXEC)))
     try:
-        result = await runtime.exec_sync(container_id, list(command), timeout)
+        result = await cast(ExecRuntime, runtime).exec_sync(container_id, list(command), timeout)
     except DeadlineExceededError:
         return _failure(f'command "{" ".join(command)}" timed out')
     except ContainerRuntimeError as exc:
@@ -322,7 +329,7 @@ class Prober:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: RuntimeCore,
         clock: Clock,
         *,
         user_agent: str = KUBE_PROBE_USER_AGENT,

@@ -39,6 +39,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from kubelet_kit.api.serde import encode
 from kubelet_kit.clock import wait_for
 from kubelet_kit.container import ContainerFilter, ContainerState, labels
+from kubelet_kit.container.optional import EXEC, LOGS, not_offered, runtime_capabilities
 from kubelet_kit.container.pods import get_pods
 from kubelet_kit.errors import ConfigurationError, ContainerRuntimeError, DeadlineExceededError
 from kubelet_kit.node.metrics import KubeletMetrics
@@ -482,8 +483,12 @@ class KubeletServer:
         path = await asyncio.to_thread(find_log_file, directory, opts.previous)
         if path is None:
             what = "previous terminated container" if opts.previous else "container"
+            why = ""
+            if LOGS not in runtime_capabilities(self.kubelet.runtime):
+                why = f": {not_offered(self.kubelet.runtime, LOGS)}"
             return _text(
-                400 if opts.previous else 404, f'{what} "{container}" in pod "{name}" not found'
+                400 if opts.previous else 404,
+                f'{what} "{container}" in pod "{name}" not found{why}',
             )
 
         async def running() -> bool:
@@ -542,6 +547,8 @@ class KubeletServer:
         cmd_text = request.query.get("cmd", "")
         if not cmd_text.strip():
             return _text(400, "cmd: Required value: a command to run")
+        if EXEC not in runtime_capabilities(self.kubelet.runtime):
+            return _text(501, str(not_offered(self.kubelet.runtime, EXEC)))
         # As the kubelet: the command is the cmd parameter split at single spaces.
         cmd = cmd_text.split(" ")
         try:

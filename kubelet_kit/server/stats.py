@@ -4,17 +4,20 @@ Node figures are read from the host (``/proc`` and ``statvfs``); pod and contain
 figures are what the Runtime reports (``pod_sandbox_stats``), plus the size of each
 container's log files. ``usageNanoCores`` is derived from two samples, so it appears
 from the second summary on. A figure the runtime does not report is left out, as
-the kubelet leaves out nil fields.
+the kubelet leaves out nil fields; a runtime that does not offer ``stats`` reports
+none (its pods are listed with their log sizes only, and one line says so in the
+log).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kubelet_kit.container import labels
 from kubelet_kit.container.interfaces import (
@@ -22,11 +25,15 @@ from kubelet_kit.container.interfaces import (
     ContainerStats,
     PodSandboxState,
     PodSandboxStats,
-    Runtime,
+    RuntimeCore,
+    StatsRuntime,
 )
+from kubelet_kit.container.optional import STATS, not_offered, runtime_capabilities
 from kubelet_kit.errors import ContainerRuntimeError
 
 __all__ = ["SummaryProvider", "format_time", "fs_stats"]
+
+log = logging.getLogger(__name__)
 
 _NS = 1_000_000_000
 
@@ -139,7 +146,7 @@ class SummaryProvider:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: RuntimeCore,
         *,
         node_name: str,
         root_dir: Path,
@@ -148,6 +155,7 @@ class SummaryProvider:
         monotonic: Any,
     ) -> None:
         self.runtime = runtime
+        self._said_no_stats = False
         self.node_name = node_name
         self.root_dir = root_dir
         self.pod_logs_dir = pod_logs_dir
@@ -219,6 +227,15 @@ class SummaryProvider:
         }
         return node
 
+    def _stats_runtime(self) -> StatsRuntime | None:
+        """The runtime when it measures its pods (if not, said once in the log)."""
+        if STATS in runtime_capabilities(self.runtime):
+            return cast(StatsRuntime, self.runtime)
+        if not self._said_no_stats:
+            self._said_no_stats = True
+            log.info("pod stats are left out: %s", not_offered(self.runtime, STATS))
+        return None
+
     async def _pods(self, now: float, at: float) -> list[dict[str, Any]]:
         sandboxes = [
             s for s in await self.runtime.list_pod_sandboxes() if s.state is PodSandboxState.READY
@@ -227,11 +244,15 @@ class SummaryProvider:
         by_id: dict[str, ContainerInfo] = {c.id: c for c in containers}
         logs_fs = await asyncio.to_thread(fs_stats, self.pod_logs_dir, now)
         out = []
+        measures = self._stats_runtime()
         for sb in sandboxes:
-            try:
-                stats = await self.runtime.pod_sandbox_stats(sb.id)
-            except ContainerRuntimeError:
-                continue  # gone or not measurable now: the next summary has it
+            if measures is None:
+                stats = PodSandboxStats(pod_sandbox_id=sb.id, timestamp=now)
+            else:
+                try:
+                    stats = await measures.pod_sandbox_stats(sb.id)
+                except ContainerRuntimeError:
+                    continue  # gone or not measurable now: the next summary has it
             out.append(await self._pod(sb.metadata, sb.created_at, stats, by_id, logs_fs, now, at))
         return out
 

@@ -31,6 +31,13 @@ has no handler for), so its exit code after a stop may be 143 (terminated) or 13
 Each check runs in its own sandbox (named ``kk-conformance-<check>-<run id>`` in the
 namespace ``kubelet-kit-conformance``) and removes it afterwards, even on failure.
 
+Capabilities: a runtime need only be a :class:`~kubelet_kit.container.RuntimeCore`.
+Each check needs the capabilities :data:`REQUIRES` names (exec, images, logs,
+processes, ...); a check needing one the runtime does not offer
+(:func:`~kubelet_kit.container.runtime_capabilities`: its ``capabilities``
+declaration, else what it has) is skipped as ``not offered: <capability>``, and
+without ``images`` nothing is pulled first.
+
 Two image checks need images of their own, given as options: ``image_tags``
 takes ``same_image_refs`` (references of one image: one id, all of them its
 ``repo_tags``, listed once, removed together), ``image_user`` takes
@@ -60,11 +67,18 @@ import os
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal, cast
 
 import attrs
 
-from kubelet_kit.container.interfaces import ImageSpec, PodSandboxConfig, Runtime
+from kubelet_kit.container.interfaces import (
+    ImageService,
+    ImageSpec,
+    PodSandboxConfig,
+    Runtime,
+    RuntimeCore,
+)
+from kubelet_kit.container.optional import runtime_capabilities
 from kubelet_kit.errors import UnimplementedError
 from kubelet_kit.testing._conformance_containers import (
     _check_container_lifecycle,
@@ -129,6 +143,7 @@ from kubelet_kit.testing.clock import FakeClock
 __all__ = [
     "CHECKS",
     "NAMESPACE",
+    "REQUIRES",
     "RUN_LABEL",
     "CheckResult",
     "ConformanceFailure",
@@ -149,8 +164,9 @@ class CheckResult:
 
     Attributes:
         name: The check's name (a key of :data:`CHECKS`).
-        status: ``"passed"``, ``"failed"`` or ``"skipped"`` (the runtime raised
-            UnimplementedError for an optional operation).
+        status: ``"passed"``, ``"failed"`` or ``"skipped"`` (the runtime does
+            not offer a capability the check needs, or raised UnimplementedError
+            for an optional operation).
         message: For a failure, ``<step>: <what was wrong>``; for a skip, why.
     """
 
@@ -257,6 +273,53 @@ CHECKS: dict[str, Callable[[_Ctx], Awaitable[None]]] = {
 }
 
 
+_EXEC = frozenset({"exec"})
+_RUNS = frozenset({"processes", "logs"})
+
+#: The capabilities (:data:`kubelet_kit.container.CAPABILITIES`) each check needs
+#: beside the core; a runtime offering fewer skips the check.
+REQUIRES: Final[dict[str, frozenset[str]]] = {
+    "version_and_status": frozenset(),
+    "sandbox_lifecycle": frozenset(),
+    "unknown_ids": frozenset(),
+    "duplicate_names": frozenset(),
+    "images": frozenset({"images"}),
+    "image_tags": frozenset({"images"}),
+    "image_user": frozenset({"images"}),
+    "container_lifecycle": frozenset(),
+    "exit_codes_and_logs": _RUNS,
+    "exec": _EXEC,
+    "exec_sync_timeout": _EXEC,
+    "exec_stream": frozenset({"streams"}),
+    "attach": frozenset({"streams"}),
+    "port_forward": frozenset({"streams"}),
+    "port_mappings": frozenset({"processes"}),
+    "sigterm_ignored": frozenset({"processes"}),
+    "multi_container": frozenset(),
+    "run_as": _RUNS | _EXEC,
+    "log_reopen": _RUNS | {"log_reopen"},
+    "dns_config": _EXEC,
+    "working_dir_and_envs": _RUNS | _EXEC,
+    "volumes": _EXEC,
+    "mount_propagation_private": _EXEC,
+    "mount_propagation_host_to_container": _EXEC,
+    "mount_propagation_bidirectional": _EXEC,
+    "readonly_rootfs": _EXEC,
+    "privileged": _EXEC,
+    "default_capabilities": _EXEC,
+    "capabilities": _EXEC,
+    "no_new_privs": _EXEC,
+    "supplemental_groups": _EXEC,
+    "pod_namespaces": _EXEC,
+    "host_namespaces": _EXEC,
+    "sysctls": _EXEC,
+    "seccomp": _EXEC,
+    "apparmor": _EXEC,
+    "stats": frozenset({"stats"}),
+    "events": frozenset({"events", "processes"}),
+}
+
+
 # ----------------------------------------------------------------------- runners
 
 #: Checks of optional operations: UnimplementedError skips them instead of failing.
@@ -267,7 +330,7 @@ _NEEDS_NO_IMAGE = frozenset(
 )
 
 
-def _default_wait(runtime: Runtime) -> Wait:
+def _default_wait(runtime: RuntimeCore) -> Wait:
     clock = getattr(runtime, "clock", None)
     if isinstance(clock, FakeClock):
         return clock.run_for
@@ -275,7 +338,7 @@ def _default_wait(runtime: Runtime) -> Wait:
 
 
 async def run_conformance(
-    runtime: Runtime,
+    runtime: RuntimeCore,
     *,
     log_root: str | os.PathLike[str],
     image: str = "busybox",
@@ -295,10 +358,13 @@ async def run_conformance(
 
     Never raises for a failed check (see :func:`check_runtime` for that). The image
     is pulled as part of the ``images`` check; the container checks expect it to be
-    pullable (they pull it themselves if needed).
+    pullable (they pull it themselves if needed). Checks needing a capability
+    the runtime does not offer (:data:`REQUIRES`) are skipped with ``not
+    offered: <capability>``.
 
     Args:
-        runtime: The runtime under test.
+        runtime: The runtime under test (any
+            :class:`~kubelet_kit.container.RuntimeCore`).
         log_root: A directory the runtime can write container logs under (each
             sandbox gets ``<log_root>/<namespace>_<name>_<uid>/``).
         image: A busybox-compatible image (``sh``, ``echo``, ``sleep``, ``trap``).
@@ -327,6 +393,8 @@ async def run_conformance(
 
     Raises:
         ValueError: an unknown check name, or a single ``same_image_refs``.
+        ConfigurationError: the runtime declares a capability it lacks the
+            methods of.
     """
     if isinstance(same_image_refs, str) or len(same_image_refs) == 1:
         raise ValueError("same_image_refs: give two or more references of one image")
@@ -336,11 +404,18 @@ async def run_conformance(
         raise ValueError(f"checks: unknown check(s) {unknown}; known: {', '.join(CHECKS)}")
     root = Path(log_root)
     rid = run_id or uuid.uuid4().hex[:8]
+    offered = runtime_capabilities(runtime)
     results = []
-    pulled = False
+    # Without an image service there is nothing to pull: images are present.
+    pulled = "images" not in offered
     for name in names:
+        missing = sorted(REQUIRES[name] - offered)
+        if missing:
+            results.append(CheckResult(name, "skipped", f"not offered: {', '.join(missing)}"))
+            continue
         ctx = _Ctx(
-            runtime=runtime,
+            # Only the capabilities the runtime offers are used (REQUIRES).
+            runtime=cast(Runtime, runtime),
             check=name,
             image=image,
             missing_image=missing_image,
@@ -358,7 +433,7 @@ async def run_conformance(
         try:
             if name not in _NEEDS_NO_IMAGE and not pulled:
                 ctx.at(f"setup: pull_image({image!r})")
-                await runtime.pull_image(ImageSpec(image))
+                await cast(ImageService, runtime).pull_image(ImageSpec(image))
                 pulled = True
             await CHECKS[name](ctx)
         except _CheckFailed as exc:
@@ -386,7 +461,7 @@ async def run_conformance(
 
 
 async def check_runtime(
-    runtime: Runtime,
+    runtime: RuntimeCore,
     *,
     log_root: str | os.PathLike[str],
     image: str = "busybox",
@@ -410,7 +485,7 @@ async def check_runtime(
 
 
 def conformance_test(
-    factory: Callable[[], Runtime | Awaitable[Runtime]],
+    factory: Callable[[], RuntimeCore | Awaitable[RuntimeCore]],
     **options: Any,
 ) -> Callable[..., Coroutine[Any, Any, None]]:
     """Build a pytest test that runs each check as its own parametrised case.
@@ -431,7 +506,7 @@ def conformance_test(
 
 
 async def _run_one(
-    factory: Callable[[], Runtime | Awaitable[Runtime]],
+    factory: Callable[[], RuntimeCore | Awaitable[RuntimeCore]],
     check: str,
     log_root: str | os.PathLike[str],
     options: Mapping[str, Any],
