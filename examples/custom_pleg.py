@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.container import Runtime
 from kubelet_kit.container.pods import get_pod_status, get_pods
+from kubelet_kit.errors import ContainerRuntimeError
 from kubelet_kit.pleg import EventChannel, PLEGMetrics, PodCache, PodLifecycleEvent
 from kubelet_kit.pleg import PodLifecycleEventType as EventType
 
@@ -43,7 +44,9 @@ class BusPLEG:
         return self._cache
 
     async def run(self) -> None:
-        """Take uids off the bus until stop()."""
+        """Take uids off the bus until stop(); RuntimeError if already running."""
+        if self._running:
+            raise RuntimeError("BusPLEG.run: already running")
         self._running = True
         self._events.open()
         try:
@@ -76,15 +79,24 @@ class BusPLEG:
         return (True, "") if self._running else (False, "pleg has yet to be successful")
 
     async def update_cache(self, pod_uid: str) -> bool:
-        """Inspect one pod now; False if the cache already held something newer."""
+        """Inspect one pod now; False if the cache already held something newer.
+
+        Raises:
+            ContainerRuntimeError: the runtime failed; the error is cached too.
+        """
         timestamp = self.clock.now()  # before asking: the status holds all before it
         pod = next((p for p in await get_pods(self.runtime) if p.uid == pod_uid), None)
         if pod is None:
             self._cache.delete(pod_uid, timestamp)
             return True
-        status = await get_pod_status(
-            self.runtime, pod.uid, pod.name, pod.namespace, timestamp=timestamp
-        )
+        try:
+            status = await get_pod_status(
+                self.runtime, pod.uid, pod.name, pod.namespace, timestamp=timestamp
+            )
+        except ContainerRuntimeError as err:
+            # The agent reads the failure from the cache, as from the reference PLEGs.
+            self._cache.set(pod_uid, None, err, timestamp)
+            raise
         return self._cache.set(pod_uid, status, None, timestamp)
 
 

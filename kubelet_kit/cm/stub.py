@@ -55,10 +55,15 @@ class StubContainerManager:
         return dict(self._capacity)
 
     def admit_pod(self, pod: Pod, active_pods: Sequence[Pod]) -> AdmitResult:
-        """Refuse only when the node already runs ``max_pods`` pods."""
-        if len(active_pods) >= self.max_pods:
+        """Refuse only when the node already runs ``max_pods`` pods (``pod`` itself
+        is not counted among ``active_pods``), with the kubelet's ``OutOfpods``
+        reason and message."""
+        others = sum(1 for p in active_pods if p.uid != pod.uid)
+        if others + 1 > self.max_pods:
             return AdmitResult.refuse(
-                "OutOfpods", f"Node didn't have enough resource: pods, limit: {self.max_pods}"
+                "OutOfpods",
+                f"Node didn't have enough resource: pods, requested: 1, used: {others}, "
+                f"capacity: {self.max_pods}",
             )
         if self.device_manager is not None:
             return self.device_manager.admit(pod)

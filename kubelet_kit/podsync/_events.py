@@ -10,7 +10,8 @@ into API events.
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING, Protocol
+import logging
+from typing import TYPE_CHECKING, Final, Protocol
 
 import attrs
 
@@ -19,7 +20,13 @@ from kubelet_kit.clock import Clock
 if TYPE_CHECKING:
     from kubelet_kit.api import Pod
 
-__all__ = ["EventLog", "EventRecorder", "RecordedEvent"]
+__all__ = ["EVENT_TYPES", "EventLog", "EventRecorder", "RecordedEvent"]
+
+log = logging.getLogger(__name__)
+
+#: The two event types the API knows; an event of any other type is dropped
+#: (with an error logged), as client-go's recorder drops it.
+EVENT_TYPES: Final = frozenset({"Normal", "Warning"})
 
 
 class EventRecorder(Protocol):
@@ -29,7 +36,8 @@ class EventRecorder(Protocol):
     def event(
         self, pod: Pod, event_type: str, reason: str, message: str, *, container: str = ""
     ) -> None:
-        """Record one event; ``event_type`` is ``Normal`` or ``Warning``. Never
+        """Record one event; ``event_type`` is ``Normal`` or ``Warning`` (an event
+        of another type is dropped). Events are kept in the order recorded. Never
         blocks; must not raise."""
 
 
@@ -63,17 +71,22 @@ class EventLog:
 
     Args:
         clock: Stamps each event.
-        capacity: How many events are kept (oldest dropped first).
+        capacity: How many events are kept (oldest dropped first); None keeps
+            them all.
     """
 
-    def __init__(self, clock: Clock, *, capacity: int = 1000) -> None:
+    def __init__(self, clock: Clock, *, capacity: int | None = 1000) -> None:
         self.clock = clock
         self._events: collections.deque[RecordedEvent] = collections.deque(maxlen=capacity)
 
     def event(
         self, pod: Pod, event_type: str, reason: str, message: str, *, container: str = ""
     ) -> None:
-        """Keep one event. Never blocks."""
+        """Keep one event; one whose type is neither ``Normal`` nor ``Warning`` is
+        dropped with an error logged, as client-go's recorder does. Never blocks."""
+        if event_type not in EVENT_TYPES:
+            log.error("unsupported event type %r: event %s dropped", event_type, reason)
+            return
         md = pod.metadata
         self._events.append(
             RecordedEvent(

@@ -12,8 +12,8 @@ class for pytest::
     from kubelet_kit.testing.pleg_kit import PLEGConformance
 
     class TestMyPLEG(PLEGConformance):
-        def make(self, kit):            # one fresh implementation per check
-            return MyPLEG(kit.runtime, clock=kit.clock)
+        def make(self, ctx):            # one fresh implementation per check
+            return MyPLEG(ctx.options["runtime"], clock=ctx.options["clock"])
 
 Its tests are synchronous (each runs its check on an event loop of its own), so
 they need no asyncio plugin or configuration in the user's project.
@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, NoReturn, TypeVar
 
@@ -259,11 +260,15 @@ def kit_test_class(
             pytest.skip(result.message)
         report.raise_for_failures()
 
+    # Named after the kit's module, not this one (``PLEGConformance.__module__`` is
+    # kubelet_kit.testing.pleg_kit), as a class statement there would be.
+    module = sys._getframe(1).f_globals.get("__name__", __name__)
     return type(
         name,
         (),
         {
             "__doc__": doc,
+            "__module__": module,
             "make": make,
             "kit_options": kit_options,
             "test_check": test_check,

@@ -52,7 +52,12 @@ from kubelet_kit.errors import FieldError, PodSyncError, ValidationError
 from kubelet_kit.volume import mounter, plugins
 from kubelet_kit.volume.metrics import OPERATION_MOUNT, OPERATION_UNMOUNT, VolumeMetrics
 from kubelet_kit.volume.sources import ConfigSource
-from kubelet_kit.volume.subpath import bind_sub_path, clean_sub_paths, resolve_sub_path
+from kubelet_kit.volume.subpath import (
+    bind_sub_path,
+    clean_sub_paths,
+    resolve_sub_path,
+    validate_sub_path,
+)
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -205,6 +210,7 @@ def _one_mount(
     env: Mapping[str, str],
     index: int,
     bind_sub_paths: bool,
+    on_disk: bool,
 ) -> Mount:
     volume = volumes.get(vm.name)
     if volume is None:
@@ -245,8 +251,11 @@ def _one_mount(
             sub_path_target(root_dir, pod, vm.name, container.name, index),
             field=f"{field}.subPath",
         )
-    elif sub:
+    elif sub and on_disk:
         host = resolve_sub_path(host, sub, field=f"{field}.subPath")
+    elif sub:
+        validate_sub_path(sub, f"{field}.subPath")
+        host = Path(os.path.normpath(host / sub))
     # As the kubelet: API data volumes are always mounted read-only.
     readonly = vm.read_only or plugin in plugins.REFRESHED_PLUGINS
     return Mount(
@@ -264,6 +273,7 @@ def container_mounts(
     env: Mapping[str, str] | None = None,
     *,
     bind_sub_paths: bool = False,
+    on_disk: bool = True,
 ) -> list[Mount]:
     """The runtime mounts for ``container``'s volumeMounts (see
     :meth:`ReconcilingVolumeManager.container_mounts`). Blocks briefly on the
@@ -280,6 +290,9 @@ def container_mounts(
             checked path in the volume, which a workload could swap for a symlink
             before the runtime mounts it. Needs CAP_SYS_ADMIN (without it the
             checked path is given).
+        on_disk: Resolve each ``subPath`` on disk (creating what is missing).
+            False checks only its text and joins it to the volume's path,
+            touching no file: what a double mounting nothing gives.
 
     Raises:
         ValidationError: naming the volumeMount's field.
@@ -302,7 +315,8 @@ def container_mounts(
                     volumes,
                     env,
                     i,
-                    bind_sub_paths,
+                    bind_sub_paths and on_disk,
+                    on_disk,
                 )
             )
         except ValidationError as exc:
