@@ -182,3 +182,17 @@ def test_conformance_kit_loads_no_stream_client_or_grpc() -> None:
     modules = loaded_after("import kubelet_kit.testing.conformance")
     assert loaded_of(modules, ("grpc", "google.protobuf", "aiohttp")) == []
     assert loaded_of(modules, ("kubelet_kit.streams", "kubelet_kit.cri")) == []
+
+
+def test_pytest_plugin_import_loads_no_fake_and_nothing_heavy() -> None:
+    # pytest imports the plugin in every run of a project that installed kubelet-kit,
+    # most of which use none of its fixtures: each fixture imports its fake itself.
+    modules = loaded_after("import kubelet_kit.testing.pytest_plugin")
+    assert loaded_of(modules, HEAVY) == []
+    assert sorted(m for m in modules if m.startswith("kubelet_kit.")) == [
+        "kubelet_kit._lazy",
+        "kubelet_kit._version",
+        "kubelet_kit.testing",
+        "kubelet_kit.testing.clock",
+        "kubelet_kit.testing.pytest_plugin",
+    ]

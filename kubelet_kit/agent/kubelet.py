@@ -34,6 +34,7 @@ from kubelet_kit.pleg import PLEG
 from kubelet_kit.podsync.gc import CONTAINER_GC_PERIOD
 from kubelet_kit.podsync.imagegc import IMAGE_GC_PERIOD, ImageGCManager
 from kubelet_kit.podsync.logrotate import ContainerLogManager
+from kubelet_kit.podsync.syncer import EventLog
 from kubelet_kit.prober import ProbeManager
 from kubelet_kit.status import StatusManager
 from kubelet_kit.volume import VolumeManager
@@ -75,6 +76,8 @@ class Kubelet(KubeletCore):
             :class:`~kubelet_kit.prober.ReferenceProbeManager` recording its probe
             events in :attr:`events`; a manager that is given records where it
             was told to.
+        events: Where the agent's pod events go and are kept (:attr:`events`);
+            default a new :class:`~kubelet_kit.podsync.syncer.EventLog`.
         Others: as :class:`~kubelet_kit.node.kubelet.KubeletCore`.
     """
 
@@ -107,6 +110,7 @@ class Kubelet(KubeletCore):
         host_ip: str | None = None,
         cni_conf_dir: str | os.PathLike[str] | None = None,
         cni_bin_dirs: Sequence[str | os.PathLike[str]] = (),
+        events: EventLog | None = None,
     ) -> None:
         given_config = config is not None
         config = config if config is not None else KubeletConfiguration()
@@ -196,6 +200,7 @@ class Kubelet(KubeletCore):
             config_source=config_source,
             services=services,
             host_ip=host_ip,
+            events=events,
         )
         if built_probes is not None:
             # The agent's event log exists only once the core is built: probe events

@@ -74,6 +74,8 @@ class KubeletCore:
         services: Returns the cluster's Services now, for the service-link variables.
         host_ip: The node's IP (``status.hostIP``); default the address of the
             default route's interface.
+        events: Where the kubelet's pod events go and are kept (:attr:`events`);
+            default a new :class:`~kubelet_kit.podsync.syncer.EventLog` on ``clock``.
     """
 
     def __init__(
@@ -102,6 +104,7 @@ class KubeletCore:
         config_source: ConfigSource | None = None,
         services: Callable[[], Iterable[Service]] | None = None,
         host_ip: str | None = None,
+        events: EventLog | None = None,
     ) -> None:
         self.clock: Clock = clock
         self.registry = registry if registry is not None else new_registry()
@@ -141,7 +144,7 @@ class KubeletCore:
         self._workers: PodWorkers | None = None
         self._syncer: RuntimePodSyncer | None = None
         #: The kubelet's events about pods (Pulling, Started, BackOff, Killing, ...).
-        self.events = EventLog(self.clock)
+        self.events = events if events is not None else EventLog(self.clock)
         self._stop = asyncio.Event()
         self._running = False
         self._last_housekeeping: float | None = None

@@ -2,41 +2,34 @@
 
 Production code never imports this package. Everything here is public: a user
 unit-testing a node policy builds on the same fakes the project's tests use.
-``KubeletEnv`` (the whole agent on fakes) is imported on first use, since it pulls
-in every subsystem.
+Every name but the clock's is imported on first use: ``KubeletEnv`` (the whole
+agent on fakes) pulls in every subsystem, and the pytest plugin, which pytest
+imports in every run of a project that installed kubelet-kit, imports this
+package.
 """
 
 from typing import TYPE_CHECKING
 
 from kubelet_kit._lazy import lazy_exports
 from kubelet_kit.testing.clock import FakeClock, FakeTimerHandle
-from kubelet_kit.testing.conformance import (
-    CheckResult,
-    ConformanceFailure,
-    ConformanceReport,
-    check_runtime,
-    conformance_test,
-    run_conformance,
-)
-from kubelet_kit.testing.fake_cgroups import FakeCgroupTree
-from kubelet_kit.testing.fake_runtime import (
-    Call,
-    FakeRuntime,
-    InjectedError,
-    LogLine,
-    format_cri_log_line,
-    format_rfc3339_nano,
-    normalize_image_ref,
-)
-from kubelet_kit.testing.fake_stats import FakeStatsProvider, StatsCall
 
 if TYPE_CHECKING:
+    from kubelet_kit.testing.builders import make_pod
     from kubelet_kit.testing.cm_kit import ContainerManagerConformance, check_cm
     from kubelet_kit.testing.cni_kit import CNIPluginConformance, check_cni_plugin
+    from kubelet_kit.testing.conformance import (
+        CheckResult,
+        ConformanceFailure,
+        ConformanceReport,
+        check_runtime,
+        conformance_test,
+        run_conformance,
+    )
     from kubelet_kit.testing.deviceplugin_kit import DevicePluginConformance, check_device_plugin
     from kubelet_kit.testing.env import KubeletEnv, stub_parts
     from kubelet_kit.testing.events_kit import EventRecorderConformance, check_event_recorder
     from kubelet_kit.testing.eviction_kit import EvictionManagerConformance, check_eviction
+    from kubelet_kit.testing.fake_cgroups import FakeCgroupTree
     from kubelet_kit.testing.fake_cm import FakeContainerManager
     from kubelet_kit.testing.fake_cni import FakeCNIPlugin
     from kubelet_kit.testing.fake_deviceplugin import FakeDevicePlugin
@@ -44,7 +37,17 @@ if TYPE_CHECKING:
     from kubelet_kit.testing.fake_eviction import FakeEvictionManager
     from kubelet_kit.testing.fake_pleg import FakePLEG
     from kubelet_kit.testing.fake_prober import FakeProbeManager
+    from kubelet_kit.testing.fake_runtime import (
+        Call,
+        FakeRuntime,
+        InjectedError,
+        LogLine,
+        format_cri_log_line,
+        format_rfc3339_nano,
+        normalize_image_ref,
+    )
     from kubelet_kit.testing.fake_source import FakePodSource
+    from kubelet_kit.testing.fake_stats import FakeStatsProvider, StatsCall
     from kubelet_kit.testing.fake_status import FakeStatusSink
     from kubelet_kit.testing.fake_volume import FakeVolumeManager
     from kubelet_kit.testing.pleg_kit import PLEGConformance, check_pleg
@@ -101,6 +104,7 @@ __all__ = [
     "conformance_test",
     "format_cri_log_line",
     "format_rfc3339_nano",
+    "make_pod",
     "normalize_image_ref",
     "run_conformance",
     "stub_parts",
@@ -111,11 +115,16 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "CNIPluginConformance": "kubelet_kit.testing.cni_kit",
+        "Call": "kubelet_kit.testing.fake_runtime",
+        "CheckResult": "kubelet_kit.testing.conformance",
+        "ConformanceFailure": "kubelet_kit.testing.conformance",
+        "ConformanceReport": "kubelet_kit.testing.conformance",
         "ContainerManagerConformance": "kubelet_kit.testing.cm_kit",
         "DevicePluginConformance": "kubelet_kit.testing.deviceplugin_kit",
         "EventRecorderConformance": "kubelet_kit.testing.events_kit",
         "EvictionManagerConformance": "kubelet_kit.testing.eviction_kit",
         "FakeCNIPlugin": "kubelet_kit.testing.fake_cni",
+        "FakeCgroupTree": "kubelet_kit.testing.fake_cgroups",
         "FakeContainerManager": "kubelet_kit.testing.fake_cm",
         "FakeDevicePlugin": "kubelet_kit.testing.fake_deviceplugin",
         "FakeEventRecorder": "kubelet_kit.testing.fake_events",
@@ -123,13 +132,18 @@ __getattr__, __dir__ = lazy_exports(
         "FakePLEG": "kubelet_kit.testing.fake_pleg",
         "FakePodSource": "kubelet_kit.testing.fake_source",
         "FakeProbeManager": "kubelet_kit.testing.fake_prober",
+        "FakeRuntime": "kubelet_kit.testing.fake_runtime",
+        "FakeStatsProvider": "kubelet_kit.testing.fake_stats",
         "FakeStatusSink": "kubelet_kit.testing.fake_status",
         "FakeVolumeManager": "kubelet_kit.testing.fake_volume",
+        "InjectedError": "kubelet_kit.testing.fake_runtime",
         "KubeletEnv": "kubelet_kit.testing.env",
+        "LogLine": "kubelet_kit.testing.fake_runtime",
         "PLEGConformance": "kubelet_kit.testing.pleg_kit",
         "PodSourceConformance": "kubelet_kit.testing.source_kit",
         "PodStatusSinkConformance": "kubelet_kit.testing.status_kit",
         "ProbeManagerConformance": "kubelet_kit.testing.prober_kit",
+        "StatsCall": "kubelet_kit.testing.fake_stats",
         "VolumeManagerConformance": "kubelet_kit.testing.volume_kit",
         "check_cm": "kubelet_kit.testing.cm_kit",
         "check_cni_plugin": "kubelet_kit.testing.cni_kit",
@@ -140,7 +154,14 @@ __getattr__, __dir__ = lazy_exports(
         "check_pod_source": "kubelet_kit.testing.source_kit",
         "check_pod_status_sink": "kubelet_kit.testing.status_kit",
         "check_prober": "kubelet_kit.testing.prober_kit",
+        "check_runtime": "kubelet_kit.testing.conformance",
         "check_volume": "kubelet_kit.testing.volume_kit",
+        "conformance_test": "kubelet_kit.testing.conformance",
+        "format_cri_log_line": "kubelet_kit.testing.fake_runtime",
+        "format_rfc3339_nano": "kubelet_kit.testing.fake_runtime",
+        "make_pod": "kubelet_kit.testing.builders",
+        "normalize_image_ref": "kubelet_kit.testing.fake_runtime",
+        "run_conformance": "kubelet_kit.testing.conformance",
         "stub_parts": "kubelet_kit.testing.env",
     },
     __all__,
