@@ -39,9 +39,9 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from kubelet_kit.container.interfaces import Runtime
+from kubelet_kit.container.interfaces import Runtime, RuntimeCore
 from kubelet_kit.container.optional import protocol_methods
 from kubelet_kit.errors import ConfigurationError
 
@@ -67,8 +67,9 @@ def socket_path_of(listen: str) -> Path:
 
 
 def _missing_methods(obj: object) -> list[str]:
-    # The Runtime protocol's methods are the public callables it declares.
-    wanted = sorted(protocol_methods(Runtime))
+    # The core's methods are the public callables it declares; the rest are
+    # capabilities a runtime may leave out (their RPCs answer UNIMPLEMENTED).
+    wanted = sorted(protocol_methods(RuntimeCore))
     return [n for n in wanted if not callable(getattr(obj, n, None))]
 
 
@@ -130,17 +131,17 @@ async def load_runtime(spec: str, *, root_dir: str | os.PathLike[str] | None = N
     except AttributeError:
         raise ConfigurationError(f"--runtime: {module_name!r} has no {attr!r}") from None
     runtime = found
-    if not isinstance(found, Runtime) and callable(found):
+    if not isinstance(found, RuntimeCore) and callable(found):
         runtime = found()
         if inspect.isawaitable(runtime):
             runtime = await runtime
-    if not isinstance(runtime, Runtime):
+    if not isinstance(runtime, RuntimeCore):
         missing = ", ".join(_missing_methods(runtime))
         raise ConfigurationError(
             f"--runtime: {spec!r} gave a {type(runtime).__name__}, which is not a Runtime "
             f"(missing: {missing})"
         )
-    return runtime
+    return cast(Runtime, runtime)
 
 
 async def serve_cri(

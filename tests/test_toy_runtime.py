@@ -125,3 +125,45 @@ async def test_a_true_container_completes_on_the_toy(toy: ModuleType) -> None:
         terminated = env.status("job").container_statuses[0].state.terminated
         assert terminated is not None
         assert (terminated.exit_code, terminated.reason) == (0, "Completed")
+
+
+async def test_served_over_the_cri_the_core_works_and_the_rest_is_unimplemented(
+    toy: ModuleType, tmp_path: Path
+) -> None:
+    """A core-only runtime behind CRIServer: the core RPCs reach it, and the RPCs of
+    a capability it does not offer answer UNIMPLEMENTED naming it, as a CRI
+    runtime does for what it lacks (not INTERNAL from a missing method)."""
+    from kubelet_kit.container import (
+        ContainerConfig,
+        ContainerMetadata,
+        ContainerState,
+        ImageSpec,
+        PodSandboxConfig,
+        PodSandboxMetadata,
+    )
+    from kubelet_kit.cri import CRIRuntime, CRIServer
+    from kubelet_kit.cri_server import load_runtime
+    from kubelet_kit.errors import UnimplementedError
+
+    async with (
+        CRIServer(toy.ToyRuntime(), tmp_path / "toy.sock") as server,
+        CRIRuntime(server.endpoint) as client,
+    ):
+        assert (await client.version()).runtime_name == "toy"
+        sandbox = PodSandboxConfig(metadata=PodSandboxMetadata("web", "default", "uid-1"))
+        sid = await client.run_pod_sandbox(sandbox)
+        config = ContainerConfig(
+            metadata=ContainerMetadata("app"), image=ImageSpec("busybox"), command=("sleep",)
+        )
+        cid = await client.create_container(sid, config, sandbox)
+        await client.start_container(cid)
+        assert (await client.container_status(cid)).state == ContainerState.RUNNING
+        with pytest.raises(UnimplementedError, match="runtime ToyRuntime does not offer exec"):
+            await client.exec_sync(cid, ["true"], 5)
+        with pytest.raises(UnimplementedError, match="does not offer images"):
+            await client.image_status(ImageSpec("busybox"))
+        with pytest.raises(UnimplementedError, match="does not offer stats"):
+            await client.list_container_stats()
+    # The command line takes it too (MODULE:NAME needs only the core).
+    loaded = await load_runtime("toy_runtime_example:ToyRuntime")
+    assert runtime_capabilities(loaded) == frozenset()

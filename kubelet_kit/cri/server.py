@@ -27,12 +27,13 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import grpc.aio
 
 from kubelet_kit.clock import Clock, RealClock
+from kubelet_kit.container import optional
 from kubelet_kit.container.interfaces import (
     ContainerFilter,
     ContainerInfo,
@@ -41,6 +42,7 @@ from kubelet_kit.container.interfaces import (
     PodSandbox,
     PodSandboxFilter,
     Runtime,
+    RuntimeCore,
 )
 from kubelet_kit.container.streams import StreamURLRuntime, stream_mode
 from kubelet_kit.cri import convert
@@ -422,15 +424,56 @@ def _unimplemented(name: str, reason: str, streaming: bool) -> _Handler:
     return stream if streaming else unary
 
 
+#: The optional capability each RPC needs (:mod:`kubelet_kit.container.optional`); an
+#: RPC of one the runtime does not offer answers UNIMPLEMENTED naming it, without
+#: calling the runtime. Exec, Attach and PortForward answer so when there are no streams.
+_RPC_CAPABILITY: dict[str, str] = {
+    "ExecSync": optional.EXEC,
+    "UpdateContainerResources": optional.UPDATE_RESOURCES,
+    "ReopenContainerLog": optional.LOG_REOPEN,
+    "GetContainerEvents": optional.EVENTS,
+    "ImageFsInfo": optional.IMAGE_FS,
+    **dict.fromkeys(
+        ("ListImages", "StreamImages", "ImageStatus", "PullImage", "RemoveImage"), optional.IMAGES
+    ),
+    **dict.fromkeys(
+        (
+            "ContainerStats",
+            "ListContainerStats",
+            "StreamContainerStats",
+            "PodSandboxStats",
+            "ListPodSandboxStats",
+            "StreamPodSandboxStats",
+        ),
+        optional.STATS,
+    ),
+}
+
+
+def _not_offered(runtime: Any, capability: str, streaming: bool) -> _Handler:
+    async def refuse(request: Any) -> Any:
+        raise optional.not_offered(runtime, capability)
+
+    async def refuse_stream(request: Any) -> AsyncIterator[Any]:
+        raise optional.not_offered(runtime, capability)
+        yield  # pragma: no cover - makes this an async generator
+
+    return _stream(refuse_stream) if streaming else _unary(refuse)
+
+
 def _generic_handler(service: Any, servicer: _Servicer) -> grpc.GenericRpcHandler:
     handlers: dict[str, grpc.RpcMethodHandler] = {}
+    offered = optional.runtime_capabilities(servicer.rt)
     for method in service.methods:
         # Every version's RPCs carry runtime.v1 messages (api_v1alpha2.proto).
         request_cls = getattr(pb, method.input_type.name)
         response_cls = getattr(pb, method.output_type.name)
         streaming = method.server_streaming
+        needs = _RPC_CAPABILITY.get(method.name)
         if method.name in UNSERVED_RPCS:
             fn = _unimplemented(method.name, UNSERVED_RPCS[method.name], streaming)
+        elif needs is not None and needs not in offered:
+            fn = _not_offered(servicer.rt, needs, streaming)
         elif streaming:
             fn = _stream(getattr(servicer, method.name))
         else:
@@ -456,7 +499,9 @@ class CRIServer:
     :meth:`run` serves until stopped. Also an async context manager.
 
     Args:
-        runtime: Any implementation of :class:`kubelet_kit.container.Runtime`.
+        runtime: Any implementation of :class:`kubelet_kit.container.RuntimeCore`;
+            the RPCs of a capability it does not offer (exec, images, stats,
+            events, ...) answer UNIMPLEMENTED naming it.
         socket_path: Path of the unix socket to listen on.
         clock: Source of wall time for response timestamps.
         max_message_bytes: Largest message accepted or sent (the kubelet's 16 MiB).
@@ -470,7 +515,7 @@ class CRIServer:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: RuntimeCore,
         socket_path: str | os.PathLike[str],
         *,
         clock: Clock | None = None,
@@ -479,7 +524,9 @@ class CRIServer:
         streaming_address: str = "127.0.0.1",
         streaming_port: int = 0,
     ) -> None:
-        self._runtime = runtime
+        # The servicer calls optional methods only for the capabilities the
+        # runtime offers (the others answer UNIMPLEMENTED): typed as the whole.
+        self._runtime = cast(Runtime, runtime)
         self._streaming_address = streaming_address
         self._streaming_port = streaming_port
         self._streaming: Any = None
