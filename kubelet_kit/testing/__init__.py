@@ -15,6 +15,7 @@ from kubelet_kit.testing.clock import FakeClock, FakeTimerHandle
 
 if TYPE_CHECKING:
     from kubelet_kit.testing.builders import make_pod
+    from kubelet_kit.testing.clock_kit import ClockConformance, check_clock
     from kubelet_kit.testing.cm_kit import ContainerManagerConformance, check_cm
     from kubelet_kit.testing.cni_kit import CNIPluginConformance, check_cni_plugin
     from kubelet_kit.testing.conformance import (
@@ -60,6 +61,7 @@ __all__ = [
     "CNIPluginConformance",
     "Call",
     "CheckResult",
+    "ClockConformance",
     "ConformanceFailure",
     "ConformanceReport",
     "ContainerManagerConformance",
@@ -90,6 +92,7 @@ __all__ = [
     "ProbeManagerConformance",
     "StatsCall",
     "VolumeManagerConformance",
+    "check_clock",
     "check_cm",
     "check_cni_plugin",
     "check_device_plugin",
@@ -117,6 +120,7 @@ __getattr__, __dir__ = lazy_exports(
         "CNIPluginConformance": "kubelet_kit.testing.cni_kit",
         "Call": "kubelet_kit.testing.fake_runtime",
         "CheckResult": "kubelet_kit.testing.conformance",
+        "ClockConformance": "kubelet_kit.testing.clock_kit",
         "ConformanceFailure": "kubelet_kit.testing.conformance",
         "ConformanceReport": "kubelet_kit.testing.conformance",
         "ContainerManagerConformance": "kubelet_kit.testing.cm_kit",
@@ -145,6 +149,7 @@ __getattr__, __dir__ = lazy_exports(
         "ProbeManagerConformance": "kubelet_kit.testing.prober_kit",
         "StatsCall": "kubelet_kit.testing.fake_stats",
         "VolumeManagerConformance": "kubelet_kit.testing.volume_kit",
+        "check_clock": "kubelet_kit.testing.clock_kit",
         "check_cm": "kubelet_kit.testing.cm_kit",
         "check_cni_plugin": "kubelet_kit.testing.cni_kit",
         "check_device_plugin": "kubelet_kit.testing.deviceplugin_kit",
