@@ -164,6 +164,13 @@ class Forgetful(GenericPLEG):
         return await super().relist()
 
 
+class Restless(GenericPLEG):
+    """Never waits for its relist period: relists again at once, forever."""
+
+    async def _pause(self, seconds: float) -> None:
+        await asyncio.sleep(0)
+
+
 class Reversing(GenericPLEG):
     """Sends each relist's events in reverse order."""
 
@@ -264,11 +271,11 @@ async def test_a_broken_pleg_fails_the_whole_kit_and_passes_what_it_gets_right()
 
 
 async def test_a_pleg_that_never_waits_fails_on_the_time_limit() -> None:
-    # Forgetful re-sends everything on each relist, and GenericPLEG relists at once
-    # whenever its reader catches up: with a reader, it never waits on the clock.
+    # Restless relists again at once after each relist: it never waits on the
+    # clock, so the fake clock never gets to move time on.
     with pytest.raises(ConformanceFailure, match=r"still running after 0\.5s of real time"):
         await check_pleg(
-            lambda ctx: Forgetful(ctx.options["runtime"], ctx.options["clock"]),
+            lambda ctx: Restless(ctx.options["runtime"], ctx.options["clock"]),
             names=["dropped_events_are_sent_again"],
             time_limit=0.5,
         )

@@ -113,6 +113,31 @@ async def test_generic_pleg_recovers_what_a_full_channel_dropped(
     assert full_lines(caplog) == 2
 
 
+async def test_generic_pleg_gives_a_reading_consumer_room_before_dropping(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The kubelet's reader drains the channel while a relist sends: a relist that
+    # finds ten times the capacity in changes loses nothing to a reader that keeps
+    # up, and logs no overflow.
+    caplog.set_level(logging.ERROR, logger="kubelet_kit.pleg")
+    clock = FakeClock()
+    runtime = FakeRuntime(clock)
+    metrics = PLEGMetrics()
+    pleg = GenericPLEG(runtime, clock, metrics=metrics, channel=EventChannel(metrics, CAPACITY))
+    pods = await start_pods(runtime)
+    async with pleg:
+        collector = Collector(pleg)
+        await clock.run_for(0)
+        assert discards(metrics) == 0
+        assert_converged(pleg, collector, pods, ContainerState.RUNNING)
+        await stop_all(runtime, pods)
+        await clock.run_for(1.0)
+        assert discards(metrics) == 0
+        assert_converged(pleg, collector, pods, ContainerState.EXITED)
+        await collector.close()
+    assert full_lines(caplog) == 0
+
+
 async def test_evented_pleg_relists_to_recover_what_a_full_channel_dropped(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

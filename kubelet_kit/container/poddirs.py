@@ -24,9 +24,9 @@ POD_CONTAINERS_DIR: Final = "containers"
 
 def pod_dir(root_dir: str | os.PathLike[str], uid: str) -> Path:
     """``<root_dir>/pods/<uid>``, the pod's directory (the kubelet's ``getPodDir``)."""
-    return Path(root_dir) / "pods" / uid
+    return Path(root_dir, "pods", uid)
 
 
 def pod_container_dir(root_dir: str | os.PathLike[str], uid: str, container_name: str) -> Path:
     """``<root_dir>/pods/<uid>/containers/<name>`` (the kubelet's ``getPodContainerDir``)."""
-    return pod_dir(root_dir, uid) / POD_CONTAINERS_DIR / container_name
+    return Path(root_dir, "pods", uid, POD_CONTAINERS_DIR, container_name)

@@ -38,7 +38,7 @@ from kubelet_kit.container.interfaces import (
 )
 
 if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry
+    from prometheus_client import CollectorRegistry, Counter, Histogram
 
     from kubelet_kit.api import Pod, PodStatus
     from kubelet_kit.node.podworkers import PodSyncer, SyncResult, UpdateType
@@ -173,6 +173,8 @@ class KubeletMetrics:
             buckets=RUNTIME_OPERATION_BUCKETS,
             registry=r,
         )
+        self._operation_children: dict[str, tuple[Counter, Histogram]] = {}
+        self._worker_children: dict[str, Histogram] = {}
         # A later for_registry() on this registry finds these instead of clashing.
         _BY_REGISTRY.setdefault(self.registry, self)
 
@@ -192,14 +194,27 @@ class KubeletMetrics:
 
     def record_operation(self, operation: str, seconds: float, failed: bool) -> None:
         """Count one runtime call of ``operation`` that took ``seconds``."""
-        self.runtime_operations.labels(operation_type=operation).inc()
-        self.runtime_operations_duration.labels(operation_type=operation).observe(max(seconds, 0))
+        children = self._operation_children.get(operation)
+        if children is None:
+            # labels() hashes and locks on every call; a runtime call is counted
+            # thousands of times a second in a burst, so its series are kept.
+            children = self._operation_children[operation] = (
+                self.runtime_operations.labels(operation_type=operation),
+                self.runtime_operations_duration.labels(operation_type=operation),
+            )
+        children[0].inc()
+        children[1].observe(max(seconds, 0))
         if failed:
             self.runtime_operations_errors.labels(operation_type=operation).inc()
 
     def observe_pod_worker(self, operation: str, seconds: float) -> None:
         """Observe one pod sync of ``operation`` (``create``, ``update``, ``sync``)."""
-        self.pod_worker_duration.labels(operation=operation).observe(max(seconds, 0))
+        child = self._worker_children.get(operation)
+        if child is None:
+            child = self._worker_children[operation] = self.pod_worker_duration.labels(
+                operation=operation
+            )
+        child.observe(max(seconds, 0))
 
     def set_runtime_state(
         self, sandboxes: Sequence[PodSandbox], containers: Sequence[ContainerInfo]

@@ -411,6 +411,10 @@ class GenericPLEG(_ChannelPLEG):
         needs_reinspection: dict[str, RuntimePod | None] = {}
         records_match_listing = True
         lost_any = False
+        # The records change from here on: until the end, they mirror no listing.
+        self._last_listing = None
+        channel = self._channel
+        reader_keeps_up = True
         for uid, (events, now_pod, states) in changed.items():
             result = results[uid]
             if result.error is not None:
@@ -424,7 +428,14 @@ class GenericPLEG(_ChannelPLEG):
                 # events are stale.
                 records_match_listing = False
                 continue
-            lost = {e.data for e in sendable(events) if not self._send(e)}
+            to_send = sendable(events)
+            if reader_keeps_up and len(channel) + len(to_send) > channel.capacity:
+                # The kubelet's reader drains its channel while the relist runs;
+                # here it runs only when the relist gives way. Give way once, then
+                # drop (and count) as the kubelet does if the reader is stuck.
+                await asyncio.sleep(0)
+                reader_keeps_up = len(channel) + len(to_send) <= channel.capacity
+            lost = {e.data for e in to_send if not self._send(e)}
             if lost:
                 lost_any = True
                 # The channel was full: keep what the previous relist saw of the

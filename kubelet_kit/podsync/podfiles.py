@@ -148,7 +148,7 @@ def ensure_hosts_file(
         OSError: the node's hosts file (host network) cannot be read, or the
             file cannot be written; its text is Go's, as the kubelet reports it.
     """
-    target = Path(path)
+    target = os.fspath(path)
     aliases = pod.spec.host_aliases
     if pod.spec.host_network:
         try:
@@ -157,13 +157,22 @@ def ensure_hosts_file(
             raise OSError(exc.errno, go_path_error("open", node_hosts_path, exc)) from None
     else:
         content = managed_hosts_content(pod_ips, hostname, domain, aliases)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     try:
-        target.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        with os.fdopen(fd, "wb") as f:
-            f.write(content)
+        try:
+            # The pod's directory is there for every container but the first.
+            fd = os.open(target, flags, 0o644)
+        except OSError:
+            Path(target).parent.mkdir(mode=0o750, parents=True, exist_ok=True)
+            fd = os.open(target, flags, 0o644)
+        try:
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
     except OSError as exc:
-        raise OSError(exc.errno, go_path_error("open", target, exc)) from None
+        raise OSError(exc.errno, go_path_error("open", Path(target), exc)) from None
 
 
 def hosts_mount(
@@ -184,11 +193,12 @@ def hosts_mount(
     """
     if not wants_hosts_mount(container, pod_ips):
         return None
-    path = pod_dir(root_dir, pod.uid) / ETC_HOSTS_FILE
+    # (A string joined to the Path's own: the same text, without a second Path.)
+    path = os.path.join(pod_dir(root_dir, pod.uid), ETC_HOSTS_FILE)
     ensure_hosts_file(path, pod, pod_ips, hostname, domain, node_hosts_path=node_hosts_path)
     return Mount(
         container_path=ETC_HOSTS_PATH,
-        host_path=str(path),
+        host_path=path,
         readonly=False,
         selinux_relabel=True,
     )
@@ -215,7 +225,7 @@ def termination_message_mount(
     path = directory / secrets.token_hex(4)
     try:
         directory.mkdir(mode=0o750, parents=True, exist_ok=True)
-        path.touch()
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o666))
         # chmod, not the mode of the create: the umask must not narrow it.
         os.chmod(path, 0o666)
     except OSError as exc:

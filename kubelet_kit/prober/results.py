@@ -152,6 +152,8 @@ def fold_pod_status(
     def fold(cs: ContainerStatus) -> ContainerStatus:
         started = is_started(cs, result_of, has_worker)
         ready = started and _ready(cs, result_of, has_worker, trigger)
+        if cs.started is started and cs.ready is ready:
+            return cs  # (a value: the same one serves, and costs no copy)
         return attrs.evolve(cs, started=started, ready=ready)
 
     sidecars = {c.name for c in pod.spec.init_containers if c.is_sidecar}
@@ -161,11 +163,16 @@ def fold_pod_status(
             return fold(cs)
         started = is_started(cs, result_of, has_worker)
         term = cs.state.terminated
-        return attrs.evolve(cs, started=started, ready=term is not None and term.exit_code == 0)
+        ready = term is not None and term.exit_code == 0
+        if cs.started is started and cs.ready is ready:
+            return cs
+        return attrs.evolve(cs, started=started, ready=ready)
 
-    folded = attrs.evolve(
-        status,
-        container_statuses=tuple(fold(cs) for cs in status.container_statuses),
-        init_container_statuses=tuple(fold_init(cs) for cs in status.init_container_statuses),
-    )
+    regular = tuple(fold(cs) for cs in status.container_statuses)
+    inits = tuple(fold_init(cs) for cs in status.init_container_statuses)
+    if all(a is b for a, b in zip(regular, status.container_statuses, strict=True)) and all(
+        a is b for a, b in zip(inits, status.init_container_statuses, strict=True)
+    ):
+        return status, trigger
+    folded = attrs.evolve(status, container_statuses=regular, init_container_statuses=inits)
     return folded, trigger

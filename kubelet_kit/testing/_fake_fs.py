@@ -22,11 +22,15 @@ runtime declines it (see ``create_container``).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import posixpath
 import re
+import select
+import threading
 from collections.abc import Iterator, MutableMapping, Sequence
+from typing import TextIO
 
 from kubelet_kit.container.interfaces import Mount, MountPropagation
 
@@ -37,11 +41,65 @@ _OCTAL = re.compile(r"\\([0-7]{3})")
 
 def host_mount_points(mountinfo: str = MOUNTINFO) -> frozenset[str]:
     """Every mount point of this process's mount namespace (empty if unreadable)."""
+    if mountinfo == MOUNTINFO:
+        return _OWN_TABLE.points()
     try:
         with open(mountinfo, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
+            return _parse_mountinfo(f.read())
     except OSError:
         return frozenset()
+
+
+class _MountTable:
+    """This process's mount points, read again only when the table changed.
+
+    The kernel marks an open ``/proc/self/mountinfo`` with ``POLLPRI`` (and
+    ``POLLERR``) once a mount or unmount happened since the last poll, so
+    starting thousands of containers reads the table once, not once each.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._file: TextIO | None = None
+        self._poll: select.poll | None = None
+        self._pid = -1
+        self._points: frozenset[str] = frozenset()
+
+    def points(self) -> frozenset[str]:
+        with self._lock:
+            try:
+                if self._file is None or self._poll is None or self._pid != os.getpid():
+                    self._open()
+                elif self._poll.poll(0):
+                    self._file.seek(0)
+                    self._points = _parse_mountinfo(self._file.read())
+            except OSError:
+                self._close()
+                return frozenset()
+            return self._points
+
+    def _open(self) -> None:
+        self._close()
+        f = open(MOUNTINFO, encoding="utf-8", errors="replace")  # noqa: SIM115 (kept open)
+        try:
+            poll = select.poll()
+            poll.register(f.fileno(), select.POLLPRI | select.POLLERR)
+            poll.poll(0)  # what happened before the read below is in it
+            self._points = _parse_mountinfo(f.read())
+        except BaseException:
+            f.close()
+            raise
+        self._file, self._poll, self._pid = f, poll, os.getpid()
+
+    def _close(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+        self._file = self._poll = None
+
+
+def _parse_mountinfo(text: str) -> frozenset[str]:
+    lines = text.splitlines()
     points = set()
     for line in lines:
         fields = line.split()
@@ -49,6 +107,31 @@ def host_mount_points(mountinfo: str = MOUNTINFO) -> frozenset[str]:
             # Octal escapes (\040 for a space) as the kernel writes them.
             points.add(_OCTAL.sub(lambda m: chr(int(m[1], 8)), fields[4]))
     return frozenset(points)
+
+
+_OWN_TABLE = _MountTable()
+_O_PATH = getattr(os, "O_PATH", None)
+
+
+def _realpath(path: str) -> str:
+    """``os.path.realpath(path)``; for a path that exists, the kernel's own
+    resolution of it (three system calls, not one ``lstat`` per component)."""
+    if _O_PATH is not None:
+        try:
+            fd = os.open(path, _O_PATH)
+        except OSError:
+            return os.path.realpath(path)
+        try:
+            resolved = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            resolved = ""
+        finally:
+            os.close(fd)
+        # Anything but a plain absolute path ("(deleted)", "(unreachable)"...):
+        # leave it to the portable walk.
+        if resolved.startswith("/") and not resolved.endswith(")"):
+            return resolved
+    return os.path.realpath(path)
 
 
 def _under(path: str, root: str) -> bool:
@@ -72,7 +155,8 @@ class _ContainerFS(MutableMapping[str, str]):
             mounts, key=lambda m: posixpath.normpath(m.container_path).count("/"), reverse=True
         )
         # The host's mount points under each private mount when the container started.
-        self._at_start: dict[str, frozenset[str]] = {}
+        # (Kept as the volume's real path and the whole table until first asked.)
+        self._at_start: dict[str, frozenset[str] | tuple[str, frozenset[str]]] = {}
         # readonly_rootfs: the container's own files (all but /proc and /dev, the
         # kernel's) refuse writes; its writable mounts still take them.
         self.readonly_root = False
@@ -85,8 +169,9 @@ class _ContainerFS(MutableMapping[str, str]):
         points = host_mount_points()
         for m in self._mounts:
             if m.propagation is MountPropagation.PRIVATE:
-                root = os.path.realpath(m.host_path)
-                self._at_start[m.container_path] = frozenset(p for p in points if _under(p, root))
+                # The table and the volume's real path as they are now; which of
+                # the points lie under it is worked out on first need (_seen).
+                self._at_start[m.container_path] = (_realpath(m.host_path), points)
 
     # -- routing
 
@@ -103,10 +188,20 @@ class _ContainerFS(MutableMapping[str, str]):
                 return m, os.path.join(source, rest) if rest else source
         return None
 
+    def _seen(self, m: Mount) -> frozenset[str] | None:
+        """The host's mount points under private mount ``m`` when the container
+        started; None if it was not started with ``m`` private."""
+        recorded = self._at_start.get(m.container_path)
+        if recorded is None or isinstance(recorded, frozenset):
+            return recorded
+        root, points = recorded
+        seen = self._at_start[m.container_path] = frozenset(p for p in points if _under(p, root))
+        return seen
+
     def _hidden(self, m: Mount, host_path: str) -> bool:
         """Whether ``host_path`` is beneath a host mount made under the private
         mount ``m`` after the container started."""
-        seen = self._at_start.get(m.container_path)
+        seen = self._seen(m)
         if seen is None:
             return False
         root = os.path.realpath(m.host_path)

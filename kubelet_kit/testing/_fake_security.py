@@ -14,6 +14,7 @@ system is a :class:`ReadOnlyRoot`, refusing writes outside its writable mounts.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import socket
@@ -21,6 +22,7 @@ import socket
 from kubelet_kit.container.capabilities import capability_set
 from kubelet_kit.container.interfaces import (
     ContainerConfig,
+    LinuxContainerSecurityContext,
     PodSandboxConfig,
     SecurityProfileType,
 )
@@ -32,6 +34,16 @@ def _mask(caps: frozenset[int]) -> str:
 
 def _status(config: ContainerConfig, identity: tuple[int, int]) -> str:
     sc = config.security_context
+    try:
+        return _status_of(sc, identity)
+    except TypeError:  # a context built with a list in it: not hashable
+        return _status_of.__wrapped__(sc, identity)
+
+
+@functools.lru_cache(maxsize=256)
+def _status_of(sc: LinuxContainerSecurityContext | None, identity: tuple[int, int]) -> str:
+    # A value of its (frozen, hashable) security context and identity alone:
+    # most containers share one, so it is worked out once.
     caps = capability_set(sc)
     uid, gid = identity
     # A process that is not root loses its capabilities when it execs.
