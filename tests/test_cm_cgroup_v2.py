@@ -50,11 +50,14 @@ async def test_create_delegates_controllers_and_writes_limits(
     )
     await driver.create("/kubepods/burstable/pod1", config)
     assert tree.paths() == ["", "kubepods", "kubepods/burstable", "kubepods/burstable/pod1"]
+    # Every controller the kubelet wants that the kernel offers, io included,
+    # delegated on the way down, as runc enables them.
     for parent in ("", "kubepods", "kubepods/burstable"):
         assert set(tree.read(parent, "cgroup.subtree_control").split()) == {
             "cpu",
             "cpuset",
             "hugetlb",
+            "io",
             "memory",
             "pids",
         }

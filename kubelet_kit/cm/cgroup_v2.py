@@ -33,8 +33,11 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: Controllers the kubelet wants delegated to pod cgroups.
-DEFAULT_CONTROLLERS: frozenset[str] = frozenset({"cpu", "memory", "pids", "cpuset", "hugetlb"})
+#: Controllers the kubelet wants delegated to pod cgroups: what runc enables on the
+#: way down to a container's cgroup (those the kernel offers of these).
+DEFAULT_CONTROLLERS: frozenset[str] = frozenset(
+    {"cpu", "io", "memory", "pids", "cpuset", "hugetlb"}
+)
 _KILL_WAIT_STEPS = 200
 _KILL_WAIT_STEP_SECONDS = 0.01
 

@@ -37,10 +37,10 @@ def test_kubepods_on_pure_cgroup_v2() -> None:
     assert {"cpu", "memory", "pids", "io"} <= set(v["root.controllers"].split())
 
     # The default driver is v2; kubepods and the QoS cgroups under it exist, with
-    # cpu, memory and pids delegated from the root down to them.
+    # cpu, io, memory and pids delegated from the root down to them.
     assert v["driver"] == "CgroupV2Driver"
     assert v["kubepods"] == "kubepods"
     for key in ("root.subtree_control", "kubepods.controllers", "kubepods.subtree_control"):
-        assert {"cpu", "memory", "pids"} <= set(v[key].split()), key
+        assert {"cpu", "io", "memory", "pids"} <= set(v[key].split()), key
     assert set(v["kubepods.children"].split()) >= {"besteffort", "burstable"}
     assert v["kubepods.memory.max"] != "max"
