@@ -126,3 +126,22 @@ def test_the_pytest_base_class_runs_one_case_per_check(tmp_path: Path) -> None:
     assert "1 failed, 1 passed, 1 skipped" in out, out + result.stderr
     assert "not here" in out and "the option said no" in out, out
     assert "TestList::test_check[fails]" in out, out
+
+
+def test_options_made_afresh_for_each_check() -> None:
+    made: list[dict[str, object]] = []
+
+    def options() -> dict[str, object]:
+        made.append({"parts": []})
+        return made[-1]
+
+    async def uses_parts(ctx: KitContext[Counter]) -> None:
+        parts = ctx.options["parts"]
+        assert isinstance(parts, list)
+        ctx.expect_eq("parts left by an earlier check", parts, [])
+        parts.append(ctx.check)
+
+    checks = {"one": uses_parts, "two": uses_parts}
+    report = asyncio.run(run_kit(checks, Counter, options=options))
+    assert report.ok, report.summary()
+    assert len(made) == 2

@@ -53,7 +53,7 @@ from kubelet_kit.api.kubeletconfig import KubeletConfiguration
 from kubelet_kit.errors import RuntimeUnavailableError
 from kubelet_kit.eviction.interfaces import EvictionManager
 from kubelet_kit.testing.clock import FakeClock
-from kubelet_kit.testing.conformance import CheckResult, ConformanceReport
+from kubelet_kit.testing.conformance import ConformanceReport
 from kubelet_kit.testing.fake_stats import FakeStatsProvider
 from kubelet_kit.testing.kit import KitCheck, KitContext, kit_test_class, run_kit
 
@@ -484,12 +484,9 @@ async def run_eviction_kit(
     Raises:
         ValueError: an unknown check name.
     """
-    results: list[CheckResult] = []
-    for name in list(CHECKS) if names is None else list(names):
-        opts = {**eviction_kit_options(), **options}
-        report = await run_kit(CHECKS, factory, names=[name], options=opts)
-        results.extend(report.results)
-    return ConformanceReport(tuple(results))
+    return await run_kit(
+        CHECKS, factory, names=names, options=lambda: {**eviction_kit_options(), **options}
+    )
 
 
 async def check_eviction(

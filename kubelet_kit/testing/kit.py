@@ -146,7 +146,7 @@ async def run_kit(
     factory: Callable[..., S | Awaitable[S]],
     *,
     names: Sequence[str] | None = None,
-    options: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
     close: Callable[[S], object] | None = None,
 ) -> ConformanceReport:
     """Run the ``checks`` of a kit, each against a fresh implementation.
@@ -158,7 +158,9 @@ async def run_kit(
             ``options`` it may read) if it has a required positional parameter,
             else with none; may be async.
         names: The checks to run (default: all).
-        options: Settings the checks read from ``ctx.options``.
+        options: Settings the checks read from ``ctx.options``, or a callable
+            returning them afresh for each check (a clock, a fake runtime: parts
+            one check must not leave to the next).
         close: Called (and awaited) with the implementation after each check;
             by default its ``aclose()``, ``close()`` or ``stop()`` if it has one.
 
@@ -174,7 +176,8 @@ async def run_kit(
         raise ValueError(f"checks: unknown check(s) {unknown}; known: {', '.join(checks)}")
     results: list[CheckResult] = []
     for name in wanted:
-        ctx: KitContext[Any] = KitContext(check=name, subject=None, options=dict(options or {}))
+        given = options() if callable(options) else options
+        ctx: KitContext[Any] = KitContext(check=name, subject=None, options=dict(given or {}))
         try:
             ctx.at("build the implementation")
             subject = await _build(factory, ctx)

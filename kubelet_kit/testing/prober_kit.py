@@ -51,7 +51,7 @@ from kubelet_kit.testing._prober_bench import (
     kit_probe,
     prober_kit_options,
 )
-from kubelet_kit.testing.conformance import CheckResult, ConformanceReport
+from kubelet_kit.testing.conformance import ConformanceReport
 from kubelet_kit.testing.kit import KitCheck, KitContext, kit_test_class, run_kit
 
 __all__ = [
@@ -500,13 +500,9 @@ async def run_prober_kit(
     Raises:
         ValueError: an unknown check name.
     """
-    results: list[CheckResult] = []
-    for name in list(CHECKS) if names is None else list(names):
-        report = await run_kit(
-            CHECKS, factory, names=[name], options={**prober_kit_options(), **options}
-        )
-        results.extend(report.results)
-    return ConformanceReport(tuple(results))
+    return await run_kit(
+        CHECKS, factory, names=names, options=lambda: {**prober_kit_options(), **options}
+    )
 
 
 async def check_prober(
