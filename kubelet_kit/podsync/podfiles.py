@@ -165,12 +165,8 @@ def ensure_hosts_file(
         except OSError:
             Path(target).parent.mkdir(mode=0o750, parents=True, exist_ok=True)
             fd = os.open(target, flags, 0o644)
-        try:
-            view = memoryview(content)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
     except OSError as exc:
         raise OSError(exc.errno, go_path_error("open", Path(target), exc)) from None
 
@@ -193,8 +189,7 @@ def hosts_mount(
     """
     if not wants_hosts_mount(container, pod_ips):
         return None
-    # (A string joined to the Path's own: the same text, without a second Path.)
-    path = os.path.join(pod_dir(root_dir, pod.uid), ETC_HOSTS_FILE)
+    path = str(pod_dir(root_dir, pod.uid) / ETC_HOSTS_FILE)
     ensure_hosts_file(path, pod, pod_ips, hostname, domain, node_hosts_path=node_hosts_path)
     return Mount(
         container_path=ETC_HOSTS_PATH,
@@ -225,7 +220,7 @@ def termination_message_mount(
     path = directory / secrets.token_hex(4)
     try:
         directory.mkdir(mode=0o750, parents=True, exist_ok=True)
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o666))
+        path.touch()
         # chmod, not the mode of the create: the umask must not narrow it.
         os.chmod(path, 0o666)
     except OSError as exc:
