@@ -132,6 +132,12 @@ def _add_cri_server(subparsers: _Subparsers) -> None:
     register(subparsers)
 
 
+def _add_simulate(subparsers: _Subparsers) -> None:
+    from kubelet_kit.simulate.cli import register
+
+    register(subparsers)
+
+
 def _add_exec(subparsers: _Subparsers) -> None:
     from kubelet_kit.streams.cli import register
 
@@ -147,6 +153,7 @@ SUBCOMMANDS: dict[str, Callable[[_Subparsers], object]] = {
     "cri": _add_cri,
     "cri-server": _add_cri_server,
     "exec": _add_exec,
+    "simulate": _add_simulate,
 }
 
 

@@ -110,6 +110,7 @@ async def connect(
     qps: float = DEFAULT_QPS,
     burst: int = DEFAULT_BURST,
     clock: Clock | None = None,
+    connections: int | None = None,
 ) -> Any:
     """A ``kubernetes_asyncio`` ApiClient with the kubelet's credentials and budget.
 
@@ -130,6 +131,8 @@ async def connect(
         qps: Requests per second after the burst (``kubeAPIQPS``).
         burst: Requests that may go at once (``kubeAPIBurst``).
         clock: The clock the bucket refills and waits on (default: the machine's).
+        connections: The most connections the client keeps open to the server
+            at once (default: the client library's, 100).
 
     Returns:
         The ApiClient.
@@ -144,6 +147,10 @@ async def connect(
     if qps >= 0:
         limiter = TokenBucket(qps or _CLIENT_GO_QPS, burst or _CLIENT_GO_BURST, clock=clock)
     configuration = k8s.Configuration()
+    if connections is not None:
+        if connections < 1:
+            raise ConfigurationError(f"connections: {connections} must be at least 1")
+        configuration.connection_pool_maxsize = connections
     try:
         if isinstance(kubeconfig, Mapping):
             await k8s_config.load_kube_config_from_dict(

@@ -53,6 +53,9 @@ class LeaseController:
     Attributes:
         renewals: How many renewals (and creations) the server accepted.
         last_renew: Clock time of the last accepted renewal, or None.
+        longest_gap: The longest time between two accepted renewals (seconds).
+        late_renewals: Renewals accepted more than half an interval later than
+            due (the gap since the previous one over 1.5 renewal intervals).
     """
 
     def __init__(
@@ -72,6 +75,8 @@ class LeaseController:
         self._latest: Any = None
         self.renewals = 0
         self.last_renew: float | None = None
+        self.longest_gap = 0.0
+        self.late_renewals = 0
 
     @property
     def renew_interval(self) -> float:
@@ -123,8 +128,14 @@ class LeaseController:
         self._accepted()
 
     def _accepted(self) -> None:
+        now = self.clock.now()
+        if self.last_renew is not None:
+            gap = now - self.last_renew
+            self.longest_gap = max(self.longest_gap, gap)
+            if gap > 1.5 * self.renew_interval:
+                self.late_renewals += 1
         self.renewals += 1
-        self.last_renew = self.clock.now()
+        self.last_renew = now
 
     async def renew(self) -> bool:
         """Renew once, re-reading the Lease after a conflict, up to five attempts.

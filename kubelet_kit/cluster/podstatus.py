@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import aiohttp
@@ -115,7 +116,39 @@ def node_status_patch(
                 cond.update(status="False", reason=_TERMINAL_READY_REASON[phase])
                 cond.pop("message", None)
     status["conditions"] = conditions
+    for key in ("podIPs", "hostIPs"):
+        _replace_ips(status, key, api_status.get(key) or (), new_status.get(key) or ())
     return {"metadata": {"uid": uid}, "status": status}
+
+
+def _replace_ips(
+    status: dict[str, Any],
+    key: str,
+    old: Sequence[Mapping[str, Any]],
+    new: Sequence[Mapping[str, Any]],
+) -> None:
+    """Make the patch replace the IP list ``key`` rather than add to it.
+
+    ``podIPs`` and ``hostIPs`` merge by ``ip`` in a strategic merge patch, so a
+    pod whose sandbox was made again (a new IP) would otherwise hold both, which
+    the API server refuses ("may specify no more than one IP for each IP
+    family"). As the kubelet's two-way patch does, each IP the server holds that
+    the new status lacks gets a delete directive, and the order is set.
+    """
+    keep = [str(e.get("ip")) for e in new]
+    removed = [str(e.get("ip")) for e in old if str(e.get("ip")) not in keep]
+    if not removed:
+        return
+    status[key] = [*(dict(e) for e in new), *({"$patch": "delete", "ip": ip} for ip in removed)]
+    status[f"$setElementOrder/{key}"] = [{"ip": ip} for ip in keep]
+
+
+def _server_message(exc: ApiException) -> str:
+    """The message of the Status the server answered with (what it refused and why)."""
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or "")
+    except (ValueError, AttributeError):
+        return str(exc.body or "")[:500]
 
 
 class PodStatusSync:
@@ -209,11 +242,12 @@ class PodStatusSync:
                 self._sent_to[pod.uid] = target
                 return True
             log.warning(
-                "pod %s/%s: status update failed: %s %s",
+                "pod %s/%s: status update failed: %s %s: %s",
                 pod.namespace,
                 pod.name,
                 exc.status,
                 exc.reason,
+                _server_message(exc),
             )
             return False
         self.sent[pod.uid] = body["status"]

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from kubelet_kit.api import Quantity
 from kubelet_kit.api.admission import AdmitResult
 from kubelet_kit.cm.capacity import detect_capacity
 from kubelet_kit.cm.interfaces import ContainerRunOptions
 
 if TYPE_CHECKING:
-    from kubelet_kit.api import Container, Pod, Quantity
+    from kubelet_kit.api import Container, Pod
     from kubelet_kit.cm.devicemanager import DeviceManager
     from kubelet_kit.container import LinuxContainerResources
 
@@ -20,17 +21,31 @@ __all__ = ["StubContainerManager"]
 class StubContainerManager:
     """A ContainerManager that creates no cgroups and admits every pod up to
     ``max_pods``. Capacity is read from the machine (usable CPUs, MemTotal, the
-    root filesystem).
+    root filesystem) unless given.
 
     Args:
         max_pods: The kubelet's maxPods (default 110).
         device_manager: Device plugins' extended resources (none by default).
+        capacity: The node's capacity to report instead of the machine's
+            (``cpu``, ``memory``, ``ephemeral-storage``...; ``pods`` is
+            ``max_pods``), for a node that stands for another machine (a
+            simulated node, a test).
     """
 
-    def __init__(self, *, max_pods: int = 110, device_manager: DeviceManager | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        max_pods: int = 110,
+        device_manager: DeviceManager | None = None,
+        capacity: Mapping[str, Quantity] | None = None,
+    ) -> None:
         self.max_pods = max_pods
         self.device_manager = device_manager
-        self._capacity: dict[str, Quantity] = detect_capacity(max_pods=max_pods)
+        self._capacity: dict[str, Quantity] = (
+            detect_capacity(max_pods=max_pods)
+            if capacity is None
+            else {**capacity, "pods": Quantity.from_int(max_pods)}
+        )
 
     async def start(self) -> None:
         """No cgroups to create; starts the device manager, if any."""

@@ -182,6 +182,19 @@ def pods_snapshot(
     return SourceSnapshot(tuple(pods), tuple(problems))
 
 
+class _RawWatch(k8s_watch.Watch):
+    """A watch that hands over each event's object as the server's JSON only.
+
+    The client's own watch also builds a generated model (``V1Pod``...) from every
+    event, by serialising the object again and walking the model's schema: most of
+    the CPU a busy watch costs. Nothing here reads the models (every consumer reads
+    ``raw_object``), so the event's ``object`` stays the raw dict.
+    """
+
+    def get_return_type(self, func: object) -> Any:
+        return None
+
+
 class ListWatch:
     """One kind of object kept current from the API server, as client-go's reflector
     keeps it: list once, then watch from the list's resourceVersion with bookmarks,
@@ -203,6 +216,10 @@ class ListWatch:
         objects: The objects now, raw (camelCase), by uid.
         lists: How many times it listed (1 plus each re-list).
         resource_version: The last resourceVersion seen (list, event or bookmark).
+        changed: Uids of the objects added, modified or deleted since
+            :meth:`changes` last yielded; None when it listed (any may have
+            changed). A reader that keeps its own index (a shared informer
+            dispatching to many nodes) reads it at each yield.
     """
 
     def __init__(
@@ -226,6 +243,7 @@ class ListWatch:
         self.objects: dict[str, Mapping[str, Any]] = {}
         self.lists = 0
         self.resource_version: str | None = None
+        self.changed: set[str] | None = None
 
     async def _list(self, core: Any) -> None:
         data = await api_json(
@@ -238,6 +256,7 @@ class ListWatch:
         self.lists += 1
         self.objects = {str(item["metadata"]["uid"]): item for item in data.get("items") or ()}
         self.resource_version = str(data["metadata"]["resourceVersion"])
+        self.changed = None
 
     def _apply(self, event: Mapping[str, Any]) -> bool:
         """Apply one watch event; True when the objects changed."""
@@ -251,9 +270,15 @@ class ListWatch:
         uid = str(md.get("uid") or "")
         if kind in ("ADDED", "MODIFIED"):
             self.objects[uid] = obj
+            if self.changed is not None:
+                self.changed.add(uid)
             return True
         if kind == "DELETED":
-            return self.objects.pop(uid, None) is not None
+            if self.objects.pop(uid, None) is None:
+                return False
+            if self.changed is not None:
+                self.changed.add(uid)
+            return True
         log.warning("%s watch: unknown event type %r ignored", self.what, kind)
         return False
 
@@ -268,7 +293,8 @@ class ListWatch:
                 if self.resource_version is None:
                     await self._list(core)
                     yield None
-                watcher = k8s_watch.Watch()
+                    self.changed = set()
+                watcher = _RawWatch()
                 async with watcher:
                     stream = watcher.stream(
                         getattr(core, self.list_call),
@@ -284,6 +310,7 @@ class ListWatch:
                         self.backoff.reset()
                         if self._apply(event):
                             yield None
+                            self.changed = set()
                 # The server closed the watch (its timeout): watch again from
                 # where it ended.
             except ApiException as exc:

@@ -205,3 +205,23 @@ def test_the_core_does_not_import_the_client_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_new_pod_ip_replaces_the_old_one_instead_of_joining_it() -> None:
+    # podIPs and hostIPs merge by ip: a sandbox made again (a new IP) must not
+    # leave the old IP beside it, which the API server refuses with 422.
+    api = {"phase": "Running", "podIP": "10.88.2.1", "podIPs": [{"ip": "10.88.2.1"}]}
+    new = {"phase": "Running", "podIP": "10.88.3.1", "podIPs": [{"ip": "10.88.3.1"}]}
+    status = node_status_patch("uid-1", api, new, containers_stopped=False)["status"]
+    assert status["podIP"] == "10.88.3.1"
+    assert status["podIPs"] == [{"ip": "10.88.3.1"}, {"$patch": "delete", "ip": "10.88.2.1"}]
+    assert status["$setElementOrder/podIPs"] == [{"ip": "10.88.3.1"}]
+
+
+def test_unchanged_ips_are_sent_as_they_are() -> None:
+    api = {"podIPs": [{"ip": "10.0.0.5"}], "hostIPs": [{"ip": "192.0.2.1"}]}
+    new = {"podIPs": [{"ip": "10.0.0.5"}], "hostIPs": [{"ip": "192.0.2.1"}]}
+    status = node_status_patch("uid-1", api, new, containers_stopped=False)["status"]
+    assert status["podIPs"] == [{"ip": "10.0.0.5"}]
+    assert status["hostIPs"] == [{"ip": "192.0.2.1"}]
+    assert not any(k.startswith("$setElementOrder") for k in status)
