@@ -7,10 +7,11 @@
 # sys, dev and a cgroup hierarchy (v2 alone, or the v1 controllers plus an empty v2
 # at /sys/fs/cgroup/unified, after systemd.unified_cgroup_hierarchy= on the kernel
 # command line), tmpfs on /tmp, /run, /var/tmp, /dev/shm and writable overlays on
-# /etc and /var, mounts the job share (tag "job") at /run/kubelet-kit-vm, runs its
+# /etc and /var, mounts the job share (tag "job") at /run/kubelet-kit-vm, brings
+# up loopback (the only network), moves the new root onto /, runs the job's
 # job.sh there as root, writes the result line to the console and powers off.
 #
-# The console protocol, read by scripts/test-vm and tests/vm/_vm.py:
+# The console protocol, read by scripts/test-vm and tests/vm/vm.py:
 #   @@KUBELET_KIT_VM_BEGIN uptime=SECONDS@@   before the job's first byte
 #   @@KUBELET_KIT_VM_RESULT exit=N@@          after its last one
 #   @@KUBELET_KIT_VM_ERROR message@@          the VM could not run the job
@@ -98,11 +99,22 @@ else
 fi
 
 hostname kubelet-kit-vm
+# No network, but loopback: local servers (a test registry, gRPC on 127.0.0.1) need it.
+ip link set lo up || fail "cannot bring up lo"
 [ -f $job/job.sh ] || fail "no job.sh in the job share"
+
+# The new root goes on top of / (as switch_root does) before the job is chrooted
+# into it, so that it is the root of the mount namespace: a process that enters
+# the namespace (setns, as runc exec and nsenter do) starts at its top mount on /,
+# and a container's pivot_root leaves the container's root there. Merely chrooted
+# into $r, such processes would land in the initramfs instead. This shell keeps
+# the initramfs as its root and its busybox for the lines below.
+cd $r || fail "cd $r"
+mount --move . / || fail "cannot move the new root onto /"
 
 read -r up _ </proc/uptime
 echo "@@KUBELET_KIT_VM_BEGIN uptime=$up@@"
-chroot $r /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+chroot . /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     /bin/sh /run/kubelet-kit-vm/job.sh </dev/null
 rc=$?
