@@ -36,15 +36,44 @@ def test_discover_reads_comounted_hierarchies(tmp_path: Path) -> None:
     mounts = tmp_path / "mounts"
     mounts.write_text(
         "proc /proc proc rw 0 0\n"
+        "cgroup /sys/fs/cgroup/systemd cgroup rw,nosuid,xattr,name=systemd 0 0\n"
         "cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,nosuid,cpu,cpuacct 0 0\n"
         "cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n"
+        "cgroup /sys/fs/cgroup/devices cgroup rw,nosuid,nodev,noexec,relatime,devices 0 0\n"
+        "cgroup /sys/fs/cgroup/hugetlb cgroup rw,hugetlb 0 0\n"
         "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n"
     )
+    # Every controller mounted, as the kubelet makes its cgroups in each; the named
+    # systemd hierarchy and the mount options are no controllers.
     assert discover_v1_mounts(mounts_file=str(mounts)) == {
         "cpu": "/sys/fs/cgroup/cpu,cpuacct",
         "cpuacct": "/sys/fs/cgroup/cpu,cpuacct",
         "memory": "/sys/fs/cgroup/memory",
+        "devices": "/sys/fs/cgroup/devices",
+        "hugetlb": "/sys/fs/cgroup/hugetlb",
     }
+    assert discover_v1_mounts(("memory",), mounts_file=str(mounts)) == {
+        "memory": "/sys/fs/cgroup/memory"
+    }
+
+
+async def test_a_cgroup_is_made_in_every_hierarchy_and_exists_by_the_kubelets_list(
+    tmp_path: Path,
+) -> None:
+    mounts = {c: str(tmp_path / c) for c in ("cpu", "memory", "pids", "devices", "freezer")}
+    for m in mounts.values():
+        os.mkdir(m)
+    driver = CgroupV1Driver(mounts, use_cgroupspy=False)
+    await driver.create("/kubepods/pod1")
+    assert all(os.path.isdir(m + "/kubepods/pod1") for m in mounts.values())
+    # A hierarchy outside the kubelet's list (devices, freezer) does not decide
+    # whether the cgroup exists; cpu, memory and pids do.
+    os.rmdir(mounts["freezer"] + "/kubepods/pod1")
+    assert await driver.exists("/kubepods/pod1")
+    os.rmdir(mounts["memory"] + "/kubepods/pod1")
+    assert not await driver.exists("/kubepods/pod1")
+    await driver.remove("/kubepods")
+    assert not any(os.path.exists(m + "/kubepods") for m in mounts.values())
 
 
 async def test_writes_on_plain_directories(tmp_path: Path, spy: bool) -> None:
@@ -119,8 +148,11 @@ async def test_real_v1_hierarchy_limits_and_a_real_process(real: tuple[Any, str]
         await driver.add_process(pod, proc.pid)
         with open(f"/proc/{proc.pid}/cgroup", encoding="ascii") as f:
             lines = f.read().splitlines()
+        # "N:controllers:path", a hierarchy's controllers comma-joined where they
+        # share it (cpu,cpuacct).
+        where = {c: ln.split(":", 2)[2] for ln in lines for c in ln.split(":")[1].split(",")}
         for ctl in ("memory", "cpu", "cpuset", "pids"):
-            assert any(line.endswith(f":{ctl}:{pod}") for line in lines), (ctl, lines)
+            assert where.get(ctl) == pod, (ctl, lines)
         assert await driver.pids(pod) == [proc.pid]
         assert await driver.pids(root, recursive=True) == [proc.pid]
         stats = await driver.stats(pod)

@@ -1,8 +1,10 @@
 """CgroupV2Driver on the fake tree (every controller) and on this machine's cgroup2 mount.
 
-The machine's cgroup2 hierarchy has no cpu/memory/pids controllers, so limits are
-shown on FakeCgroupTree; the tree itself, cgroup.procs, cgroup.kill, cgroup.freeze,
-cgroup.events and the PSI files are shown for real, under a root of the test's own.
+The machine's cgroup2 hierarchy is found in the mount table: ``/sys/fs/cgroup`` on a
+pure v2 machine, ``/sys/fs/cgroup/unified`` (often without controllers) beside v1.
+Limits are shown on FakeCgroupTree; the tree itself, cgroup.procs, cgroup.kill,
+cgroup.freeze, cgroup.events and the PSI files are shown for real, under a root of
+the test's own, without delegating any controller.
 """
 
 from __future__ import annotations
@@ -13,16 +15,23 @@ import os
 import secrets
 import sys
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 
-from kubelet_kit.cm.cgroup_v2 import CgroupV2Driver, config_files_v2, parse_pressure
+from kubelet_kit.cm.cgroup_v2 import (
+    CgroupV2Driver,
+    config_files_v2,
+    discover_v2_mount,
+    parse_pressure,
+)
 from kubelet_kit.cm.helpers import ResourceConfig
 from kubelet_kit.errors import ConfigurationError
 from kubelet_kit.testing.clock import FakeClock
 from kubelet_kit.testing.fake_cgroups import FakeCgroupTree
 
-UNIFIED = "/sys/fs/cgroup/unified"
+#: This machine's cgroup2 mount ("" without one).
+UNIFIED = discover_v2_mount() or ""
 
 # ----------------------------------------------------------------- fake tree
 
@@ -202,12 +211,33 @@ async def test_injected_mkdir_error_is_reported(
 
 
 def _real_v2() -> bool:
-    return os.geteuid() == 0 and os.path.exists(os.path.join(UNIFIED, "cgroup.procs"))
+    return (
+        bool(UNIFIED)
+        and os.geteuid() == 0
+        and os.path.exists(os.path.join(UNIFIED, "cgroup.procs"))
+        and os.access(UNIFIED, os.W_OK)
+    )
+
+
+def test_discover_v2_mount_reads_the_mount_table(tmp_path: Path) -> None:
+    table = tmp_path / "mounts"
+    table.write_text(
+        "cgroup /sys/fs/cgroup/cpu cgroup rw,cpu 0 0\n"
+        "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,nsdelegate 0 0\n"
+    )
+    assert discover_v2_mount(str(table)) == "/sys/fs/cgroup/unified"
+    table.write_text("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n")
+    assert discover_v2_mount(str(table)) == "/sys/fs/cgroup"
+    table.write_text("cgroup2 /mnt/with\\040space cgroup2 rw 0 0\n")
+    assert discover_v2_mount(str(table)) == "/mnt/with space"
+    table.write_text("proc /proc proc rw 0 0\n")
+    assert discover_v2_mount(str(table)) is None
+    assert discover_v2_mount(str(tmp_path / "missing")) is None
 
 
 @pytest.fixture
 async def real_root(require_real: Callable[[bool, str], None]) -> AsyncIterator[str]:
-    require_real(_real_v2(), f"a writable cgroup2 hierarchy at {UNIFIED}")
+    require_real(_real_v2(), f"root and a writable cgroup2 hierarchy ({UNIFIED or 'none mounted'})")
     root = f"/kubelet-kit-test-{secrets.token_hex(4)}"
     # No delegation: the machine's root cgroup is not ours to change.
     driver = CgroupV2Driver(UNIFIED, controllers=frozenset())

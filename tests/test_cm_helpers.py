@@ -392,19 +392,19 @@ def test_resource_config_for_pod(
     assert (rc.cpu_shares, rc.cpu_quota, rc.cpu_period, rc.memory) == expected
 
 
-# TestResourceConfigForPodWithEnforceMemoryQoS (tiered reservation): unified files.
+# TestResourceConfigForPodWithEnforceMemoryQoS (v1.27-v1.35): unified files.
 MEMQOS = [
     ("besteffort", [(NONE, NONE)], {}),
-    ("burstable-no-limits", [(("100m", "100Mi"), NONE)], {"memory.low": "104857600"}),
+    ("burstable-no-limits", [(("100m", "100Mi"), NONE)], {"memory.min": "104857600"}),
     (
         "burstable-with-limits",
         [(("100m", "100Mi"), ("200m", "200Mi"))],
-        {"memory.low": "104857600"},
+        {"memory.min": "104857600"},
     ),
     (
         "burstable-partial-limits",
         [(("100m", "100Mi"), ("200m", "200Mi")), (("100m", "100Mi"), NONE)],
-        {"memory.low": "209715200"},
+        {"memory.min": "209715200"},
     ),
     ("guaranteed", [(("100m", "100Mi"), ("100m", "100Mi"))], {"memory.min": "104857600"}),
 ]

@@ -1,6 +1,7 @@
 """The ContainerManager kit against the fake, the reference manager (cgroup v2 on a
-fake tree, cgroup v1 on this machine's controllers), the stub, and a broken manager
-the kit must fail; and the fake's own call log, errors and test controls."""
+fake tree and on this machine's cgroup2 hierarchy, cgroup v1 on its controllers),
+the stub, and a broken manager the kit must fail; and the fake's own call log,
+errors and test controls."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from kubelet_kit.cm import (
     ContainerRunOptions,
     StubContainerManager,
 )
+from kubelet_kit.cm.cgroup_v2 import DEFAULT_CONTROLLERS, discover_v2_mount
 from kubelet_kit.container import KeyValue
 from kubelet_kit.errors import ConfigurationError
 from kubelet_kit.testing import Call, FakeCgroupTree, FakeClock, FakeContainerManager
@@ -127,6 +129,52 @@ class TestReferenceOnCgroupV1(ContainerManagerConformance):
         driver = CgroupV1Driver(
             discover_v1_mounts(("cpu", "cpuacct", "cpuset", "memory", "pids")), clock=FakeClock()
         )
+        root = f"/kubelet-kit-test-{secrets.token_hex(4)}"
+        ctx.defer(lambda: driver.remove(root))
+        ctx.options["cgroup_root"] = root
+        return reference(driver, cgroup_root=root)
+
+    def kit_options(self) -> Mapping[str, Any]:
+        return {"reserved": REFERENCE_RESERVED}
+
+
+def _real_v2_controllers() -> frozenset[str] | None:
+    """The controllers the real v2 check may delegate from this machine's cgroup2
+    root, or None when it cannot run. The root cgroup is the machine's: only what
+    it already delegates is used, except in a throwaway VM, where the check may
+    enable the rest."""
+    mount = discover_v2_mount()
+    if os.geteuid() != 0 or mount is None or not os.access(mount, os.W_OK):
+        return None
+    try:
+        with open(os.path.join(mount, "cgroup.controllers"), encoding="ascii") as f:
+            offered = frozenset(f.read().split())
+        with open(os.path.join(mount, "cgroup.subtree_control"), encoding="ascii") as f:
+            enabled = frozenset(f.read().split())
+    except OSError:
+        return None
+    usable = DEFAULT_CONTROLLERS & (offered if os.environ.get("KUBELET_KIT_IN_VM") else enabled)
+    return usable if {"cpu", "memory", "pids"} <= usable else None
+
+
+class TestReferenceOnRealCgroupV2(ContainerManagerConformance):
+    """On this machine's cgroup2 hierarchy with the cpu, memory and pids controllers
+    (a pure v2 machine, or the v2 VM), under a root of the check's own that is
+    removed afterwards.
+
+    A machine with the v1 controllers has a cgroup2 hierarchy without them, so
+    this skips there even under KUBELET_KIT_REQUIRE_REAL (the v1 check runs
+    instead); in the v2 VM: ``scripts/test-vm -- .venv/bin/python -m pytest -p
+    no:cacheprovider tests/test_cm_kit.py``.
+    """
+
+    def make(self, ctx: KitContext[Any]) -> CgroupContainerManager:
+        controllers = _real_v2_controllers()
+        if controllers is None:
+            pytest.skip("root and a cgroup2 hierarchy delegating cpu, memory and pids")
+        mount = discover_v2_mount()
+        assert mount is not None
+        driver = CgroupV2Driver(mount, controllers=controllers, clock=FakeClock())
         root = f"/kubelet-kit-test-{secrets.token_hex(4)}"
         ctx.defer(lambda: driver.remove(root))
         ctx.options["cgroup_root"] = root

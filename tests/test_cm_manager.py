@@ -66,7 +66,12 @@ def make(
     tree = tree or FakeCgroupTree()
     options = {
         k: config.pop(k)
-        for k in ("state_dir", "qos_reserved_memory_percent", "enforce_memory_qos")
+        for k in (
+            "state_dir",
+            "qos_reserved_memory_percent",
+            "enforce_memory_qos",
+            "memory_throttling_factor",
+        )
         if k in config
     }
     cfg = KubeletConfiguration(**config)
@@ -191,7 +196,7 @@ async def test_qos_reserved_memory_limits_the_lower_tiers() -> None:
     assert tree.read("kubepods/besteffort", "memory.max") == f"{5 << 30}\n"
 
 
-async def test_memory_qos_sets_memory_min_and_low() -> None:
+async def test_memory_qos_sets_the_pod_memory_min() -> None:
     mgr, tree = make(enforce_memory_qos=True)
     path = await mgr.ensure_pod_cgroup(pod("g", cpu="1", mem="1Gi", limit_cpu="1", limit_mem="1Gi"))
     assert tree.read(path.lstrip("/"), "memory.min") == f"{1 << 30}\n"

@@ -16,13 +16,15 @@ import attrs
 import yaml
 
 from kubelet_kit.api.duration import parse_duration
-from kubelet_kit.api.serde import Model, decode, json_name, json_names
+from kubelet_kit.api.serde import Model, decode, format_value, json_name, json_names
 from kubelet_kit.errors import FieldError, ValidationError
 
 __all__ = ["KubeletConfiguration", "load_kubelet_config"]
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KIND = "KubeletConfiguration"
+#: ``memoryThrottlingFactor``'s default from v1.27 (0.8 before).
+DEFAULT_MEMORY_THROTTLING_FACTOR = 0.9
 
 _DURATIONS = (
     "sync_frequency",
@@ -47,6 +49,13 @@ class KubeletConfiguration(Model):
     One default differs from the kubelet's: ``containerRuntimeEndpoint`` is empty,
     which means the embedded host-process runtime; set it (for example to
     ``unix:///run/containerd/containerd.sock``) to drive a CRI runtime.
+
+    ``featureGates`` maps gate names to booleans; read one with
+    :meth:`feature_gate`. kubelet-kit acts on ``MemoryQoS`` (off by default) and
+    keeps the others as given. ``memoryThrottlingFactor`` (a number in (0, 1],
+    default 0.9 as from v1.27) sets MemoryQoS's ``memory.high``; it is typed
+    ``Any`` because it is the one floating-point field here, and is checked by
+    :func:`load_kubelet_config`.
     """
 
     api_version: str = API_VERSION
@@ -105,6 +114,12 @@ class KubeletConfiguration(Model):
     cpu_cfs_quota: bool = attrs.field(default=True, metadata=json_name("cpuCFSQuota"))
     cpu_manager_policy: str = "none"
     fail_swap_on: bool = True
+    feature_gates: Mapping[str, bool] = attrs.field(factory=dict)
+    memory_throttling_factor: Any = DEFAULT_MEMORY_THROTTLING_FACTOR
+
+    def feature_gate(self, name: str, default: bool = False) -> bool:
+        """Whether ``featureGates`` turns ``name`` on (``default`` when not listed)."""
+        return bool(self.feature_gates.get(name, default))
 
     def seconds(self, field: str) -> float:
         """A duration field in seconds (e.g. ``seconds("sync_frequency")`` -> 60.0)."""
@@ -162,7 +177,40 @@ def _validate(config: KubeletConfiguration) -> list[FieldError]:
             errors.append(
                 FieldError(name, f"Invalid value: {value}: must not be a negative number")
             )
+    errors.extend(_validate_memory_qos(config))
     return errors
+
+
+def _validate_memory_qos(config: KubeletConfiguration) -> list[FieldError]:
+    # The kubelet's rules (pkg/kubelet/apis/config/validation): a factor in (0, 1],
+    # and one is needed when MemoryQoS is on.
+    factor = config.memory_throttling_factor
+    if factor is None:
+        if config.feature_gate("MemoryQoS"):
+            return [
+                FieldError(
+                    "memoryThrottlingFactor",
+                    "Required value: memoryThrottlingFactor is required when "
+                    "MemoryQoS feature flag is enabled",
+                )
+            ]
+        return []
+    if isinstance(factor, bool) or not isinstance(factor, int | float):
+        return [
+            FieldError(
+                "memoryThrottlingFactor",
+                f"Invalid value: {format_value(factor)}: expected a number",
+            )
+        ]
+    if not 0 < factor <= 1.0:
+        return [
+            FieldError(
+                "memoryThrottlingFactor",
+                f"Invalid value: {format_value(factor)}: must be greater than 0 "
+                "and less than or equal to 1.0",
+            )
+        ]
+    return []
 
 
 def load_kubelet_config(

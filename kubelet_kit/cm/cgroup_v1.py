@@ -2,7 +2,10 @@
 
 On cgroup v1 each controller is its own hierarchy (``/sys/fs/cgroup/cpu``,
 ``/sys/fs/cgroup/memory``...), so one cgroup path is a directory in every mounted
-controller. The driver makes and removes those directories with cgroupspy's
+controller: the kubelet makes its cgroups in each hierarchy mounted (cpu, cpuacct,
+cpuset, memory, pids, hugetlb, and blkio, devices, freezer... too, as
+libcontainer's cgroupfs manager does), so that a process moved there is in it
+everywhere. The driver makes and removes those directories with cgroupspy's
 ``Node`` and writes the knobs through its controller classes: ``cpu.shares``,
 ``cpu.cfs_period_us``/``cpu.cfs_quota_us``, ``memory.limit_in_bytes``,
 ``pids.max`` and ``cpuset.cpus``/``cpuset.mems`` (a new cpuset cgroup gets its
@@ -29,12 +32,31 @@ from kubelet_kit.cm.driver import CgroupStats
 from kubelet_kit.cm.helpers import ResourceConfig
 from kubelet_kit.errors import ConfigurationError
 
-__all__ = ["DEFAULT_V1_CONTROLLERS", "CgroupV1Driver", "discover_v1_mounts"]
+__all__ = ["DEFAULT_V1_CONTROLLERS", "V1_CONTROLLERS", "CgroupV1Driver", "discover_v1_mounts"]
 
 T = TypeVar("T")
 
-#: Controllers the kubelet uses on cgroup v1.
-DEFAULT_V1_CONTROLLERS: Final = ("cpu", "cpuacct", "cpuset", "memory", "pids")
+#: The cgroup v1 controllers (the kernel's names, as /proc/cgroups lists them). A
+#: named hierarchy such as ``name=systemd`` is no controller and is left alone.
+V1_CONTROLLERS: Final = (
+    "cpuset",
+    "cpu",
+    "cpuacct",
+    "blkio",
+    "memory",
+    "devices",
+    "freezer",
+    "net_cls",
+    "perf_event",
+    "net_prio",
+    "hugetlb",
+    "pids",
+    "rdma",
+    "misc",
+)
+#: The controllers the kubelet's existence check looks at (hugetlb where mounted):
+#: a cgroup exists when it is in each of these that is mounted.
+DEFAULT_V1_CONTROLLERS: Final = ("cpu", "cpuacct", "cpuset", "memory", "pids", "hugetlb")
 _KILL_WAIT_STEPS = 200
 #: Interface files cgroupspy models as typed attributes.
 _DESCRIPTORS: Final = {
@@ -47,7 +69,7 @@ _KILL_WAIT_STEP_SECONDS = 0.01
 
 
 def discover_v1_mounts(
-    controllers: Iterable[str] = DEFAULT_V1_CONTROLLERS, mounts_file: str = "/proc/self/mounts"
+    controllers: Iterable[str] = V1_CONTROLLERS, mounts_file: str = "/proc/self/mounts"
 ) -> dict[str, str]:
     """Where each wanted v1 controller is mounted, read from ``/proc/self/mounts``.
 
@@ -118,8 +140,8 @@ class CgroupV1Driver:
     """A :class:`~kubelet_kit.cm.driver.CgroupDriver` over cgroup v1 controllers.
 
     Args:
-        mounts: Controller name -> mount directory (default: discovered from
-            ``/proc/self/mounts`` for cpu, cpuacct, cpuset, memory and pids).
+        mounts: Controller name -> mount directory (default: every v1 controller
+            mounted, discovered from ``/proc/self/mounts``).
         clock: For the short waits after a kill.
         use_cgroupspy: Go through cgroupspy when it is installed (the default).
 
@@ -208,9 +230,12 @@ class CgroupV1Driver:
         )
 
     async def exists(self, path: str) -> bool:
-        """Whether the cgroup exists in every controller."""
+        """Whether the cgroup exists in each mounted controller of
+        :data:`DEFAULT_V1_CONTROLLERS` (in every controller when none of those is
+        mounted), as the kubelet checks: other tools' hierarchies do not count."""
         parts = _parts(path)
-        return await self._run(lambda: all(os.path.isdir(self._dir(c, parts)) for c in self.mounts))
+        checked = [c for c in self.mounts if c in DEFAULT_V1_CONTROLLERS] or list(self.mounts)
+        return await self._run(lambda: all(os.path.isdir(self._dir(c, parts)) for c in checked))
 
     # ------------------------------------------------------------------ writing
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -27,6 +28,7 @@ from kubelet_kit.errors import ConfigurationError
 __all__ = [
     "DEFAULT_CONTROLLERS",
     "CgroupV2Driver",
+    "discover_v2_mount",
     "parse_flat_keyed",
     "parse_pressure",
 ]
@@ -40,6 +42,23 @@ DEFAULT_CONTROLLERS: frozenset[str] = frozenset(
 )
 _KILL_WAIT_STEPS = 200
 _KILL_WAIT_STEP_SECONDS = 0.01
+
+
+def discover_v2_mount(mounts_file: str = "/proc/self/mounts") -> str | None:
+    """Where the cgroup2 hierarchy is mounted (``/sys/fs/cgroup`` on a pure v2
+    machine, often ``/sys/fs/cgroup/unified`` beside v1), read from the mount
+    table; the first of several; None without one."""
+    try:
+        with open(mounts_file, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 3 and fields[2] == "cgroup2":
+            # The mount table escapes spaces and the like as octal (\040).
+            return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[1])
+    return None
 
 
 def parse_flat_keyed(text: str) -> dict[str, int]:

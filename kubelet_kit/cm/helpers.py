@@ -5,21 +5,32 @@ Ported in meaning from upstream ``pkg/kubelet/cm/helpers_linux.go``,
 CFS shares and quota, shares to cgroup v2 weight, the QoS ``oom_score_adj`` policy,
 the pod cgroup's resource config, per-container Linux resources, and the QoS
 tiers' memory reservations. Nothing here does I/O.
+
+MemoryQoS (cgroup v2 ``memory.min``/``memory.high``) follows the kubelet of v1.27 to
+v1.35: every pod and container with a memory request is protected by
+``memory.min``, the QoS tiers by the sums of their pods' requests, and containers
+whose request differs from their limit are throttled by ``memory.high`` at
+``request + memoryThrottlingFactor * (limit or allocatable - request)``. (v1.36
+moved the protection behind ``memoryReservationPolicy``, giving Burstable pods
+``memory.low`` instead; that policy is not modelled here.)
 """
 
 from __future__ import annotations
 
 import math
+import mmap
 from collections.abc import Mapping
 from typing import Final
 
 import attrs
 
 from kubelet_kit.api import Container, Pod, pod_limits, pod_requests, qos_class
+from kubelet_kit.api.kubeletconfig import DEFAULT_MEMORY_THROTTLING_FACTOR
 from kubelet_kit.container import LinuxContainerResources
 
 __all__ = [
     "BESTEFFORT_OOM_SCORE_ADJ",
+    "DEFAULT_MEMORY_THROTTLING_FACTOR",
     "GUARANTEED_OOM_SCORE_ADJ",
     "KUBELET_OOM_SCORE_ADJ",
     "MAX_SHARES",
@@ -29,6 +40,7 @@ __all__ = [
     "SHARES_PER_CPU",
     "ResourceConfig",
     "container_linux_resources",
+    "container_memory_qos",
     "cpu_shares_to_weight",
     "cpu_shares_to_weight_log",
     "cpu_weight_to_shares",
@@ -37,6 +49,7 @@ __all__ = [
     "milli_cpu_to_quota",
     "milli_cpu_to_shares",
     "qos_memory_limits",
+    "qos_memory_min",
     "qos_oom_score_adj",
     "resource_config_for_pod",
 ]
@@ -53,6 +66,11 @@ MIN_QUOTA_PERIOD: Final = 1000
 KUBELET_OOM_SCORE_ADJ: Final = -999
 GUARANTEED_OOM_SCORE_ADJ: Final = -997
 BESTEFFORT_OOM_SCORE_ADJ: Final = 1000
+
+#: The machine's page size: the kubelet rounds ``memory.high`` down to it.
+PAGE_SIZE: Final = mmap.PAGESIZE
+MEMORY_MIN: Final = "memory.min"
+MEMORY_HIGH: Final = "memory.high"
 
 #: scheduling.SystemCriticalPriority: pods at or above it are critical.
 SYSTEM_CRITICAL_PRIORITY: Final = 2_000_000_000
@@ -250,15 +268,15 @@ def resource_config_for_pod(
     Guaranteed: shares, quota and memory. Burstable: shares always, quota only when
     every container has a CPU limit, memory only when every container has a memory
     limit. BestEffort: the minimum shares only. With ``enforce_cpu_limits`` off the
-    quota is -1 (unlimited). ``enforce_memory_qos`` adds ``memory.min`` (Guaranteed)
-    or ``memory.low`` (Burstable) from the memory request, as the tiered reservation
-    policy does on cgroup v2.
+    quota is -1 (unlimited). ``enforce_memory_qos`` (MemoryQoS on cgroup v2) adds
+    ``memory.min`` = the pod's memory request (its containers' requests, as
+    upstream ``PodRequests`` sums them) when that is not zero.
 
     Args:
         pod: The pod.
         enforce_cpu_limits: The kubelet's ``cpuCFSQuota``.
         cpu_period: CFS period in us.
-        enforce_memory_qos: Set memory.min/low from requests.
+        enforce_memory_qos: Protect the pod's memory request with memory.min.
         pids_limit: The kubelet's ``podPidsLimit`` (None or negative: not set).
     """
     reqs = pod_requests(pod)
@@ -273,10 +291,7 @@ def resource_config_for_pod(
     unified: dict[str, str] = {}
     mem_req = reqs["memory"].value() if "memory" in reqs else 0
     if enforce_memory_qos and mem_req > 0:
-        if qos == "Guaranteed":
-            unified["memory.min"] = str(mem_req)
-        elif qos == "Burstable":
-            unified["memory.low"] = str(mem_req)
+        unified[MEMORY_MIN] = str(mem_req)
     if qos == "Guaranteed":
         return ResourceConfig(
             cpu_shares=shares,
@@ -299,6 +314,54 @@ def resource_config_for_pod(
     return ResourceConfig(cpu_shares=MIN_SHARES, pids_limit=pids)
 
 
+def container_memory_qos(
+    container: Container,
+    *,
+    allocatable_memory_bytes: int,
+    throttling_factor: float = DEFAULT_MEMORY_THROTTLING_FACTOR,
+    page_size: int = PAGE_SIZE,
+) -> dict[str, str]:
+    """The cgroup v2 files MemoryQoS sets on a container's cgroup (upstream
+    ``generateLinuxContainerResources`` with MemoryQoS, v1.27 to v1.35).
+
+    ``memory.min`` is the memory request, when there is one. ``memory.high`` is set
+    only when the request differs from the limit (a container whose memory
+    request equals its limit, as in a Guaranteed pod, is not throttled; nor, in
+    these versions, one with neither): ``request + factor * (limit - request)``,
+    with node allocatable memory standing in for a missing limit, rounded down to
+    a whole page, and kept only when above the request.
+
+    Args:
+        container: The container.
+        allocatable_memory_bytes: Node allocatable memory as the kubelet's
+            ``GetNodeAllocatableAbsolute`` gives it (capacity less system and
+            kube reservations); 0 when unknown (no memory.high without a limit).
+        throttling_factor: ``memoryThrottlingFactor`` (0 < factor <= 1).
+        page_size: Page size in bytes.
+
+    Returns:
+        ``{"memory.min": ..., "memory.high": ...}``, either or both may be absent.
+    """
+    request = _memory_request(container)
+    limit_qty = container.resources.limits.get("memory")
+    limit = limit_qty.value() if limit_qty is not None else 0
+    unified: dict[str, str] = {}
+    if request != 0:
+        unified[MEMORY_MIN] = str(request)
+    if request == limit:
+        return unified
+    ceiling = limit if limit != 0 else allocatable_memory_bytes
+    if ceiling <= 0:
+        return unified
+    # Float arithmetic in upstream's order (float64 both), so the page comes out
+    # the same: floor(request + (ceiling - request) * factor), then whole pages.
+    high_bytes = math.floor(float(request) + (float(ceiling) - float(request)) * throttling_factor)
+    high = int(high_bytes / float(page_size)) * page_size
+    if high != 0 and high > request:
+        unified[MEMORY_HIGH] = str(high)
+    return unified
+
+
 def container_linux_resources(
     pod: Pod,
     container: Container,
@@ -307,13 +370,21 @@ def container_linux_resources(
     cpu_cfs_quota: bool = True,
     cpu_period: int = QUOTA_PERIOD,
     cpuset_cpus: str = "",
+    enforce_memory_qos: bool = False,
+    allocatable_memory_bytes: int = 0,
+    memory_throttling_factor: float = DEFAULT_MEMORY_THROTTLING_FACTOR,
+    page_size: int = PAGE_SIZE,
 ) -> LinuxContainerResources:
     """What the kubelet hands the runtime for one container.
 
     Shares from the CPU request (from the limit when only a limit is set), memory
     limit from the memory limit, and with ``cpu_cfs_quota`` the period plus a quota
     from the CPU limit (0 when unlimited), as upstream ``calculateLinuxResources``;
-    ``oom_score_adj`` from :func:`qos_oom_score_adj`.
+    ``oom_score_adj`` from :func:`qos_oom_score_adj`. With ``enforce_memory_qos``
+    (MemoryQoS on a cgroup v2 node) the ``unified`` map carries
+    :func:`container_memory_qos`'s ``memory.min`` and ``memory.high``, computed
+    from ``allocatable_memory_bytes``, ``memory_throttling_factor`` and
+    ``page_size``.
     """
     req = container.resources.requests.get("cpu")
     lim = container.resources.limits.get("cpu")
@@ -323,6 +394,16 @@ def container_linux_resources(
     else:
         shares = milli_cpu_to_shares(req.milli_value() if req is not None else 0)
     mem = container.resources.limits.get("memory")
+    unified = (
+        container_memory_qos(
+            container,
+            allocatable_memory_bytes=allocatable_memory_bytes,
+            throttling_factor=memory_throttling_factor,
+            page_size=page_size,
+        )
+        if enforce_memory_qos
+        else {}
+    )
     return LinuxContainerResources(
         cpu_shares=shares,
         cpu_period=cpu_period if cpu_cfs_quota else 0,
@@ -330,6 +411,7 @@ def container_linux_resources(
         memory_limit_in_bytes=mem.value() if mem is not None else 0,
         oom_score_adj=qos_oom_score_adj(pod, container, memory_capacity_bytes),
         cpuset_cpus=cpuset_cpus,
+        unified=unified,
     )
 
 
@@ -355,3 +437,21 @@ def qos_memory_limits(
     burstable = allocatable_memory - requests_by_qos.get("Guaranteed", 0) * percent_reserve // 100
     best_effort = burstable - requests_by_qos.get("Burstable", 0) * percent_reserve // 100
     return {"Burstable": burstable, "BestEffort": best_effort}
+
+
+def qos_memory_min(requests_by_qos: Mapping[str, int]) -> dict[str, int]:
+    """``memory.min`` of the QoS tiers under MemoryQoS (upstream ``setMemoryQoS``).
+
+    A parent's protection bounds its children's, so the Burstable tier protects
+    the sum of its pods' memory requests, and ``kubepods`` (the Guaranteed tier,
+    parent of the others) the Guaranteed pods' requests plus that sum. BestEffort
+    pods request nothing and their tier gets nothing.
+
+    Args:
+        requests_by_qos: Summed memory requests per QoS class name.
+
+    Returns:
+        ``{"Guaranteed": bytes, "Burstable": bytes}`` (0 when nothing is requested).
+    """
+    burstable = requests_by_qos.get("Burstable", 0)
+    return {"Guaranteed": requests_by_qos.get("Guaranteed", 0) + burstable, "Burstable": burstable}

@@ -11,10 +11,16 @@ What it does, as the kubelet's container manager does:
   scheduler's message) and gives the static CPU manager its say.
 - ``ensure_pod_cgroup()`` creates or updates ``pod<uid>`` in the pod's tier with the
   pod's limits and returns its path for the runtime's ``cgroup_parent``; the
-  Burstable tier's shares follow the sum of Burstable requests.
+  Burstable tier's shares follow the sum of Burstable requests (updated before a
+  new pod's cgroup is made, as the kubelet's ``UpdateQOSCgroups``).
 - ``remove_pod_cgroup()`` kills what is left inside and removes the cgroup.
 - ``container_resources()`` gives the runtime shares, quota, memory limit,
   ``oom_score_adj`` and cpuset for each container.
+- With MemoryQoS (``featureGates: {MemoryQoS: true}``) on a cgroup v2 node, memory
+  requests are protected by ``memory.min`` at every level: container (through
+  ``container_resources()``'s ``unified`` map, with ``memory.high`` from
+  ``memoryThrottlingFactor``), pod, the Burstable tier (the sum of Burstable
+  requests) and ``kubepods`` (Guaranteed plus Burstable requests).
 - ``pod_cgroup_stats()`` reads the pod cgroup's usage for the eviction signals.
 
 Only ``pods`` enforcement is implemented: ``system-reserved`` and ``kube-reserved``
@@ -26,6 +32,7 @@ made directly in cgroupfs rather than as units through systemd's D-Bus API.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -45,12 +52,15 @@ from kubelet_kit.cm.capacity import detect_capacity
 from kubelet_kit.cm.cpumanager import CPUManager
 from kubelet_kit.cm.driver import CgroupDriver, CgroupStats
 from kubelet_kit.cm.helpers import (
+    DEFAULT_MEMORY_THROTTLING_FACTOR,
+    MEMORY_MIN,
     MIN_SHARES,
     QUOTA_PERIOD,
     ResourceConfig,
     container_linux_resources,
     milli_cpu_to_shares,
     qos_memory_limits,
+    qos_memory_min,
     resource_config_for_pod,
 )
 from kubelet_kit.cm.interfaces import ContainerRunOptions
@@ -70,6 +80,7 @@ if TYPE_CHECKING:
     from kubelet_kit.cm.devicemanager import DeviceManager
 
 __all__ = [
+    "QOS_UPDATE_PERIOD",
     "CgroupContainerManager",
     "cgroups_unavailable",
     "default_cgroup_driver",
@@ -90,6 +101,8 @@ _ENFORCE_VALUES: Final = frozenset(
 )
 # The scheduler's order of checks: pods, cpu, memory, ephemeral storage, the rest.
 _FIRST: Final = ("cpu", "memory", "ephemeral-storage")
+#: The kubelet re-applies the QoS tiers' settings this often (periodicQOSCgroupUpdateInterval).
+QOS_UPDATE_PERIOD: Final = 60.0
 
 
 def cgroups_unavailable() -> str | None:
@@ -159,10 +172,15 @@ class CgroupContainerManager:
         cpu_manager: A CPU manager (default: one for ``cpuManagerPolicy`` on the
             capacity's CPUs, keeping its checkpoint in ``state_dir``).
         state_dir: Where the CPU manager's checkpoint lives (None: memory only).
-        enforce_memory_qos: Write memory.min/low on cgroup v2 (MemoryQoS).
+        enforce_memory_qos: MemoryQoS: protect memory requests with memory.min and
+            throttle containers with memory.high, on cgroup v2 only (None: the
+            configuration's ``featureGates`` ``MemoryQoS``, off by default).
+        memory_throttling_factor: MemoryQoS's ``memory.high`` factor (None: the
+            configuration's ``memoryThrottlingFactor``).
         qos_reserved_memory_percent: ``qosReserved`` memory percentage (0: off).
         cpu_period: CFS period in microseconds.
-        clock: Handed to the default driver.
+        clock: Handed to the default driver; times the periodic re-application
+            of the QoS tiers' settings (real time when None).
         device_manager: Device plugins' extended resources: merged into capacity
             and allocatable, checked at admission (before the other resources, as
             upstream), allocated through :meth:`container_run_options`.
@@ -180,7 +198,8 @@ class CgroupContainerManager:
         capacity: Mapping[str, Quantity] | None = None,
         cpu_manager: CPUManager | None = None,
         state_dir: str | os.PathLike[str] | None = None,
-        enforce_memory_qos: bool = False,
+        enforce_memory_qos: bool | None = None,
+        memory_throttling_factor: float | None = None,
         qos_reserved_memory_percent: int = 0,
         cpu_period: int = QUOTA_PERIOD,
         clock: Clock | None = None,
@@ -216,7 +235,22 @@ class CgroupContainerManager:
         )
         self.system_reserved = parse_reserved(c.system_reserved, "systemReserved")
         self.kube_reserved = parse_reserved(c.kube_reserved, "kubeReserved")
-        self.enforce_memory_qos = enforce_memory_qos
+        self.enforce_memory_qos = (
+            c.feature_gate("MemoryQoS") if enforce_memory_qos is None else enforce_memory_qos
+        )
+        factor = (
+            c.memory_throttling_factor
+            if memory_throttling_factor is None
+            else memory_throttling_factor
+        )
+        if factor is None and not self.enforce_memory_qos:
+            factor = DEFAULT_MEMORY_THROTTLING_FACTOR
+        if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 < factor <= 1:
+            raise ConfigurationError(
+                f"memoryThrottlingFactor: Invalid value: {factor!r}: must be greater than 0 "
+                "and less than or equal to 1.0"
+            )
+        self.memory_throttling_factor = float(factor)
         self.qos_reserved_memory_percent = qos_reserved_memory_percent
         self.cpu_period = cpu_period
         try:
@@ -248,6 +282,9 @@ class CgroupContainerManager:
         self._pods: dict[str, Pod] = {}
         self._requests_cache: dict[str, tuple[Pod, dict[str, int]]] = {}
         self._started = False
+        self._memory_qos_on_v2: bool | None = None
+        self._allocatable_memory: int | None = None
+        self._last_qos_update: float | None = None
 
     # ------------------------------------------------------------------ naming
 
@@ -334,7 +371,49 @@ class CgroupContainerManager:
             pids_limit=values["pid"].value() if "pid" in values else None,
         )
 
+    def memory_qos_enforced(self) -> bool:
+        """Whether MemoryQoS applies: asked for, and the driver is cgroup v2 (the
+        kubelet checks its feature gate and the unified hierarchy). Never blocks."""
+        if not self.enforce_memory_qos:
+            return False
+        if self._memory_qos_on_v2 is None:
+            try:
+                self._memory_qos_on_v2 = self.driver.version == 2
+            except ConfigurationError:
+                # No hierarchy to build a driver on: nothing to protect.
+                self._memory_qos_on_v2 = False
+        return self._memory_qos_on_v2
+
+    def _allocatable_memory_bytes(self) -> int:
+        """Capacity less system and kube reservations (``GetNodeAllocatableAbsolute``)."""
+        if self._allocatable_memory is None:
+            absolute = allocatable_absolute(
+                self.capacity,
+                system_reserved=self.system_reserved,
+                kube_reserved=self.kube_reserved,
+            )
+            memory = absolute.get("memory")
+            self._allocatable_memory = memory.value() if memory is not None else 0
+        return self._allocatable_memory
+
+    async def update_qos_cgroups(self) -> None:
+        """Re-apply the QoS tiers' settings from the pods this manager holds (the
+        kubelet's ``UpdateQOSCgroups``): Burstable shares, ``qosReserved`` memory
+        limits and, with MemoryQoS, ``memory.min`` of the Burstable tier and of
+        ``kubepods``. Runs on its own when pods come and go; idempotent.
+
+        Raises:
+            ConfigurationError: A tier's file cannot be written (naming it).
+        """
+        if not self.config.cgroups_per_qos:
+            return
+        if not self._started:
+            await self.start()
+            return
+        await self._update_qos()
+
     async def _update_qos(self) -> None:
+        self._last_qos_update = self._monotonic()
         burstable_milli = 0
         mem_by_qos: dict[str, int] = {}
         for pod in self._pods.values():
@@ -355,16 +434,31 @@ class CgroupContainerManager:
                 limits = qos_memory_limits(
                     absolute["memory"].value(), mem_by_qos, self.qos_reserved_memory_percent
                 )
+        burstable_unified: dict[str, str] = {}
+        if self.memory_qos_enforced():
+            protect = qos_memory_min(mem_by_qos)
+            # 0 is written too: when the last pod goes, so does the protection
+            # (v1.27-v1.35 left the last value behind; later kubelets clear it).
+            burstable_unified[MEMORY_MIN] = str(protect["Burstable"])
+            await self.driver.update(
+                self.kubepods_path(),
+                ResourceConfig(unified={MEMORY_MIN: str(protect["Guaranteed"])}),
+            )
         await self.driver.update(
             self._path(qos_cgroup_name(self.root, "Burstable")),
             ResourceConfig(
-                cpu_shares=milli_cpu_to_shares(burstable_milli), memory=limits.get("Burstable")
+                cpu_shares=milli_cpu_to_shares(burstable_milli),
+                memory=limits.get("Burstable"),
+                unified=burstable_unified,
             ),
         )
         await self.driver.update(
             self._path(qos_cgroup_name(self.root, "BestEffort")),
             ResourceConfig(cpu_shares=MIN_SHARES, memory=limits.get("BestEffort")),
         )
+
+    def _monotonic(self) -> float:
+        return self._clock.monotonic() if self._clock is not None else time.monotonic()
 
     # ------------------------------------------------------------------ resources
 
@@ -448,8 +542,10 @@ class CgroupContainerManager:
         return scaled
 
     def container_resources(self, pod: Pod, container: Container) -> LinuxContainerResources | None:
-        """Shares, quota/period, memory limit, oom_score_adj and cpuset. Never blocks."""
+        """Shares, quota/period, memory limit, oom_score_adj and cpuset; with MemoryQoS
+        on cgroup v2, ``memory.min`` and ``memory.high`` in ``unified``. Never blocks."""
         memory = self.capacity.get("memory")
+        qos = self.memory_qos_enforced()
         return container_linux_resources(
             pod,
             container,
@@ -459,6 +555,9 @@ class CgroupContainerManager:
             cpu_cfs_quota=self.config.cpu_cfs_quota,
             cpu_period=self.cpu_period,
             cpuset_cpus=self.cpu_manager.cpuset(pod, container),
+            enforce_memory_qos=qos,
+            allocatable_memory_bytes=self._allocatable_memory_bytes() if qos else 0,
+            memory_throttling_factor=self.memory_throttling_factor,
         )
 
     # ------------------------------------------------------------------ pod cgroups
@@ -475,20 +574,22 @@ class CgroupContainerManager:
             await self.start()
         path = self.pod_cgroup_path(pod)
         pids = self.config.pod_pids_limit
+        known = self._pods.get(pod.uid)
+        self._pods[pod.uid] = pod
+        if known is None or (known is not pod and pod_requests(known) != pod_requests(pod)):
+            # The tiers first, as the kubelet updates them before it makes a new
+            # pod cgroup: a parent's memory.min bounds what its children get.
+            await self._update_qos()
         await self.driver.create(
             path,
             resource_config_for_pod(
                 pod,
                 enforce_cpu_limits=self.config.cpu_cfs_quota,
                 cpu_period=self.cpu_period,
-                enforce_memory_qos=self.enforce_memory_qos and self.driver.version == 2,
+                enforce_memory_qos=self.memory_qos_enforced(),
                 pids_limit=pids if pids > 0 else None,
             ),
         )
-        known = pod.uid in self._pods
-        self._pods[pod.uid] = pod
-        if not known:
-            await self._update_qos()
         return path
 
     async def remove_pod_cgroup(self, pod: Pod) -> None:
@@ -507,7 +608,9 @@ class CgroupContainerManager:
         """Remove pod cgroups of pods no longer known (the kubelet's housekeeping).
 
         Looks in every QoS tier for ``pod<uid>`` cgroups whose uid is not in
-        ``active_pod_uids``, kills what still runs there and removes them.
+        ``active_pod_uids``, kills what still runs there and removes them. Also
+        re-applies the QoS tiers' settings after a removal, and at least every
+        :data:`QOS_UPDATE_PERIOD` seconds (the kubelet's periodic ``UpdateCgroups``).
 
         Returns:
             The uids whose cgroups were removed.
@@ -528,7 +631,11 @@ class CgroupContainerManager:
                 self._pods.pop(uid, None)
                 self.cpu_manager.remove_pod(uid)
                 removed.append(uid)
-        if removed and self._started:
+        if self._started and (
+            removed
+            or self._last_qos_update is None
+            or self._monotonic() - self._last_qos_update >= QOS_UPDATE_PERIOD
+        ):
             await self._update_qos()
         return removed
 
