@@ -10,7 +10,7 @@ does; all of them share one event loop, one API client and one pod watch. See
 Needs the optional extra ``kubelet-kit[cluster]``.
 """
 
-from kubelet_kit.simulate.fleet import SimulationReport, Simulator, count_requests
+from kubelet_kit.simulate.fleet import RequestLanes, SimulationReport, Simulator
 from kubelet_kit.simulate.informer import NodePodSource, SharedPodInformer
 from kubelet_kit.simulate.node import (
     MEMORY_ANNOTATION,
@@ -26,11 +26,11 @@ __all__ = [
     "PROBE_FAILURES_ANNOTATION",
     "NodePodSource",
     "NodeTemplate",
+    "RequestLanes",
     "SharedPodInformer",
     "SimulatedNode",
     "SimulatedProber",
     "SimulatedStats",
     "SimulationReport",
     "Simulator",
-    "count_requests",
 ]

@@ -31,7 +31,7 @@ from kubelet_kit.errors import ConfigurationError
 from kubelet_kit.simulate.informer import SharedPodInformer
 from kubelet_kit.simulate.node import NodeTemplate, SimulatedNode
 
-__all__ = ["FIRST_NODE_ADDRESS", "SimulationReport", "Simulator", "count_requests"]
+__all__ = ["FIRST_NODE_ADDRESS", "RequestLanes", "SimulationReport", "Simulator"]
 
 log = logging.getLogger(__name__)
 
@@ -39,25 +39,59 @@ log = logging.getLogger(__name__)
 FIRST_NODE_ADDRESS = ipaddress.IPv4Address("10.64.0.1")
 
 
-def count_requests(api_client: Any) -> collections.Counter[str]:
-    """Count the requests ``api_client`` sends from now on, by verb.
+class RequestLanes:
+    """Shares one API client's connections among a fleet's kinds of requests, and
+    counts the requests by verb.
 
-    Verbs are the API server's: ``get``, ``list``, ``watch``, ``create``,
-    ``update``, ``patch``, ``delete`` (a GET of a collection is a list, one with
-    ``watch=true`` a watch; a collection is told by its path ending in a plural
-    resource, i.e. not in an object's name: the last path segment is a known
-    collection name).
+    A thousand nodes' heartbeats must not wait behind a burst of pod statuses and
+    events (the kubelet gives its heartbeats a client of their own for the same
+    reason). Each request takes a slot of its lane before it is sent: Lease and
+    Node requests the heartbeat lane, Events theirs, the rest (pod statuses,
+    deletes) the bulk lane; watches take none (they hold their connection for
+    minutes). The lanes together stay below the client's connection pool, so a
+    request that holds a slot always finds a connection; waiting for a slot does
+    not count against the request's own timeout (waiting for a pooled
+    connection would).
+
+    Args:
+        api_client: A ``kubernetes_asyncio`` ApiClient; its REST client's
+            ``request`` is wrapped from now on.
+
+    Attributes:
+        counts: Requests sent, by verb (``get``, ``list``, ``watch``, ``create``,
+            ``update``, ``patch``, ``delete``).
+        sizes: Slots of each lane (``heartbeat``, ``events``, ``bulk``).
     """
-    counts: collections.Counter[str] = collections.Counter()
-    rest = api_client.rest_client
-    send = rest.request
 
-    async def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        counts[_verb(method, url, kwargs.get("query_params") or ())] += 1
-        return await send(method, url, *args, **kwargs)
+    def __init__(self, api_client: Any) -> None:
+        pool = int(getattr(api_client.configuration, "connection_pool_maxsize", 0) or 100)
+        heartbeat = max(1, pool // 4)
+        events = max(1, pool // 8)
+        bulk = max(1, pool - heartbeat - events - 2)  # two spare for watches
+        self.sizes = {"heartbeat": heartbeat, "events": events, "bulk": bulk}
+        self._lanes = {k: asyncio.Semaphore(v) for k, v in self.sizes.items()}
+        self.counts: collections.Counter[str] = collections.Counter()
+        rest = api_client.rest_client
+        send = rest.request
 
-    rest.request = request
-    return counts
+        async def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            verb = _verb(method, url, kwargs.get("query_params") or ())
+            self.counts[verb] += 1
+            if verb == "watch":
+                return await send(method, url, *args, **kwargs)
+            async with self._lanes[_lane(url)]:
+                return await send(method, url, *args, **kwargs)
+
+        rest.request = request
+
+
+def _lane(url: str) -> str:
+    path = url.split("?", 1)[0]
+    if "/leases" in path or "/nodes" in path:
+        return "heartbeat"
+    if "/events" in path:
+        return "events"
+    return "bulk"
 
 
 _COLLECTIONS = frozenset({"pods", "nodes", "leases", "events", "services", "configmaps", "secrets"})
@@ -65,6 +99,8 @@ _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete
 
 
 def _verb(method: str, url: str, query: Any) -> str:
+    """The API server's verb of a request: a GET of a collection is a list, one
+    with ``watch=true`` a watch (a collection's path ends in its plural name)."""
     if method != "GET":
         return _VERBS.get(method, method.lower())
     if any(k == "watch" and str(v).lower() == "true" for k, v in query):
@@ -210,7 +246,8 @@ class Simulator:
             shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
             root_dir = tempfile.mkdtemp(prefix="kubelet-kit-simulate-", dir=shm)
         self.root_dir = Path(root_dir)
-        self.requests = count_requests(api_client)
+        self.lanes = RequestLanes(api_client)
+        self.requests = self.lanes.counts
         self.node_names = [f"{prefix}{i}" for i in range(nodes)]
         wanted = set(self.node_names)
         self.informer = SharedPodInformer(api_client, clock=self.clock, wanted=wanted.__contains__)
