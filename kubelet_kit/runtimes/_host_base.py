@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kubelet_kit.clock import Clock
 from kubelet_kit.container.interfaces import (
@@ -27,7 +27,9 @@ from kubelet_kit.container.interfaces import (
 )
 from kubelet_kit.errors import NotFoundError
 from kubelet_kit.network import CNINetwork
+from kubelet_kit.runtimes._cgroupfs import CgroupHierarchy, ContainerCgroup, oom_kill_count
 from kubelet_kit.runtimes._host_records import (
+    _CGROUP_FILE,
     _CONTAINER_FILE,
     _SANDBOX_FILE,
     _ContainerRecord,
@@ -42,6 +44,10 @@ from kubelet_kit.runtimes._shim import EXIT_FILE, START_FILE, process_start_tick
 #: containerd's exit code and reason for a running container whose task vanished.
 UNKNOWN_EXIT_CODE = 255
 UNKNOWN_EXIT_REASON = "Unknown"
+#: The exit code of a process killed by SIGKILL, as the shim records it.
+SIGKILL_EXIT_CODE = 137
+#: The reason of a container the kernel killed for memory (runc's and containerd's).
+OOM_KILLED_REASON = "OOMKilled"
 
 
 class _HostRuntimeBase:
@@ -63,6 +69,8 @@ class _HostRuntimeBase:
     _stop_reported: set[str]
     _network: CNINetwork | None
     _networks_recovered: bool
+    # Hierarchies where containers get cgroups of their own (empty: none).
+    _cgroups: tuple[CgroupHierarchy, ...]
 
     if TYPE_CHECKING:
         # Defined by the sandbox and container parts, used across parts.
@@ -133,6 +141,7 @@ class _HostRuntimeBase:
         start = _read_json(cdir / START_FILE)
         started_at = float(start["started_at"]) if start else 0.0
         if exit_ is not None:
+            exit_ = self._oom_settled(cdir, exit_)
             return _Observed(
                 ContainerState.EXITED,
                 started_at=started_at or float(exit_.get("started_at", 0.0)),
@@ -171,6 +180,8 @@ class _HostRuntimeBase:
             }
             with contextlib.suppress(FileNotFoundError):  # removed meanwhile
                 write_json_atomic(cdir / EXIT_FILE, exit_)
+        else:
+            exit_ = self._oom_settled(cdir, exit_)
         return _Observed(
             ContainerState.EXITED,
             started_at=started_at,
@@ -180,6 +191,33 @@ class _HostRuntimeBase:
             message=str(exit_.get("message", "")),
             pid=pid,
         )
+
+    def _oom_settled(self, cdir: Path, exit_: dict[str, Any]) -> dict[str, Any]:
+        """``exit_`` (a container's exit record) with the OOM question settled.
+
+        A container whose process died of SIGKILL while its cgroup's OOM kill
+        counter went up since its start was killed by the kernel for memory: its
+        reason becomes ``OOMKilled``. The answer is written back
+        (``oom_checked``), so the counter is read once, while the cgroup still
+        exists, and the answer outlives it.
+        """
+        if (
+            exit_.get("exit_code") != SIGKILL_EXIT_CODE
+            or exit_.get("reason") != "Error"
+            or exit_.get("oom_checked")
+        ):
+            return exit_
+        data = _read_json(cdir / _CGROUP_FILE)
+        if data is None:
+            return exit_
+        cgroup = ContainerCgroup.from_json(data)
+        count = oom_kill_count(self._cgroups, cgroup)
+        settled = {**exit_, "oom_checked": True}
+        if count is not None and count > cgroup.oom_kills:
+            settled["reason"] = OOM_KILLED_REASON
+        with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+            write_json_atomic(cdir / EXIT_FILE, settled)
+        return settled
 
     async def _wait_exited(self, container_id: str) -> None:
         """Return once the container has exited (its shim, or its process, is gone)."""

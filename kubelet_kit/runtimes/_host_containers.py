@@ -44,6 +44,7 @@ from kubelet_kit.errors import (
     DeadlineExceededError,
     NotFoundError,
 )
+from kubelet_kit.runtimes._host_cgroups import _HostCgroups
 from kubelet_kit.runtimes._host_events import _HostEvents
 from kubelet_kit.runtimes._host_images import image_ref_of, status_image
 from kubelet_kit.runtimes._host_records import (
@@ -65,7 +66,7 @@ RESOLV_CONF = "/etc/resolv.conf"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-class _HostContainers(_HostEvents):
+class _HostContainers(_HostEvents, _HostCgroups):
     """Creating, starting, stopping, removing and reporting containers."""
 
     def _build_spec(
@@ -126,7 +127,11 @@ class _HostContainers(_HostEvents):
             # As root the shim gives the container containerd's capability set;
             # otherwise its processes hold none, and only the flag applies.
             spec["security"] = security_spec(sc, caps=self._apply_mounts)
-        procs = cgroup_procs_files(sandbox.cgroup_parent)
+        try:
+            # The pod cgroup, which a container joins when it gets none of its own.
+            procs = cgroup_procs_files(sandbox.cgroup_parent)
+        except ValueError as exc:
+            raise ContainerStartError(f'container "{name}": cgroup_parent: {exc}') from None
         if procs:
             spec["cgroup_procs"] = procs
         if netns:
@@ -243,6 +248,12 @@ class _HostContainers(_HostEvents):
                     "only a created container can be started"
                 ) from None
             try:
+                await self._make_cgroup(rec, sandbox.config.cgroup_parent)
+            except ContainerStartError as exc:
+                self._record_start_error(container_id, str(exc))
+                raise
+            self._set_process_resources(cdir, rec.config.resources)
+            try:
                 report = await wait_for(self._clock, self._launch_shim(cdir), self._start_timeout)
             except TimeoutError:
                 raise DeadlineExceededError(
@@ -253,23 +264,41 @@ class _HostContainers(_HostEvents):
                 self._emit_container(container_id, ContainerEventType.STARTED)
                 self._watch(container_id)
             else:
-                if _read_json(cdir / EXIT_FILE) is None and _read_json(cdir / START_FILE) is None:
-                    # The shim died before it could record anything: record the
-                    # failed start ourselves, so the container is not CREATED forever.
-                    write_json_atomic(
-                        cdir / EXIT_FILE,
-                        {
-                            "exit_code": 128,
-                            "reason": "StartError",
-                            "message": report["error"],
-                            "started_at": 0.0,
-                            "finished_at": self._clock.now(),
-                        },
-                    )
-                self._report_stopped(container_id)
+                self._record_start_error(container_id, report["error"])
+                # Nothing runs in it: the failed container keeps no cgroup.
+                with contextlib.suppress(ContainerRuntimeError):
+                    await self._remove_cgroup(container_id)
                 raise ContainerStartError(
                     f'failed to start container "{name}" ({container_id}): {report["error"]}'
                 )
+
+    def _record_start_error(self, container_id: str, message: str) -> None:
+        """Record a failed start (exit 128, ``StartError``, as runc's) unless the
+        shim did, so the container is not CREATED forever; report it stopped."""
+        cdir = self._container_dir(container_id)
+        if _read_json(cdir / EXIT_FILE) is None and _read_json(cdir / START_FILE) is None:
+            write_json_atomic(
+                cdir / EXIT_FILE,
+                {
+                    "exit_code": 128,
+                    "reason": "StartError",
+                    "message": message,
+                    "started_at": 0.0,
+                    "finished_at": self._clock.now(),
+                },
+            )
+        self._report_stopped(container_id)
+
+    @staticmethod
+    def _set_process_resources(cdir: Path, resources: LinuxContainerResources | None) -> None:
+        """Put the container's ``oom_score_adj`` in its spec, for its shim and exec
+        helper to set, as root only (lowering it takes CAP_SYS_RESOURCE; 0 is the
+        CRI's "not set")."""
+        if os.geteuid() != 0 or resources is None or not resources.oom_score_adj:
+            return
+        spec = _read_json(cdir / SPEC_FILE) or {}
+        spec["oom_score_adj"] = resources.oom_score_adj
+        write_json_atomic(cdir / SPEC_FILE, spec)
 
     async def _launch_shim(self, cdir: Path) -> dict[str, Any]:
         env = _shim_env()
@@ -342,16 +371,24 @@ class _HostContainers(_HostEvents):
             ) from None
 
     async def remove_container(self, container_id: str) -> None:
-        """Kill the container if it runs, then delete its state. The log file is
-        kept (the kubelet removes it). Idempotent: an unknown id succeeds."""
+        """Kill the container if it runs, remove its cgroup (killing what is left
+        in it, such as an exec'd command), then delete its state. The log file is
+        kept (the kubelet removes it). Idempotent: an unknown id succeeds.
+
+        Raises:
+            ContainerRuntimeError: its cgroup could not be removed (the container
+                is kept, so a later removal tries again).
+        """
         try:
             self._load_container(container_id)
         except NotFoundError:
             return
         await self.stop_container(container_id, 0)
         async with self._lock(container_id):
+            # The status first: it reads the cgroup's OOM kills, if still unread.
             status = self._container_status(container_id)
             sandbox_id = self._load_container(container_id).pod_sandbox_id
+            await self._remove_cgroup(container_id)
             self._unwatch(container_id)
             shutil.rmtree(self._container_dir(container_id), ignore_errors=True)
         self._locks.pop(container_id, None)
@@ -454,12 +491,14 @@ class _HostContainers(_HostEvents):
     async def update_container_resources(
         self, container_id: str, resources: LinuxContainerResources
     ) -> None:
-        """Record new resources (reported by container_status; not enforced: the
-        host runtime applies no cgroup limits).
+        """Apply new resources to the container's cgroup, when it has one of its
+        own (fields of 0 leave their limit as it is), and record them (reported by
+        container_status; a container not yet started gets them at start).
 
         Raises:
             NotFoundError: unknown id.
-            ContainerRuntimeError: the container has exited.
+            ContainerRuntimeError: the container has exited, or a limit could not
+                be written (nothing is recorded then).
         """
         async with self._lock(container_id):
             rec = self._load_container(container_id)
@@ -469,6 +508,7 @@ class _HostContainers(_HostEvents):
                     f'container "{container_id}" is in {state.value} state; only a created '
                     "or running container's resources can be updated"
                 )
+            await self._update_cgroup(container_id, resources)
             rec = attrs.evolve(rec, config=attrs.evolve(rec.config, resources=resources))
             write_json_atomic(
                 self._container_dir(container_id) / _CONTAINER_FILE, _container_record_to_json(rec)

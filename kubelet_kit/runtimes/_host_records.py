@@ -32,6 +32,8 @@ from kubelet_kit.network import PodRef
 
 _SANDBOX_FILE = "sandbox.json"
 _CONTAINER_FILE = "container.json"
+#: A container's own cgroup (kubelet_kit.runtimes._cgroupfs.ContainerCgroup).
+_CGROUP_FILE = "cgroup.json"
 _START_LOCK = "start.lock"
 _SHIM_LOG = "shim.log"
 _IMAGES_FILE = "images.json"

@@ -14,7 +14,7 @@ import socket
 import struct
 from pathlib import Path
 
-from kubelet_kit.container.cgroups import cgroup_parent_path
+from kubelet_kit.runtimes._cgroupfs import host_hierarchies, parent_cgroup_path
 
 
 def _host_primary_ip() -> str:
@@ -61,28 +61,21 @@ def cgroup_procs_files(cgroup_parent: str, mounts_file: str = "/proc/self/mounts
     """The ``cgroup.procs`` files that put a process into ``cgroup_parent``.
 
     ``cgroup_parent`` is what the ContainerManager gave the sandbox: a cgroupfs path
-    (``/kubepods/burstable/pod<uid>``) or a systemd slice name
-    (``kubepods-burstable-pod<uid>.slice``, expanded as systemd does). Every mounted
-    hierarchy (each cgroup v1 controller, and cgroup v2) where that cgroup exists
-    contributes its file; hierarchies where the manager made nothing are left out,
-    so a process lands exactly where the manager prepared limits for it.
+    (``/kubepods/burstable/pod<uid>``) or a systemd slice, by name
+    (``kubepods-burstable-pod<uid>.slice``, expanded as systemd does) or by path.
+    Every mounted hierarchy (each cgroup v1 controller, and cgroup v2) where that
+    cgroup exists contributes its file; hierarchies where the manager made nothing
+    are left out, so a process lands exactly where the manager prepared limits for it.
+
+    Raises:
+        ValueError: An invalid slice name.
     """
     if not cgroup_parent:
         return []
-    path = cgroup_parent_path(cgroup_parent)
-    try:
-        with open(mounts_file, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return []
-    hierarchies: list[str] = []
-    for line in lines:
-        fields = line.split()
-        if len(fields) >= 3 and fields[2] in ("cgroup", "cgroup2") and fields[1] not in hierarchies:
-            hierarchies.append(fields[1])
+    path = parent_cgroup_path(cgroup_parent)
     files = []
-    for mount in hierarchies:
-        procs = os.path.join(mount + path, "cgroup.procs")
+    for h in host_hierarchies(mounts_file):
+        procs = os.path.join(h.mount + path, "cgroup.procs")
         if os.path.exists(procs):
             files.append(procs)
     return files

@@ -27,7 +27,9 @@ the part containerd's shim plays for a real container, for one host process:
    file system, which the container shares). It then creates the working
    directory if missing (as runc does), opens the CRI log file and starts the
    container's process in a process group of its own, with exactly the
-   environment in the spec.
+   environment in the spec; before exec the process joins the cgroups whose
+   ``cgroup.procs`` files the spec lists (the container's own, or its pod's)
+   and takes the spec's ``oom_score_adj``.
 3. It records ``start.json`` (process id and start time, its own too), then
    writes one JSON line to its standard output, the pipe the runtime is reading,
    and closes that pipe. A process that could not start is reported there
@@ -54,12 +56,13 @@ the part containerd's shim plays for a real container, for one host process:
    disconnected and the attach socket removed.
 
 Run as ``python -m kubelet_kit.runtimes._shim --exec STATE_DIR PID -- CMD...``
-it is the runtime's exec helper for a container with its own mount namespace:
-it enters the sandbox's network namespace (when the spec names one) and the
-mount namespace of process PID (``setns``), changes to the container's
-working directory, takes its user and groups, and replaces itself with CMD in
-the container's environment (exit 127 or 126 with a shell-like message when CMD
-cannot be executed).
+it is the runtime's exec helper for a container with its own mount namespace,
+cgroups or security context: it joins the container's cgroups and takes its
+``oom_score_adj``, enters the sandbox's network namespace (when the spec names
+one) and the mount namespace of process PID (``setns``), changes to the
+container's working directory, takes its user and groups, and replaces itself
+with CMD in the container's environment (exit 127 or 126 with a shell-like
+message when CMD cannot be executed).
 
 Every record is written to a temporary file and renamed into place, so a reader
 sees either nothing or a whole record. The shim's own diagnostics go to its
@@ -402,8 +405,9 @@ def exec_in(state_dir: Path, pid: int, argv: list[str]) -> int:
             return 126
     try:
         join_cgroups(spec.get("cgroup_procs") or ())
+        set_oom_score_adj(spec.get("oom_score_adj"))
     except OSError as exc:
-        sys.stderr.write(f"join the container's cgroups: {exc.strerror}\n")
+        sys.stderr.write(f"join the container's cgroups and oom_score_adj: {exc.strerror}\n")
         return 126
     if spec.get("netns"):
         try:
@@ -459,21 +463,31 @@ def join_cgroups(procs_files: Sequence[str]) -> None:
             continue
 
 
+def set_oom_score_adj(value: int | None) -> None:
+    """Give the calling process the container's ``oom_score_adj`` (None: keep it),
+    as runc does before exec; children and exec'd commands inherit it."""
+    if value is not None:
+        with open("/proc/self/oom_score_adj", "w", encoding="ascii") as f:
+            f.write(str(value))
+
+
 def _child_setup(
     procs_files: Sequence[str], tty: bool, spec: dict[str, Any] | None = None
 ) -> Callable[[], None] | None:
-    """A ``preexec_fn`` joining the container's cgroups in the child, on a
-    terminal making it the controlling one of the child's new session, and
-    applying the spec's security context and identity
+    """A ``preexec_fn`` joining the container's cgroups in the child, setting its
+    ``oom_score_adj``, on a terminal making it the controlling one of the child's
+    new session, and applying the spec's security context and identity
     (:mod:`kubelet_kit.runtimes._shim_security`, while still root); or None."""
     files = list(procs_files)
     security = spec.get("security") if spec is not None else None
-    if not files and not tty and security is None:
+    oom_score_adj = spec.get("oom_score_adj") if spec is not None else None
+    if not files and not tty and security is None and oom_score_adj is None:
         return None
 
     def setup() -> None:
         if files:
             join_cgroups(files)
+        set_oom_score_adj(oom_score_adj)
         if tty:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
         if security is not None and spec is not None:

@@ -53,12 +53,32 @@ Containers
     flags); ``no_new_privs`` is set as asked. Seccomp and AppArmor profiles other
     than Unconfined, sandbox sysctls (they would change the host's), and without
     root a read-only root or added capabilities, are declined with
-    UnimplementedError naming the field. Devices and per-container resources are
-    recorded and reported but not applied, and there is no OOMKilled reason. The
-    pod's limits still hold: when the sandbox names a ``cgroup_parent`` (the pod
-    cgroup a ContainerManager made), each container's process, and each command
-    exec'd into it, joins that cgroup in every hierarchy where it exists before
-    it runs.
+    UnimplementedError naming the field. Devices are recorded and reported but
+    not applied.
+
+    Cgroups and resources: when the sandbox names a ``cgroup_parent`` (the pod
+    cgroup a ContainerManager made) and the runtime manages cgroups (as root, by
+    default; see ``cgroup_hierarchies``), each container gets a cgroup of its
+    own below it at start, in every mounted hierarchy where the pod cgroup
+    exists, as containerd and runc make them: ``<cgroup_parent>/<container id>``,
+    or ``kubelet-kit-host-<container id>.scope`` inside a systemd slice. Its
+    resources are written there (cgroup v2: ``cpu.weight`` from the shares by
+    the kubelet's linear conversion, ``cpu.max``, ``memory.max``, cpusets and
+    the ``unified`` files such as ``pids.max``; cgroup v1: ``cpu.shares``, the
+    CFS period and quota, ``memory.limit_in_bytes`` and cpusets), after every
+    controller the pod cgroup offers is enabled for its children (on cgroup v2
+    processes live only in the leaves). The container's process joins it
+    before exec, and so does each command exec'd into it;
+    ``update_container_resources`` writes the new limits to it; removing the
+    container kills what is left in it and removes it (a failed start removes
+    it at once). A container whose process dies of SIGKILL while its cgroup's
+    OOM kill counter went up (``memory.events`` on v2, ``memory.oom_control``
+    on v1) is reported exited with reason ``OOMKilled`` and code 137. Without
+    a cgroup of its own (no ``cgroup_parent``, a runtime that manages none, or
+    a cgroup v2 pod cgroup already holding processes, which cannot have children with controllers),
+    the container's process joins the pod cgroup itself, where it exists, and
+    its own resources are recorded and reported only. As root, the process (and
+    each exec'd command) also gets the resources' ``oom_score_adj``.
 
     Mounts are applied when the runtime may mount (``apply_mounts``, by default
     when the agent holds CAP_SYS_ADMIN, i.e. runs as root): a container with
@@ -86,7 +106,8 @@ Containers
     ``<sandbox log_directory>/<log_path>`` and records the exit. When the main
     process exits, the rest of its process group is killed, as the processes of
     a PID namespace die with its init. Exit codes are 128 + signal for a process
-    killed by a signal (SIGKILL: 137), reasons ``Completed`` (0) and ``Error``.
+    killed by a signal (SIGKILL: 137), reasons ``Completed`` (0) and ``Error``
+    (``OOMKilled`` for a kernel OOM kill, as above).
     A process that cannot be started (no such executable, a working directory
     that cannot be made) fails ``start_container`` with ContainerStartError and
     is recorded as exited with code 128 and reason ``StartError``, as with runc.
@@ -153,6 +174,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from kubelet_kit._version import __version__
@@ -161,6 +183,7 @@ from kubelet_kit.container.images import normalize_image_ref
 from kubelet_kit.container.interfaces import RuntimeCondition, RuntimeStatus, VersionInfo
 from kubelet_kit.container.logs import DEFAULT_MAX_LINE_SIZE
 from kubelet_kit.network import CNINetwork
+from kubelet_kit.runtimes._cgroupfs import CgroupHierarchy, host_hierarchies
 from kubelet_kit.runtimes._host_base import UNKNOWN_EXIT_CODE as UNKNOWN_EXIT_CODE
 from kubelet_kit.runtimes._host_base import UNKNOWN_EXIT_REASON as UNKNOWN_EXIT_REASON
 from kubelet_kit.runtimes._host_containers import DEFAULT_PATH, _HostContainers
@@ -171,9 +194,16 @@ from kubelet_kit.runtimes._host_stats import _HostStats
 from kubelet_kit.runtimes._host_system import _has_cap_sys_admin
 from kubelet_kit.runtimes._host_system import cgroup_procs_files as cgroup_procs_files
 
-__all__ = ["DEFAULT_PATH", "RUNTIME_NAME", "HostProcessRuntime", "normalize_image_ref"]
+__all__ = [
+    "DEFAULT_PATH",
+    "RUNTIME_NAME",
+    "CgroupHierarchy",
+    "HostProcessRuntime",
+    "normalize_image_ref",
+]
 
-# Re-exported: the runtime normalises references with the shared rules.
+# Re-exported: the runtime normalises references with the shared rules, and
+# CgroupHierarchy names where containers get cgroups.
 
 RUNTIME_NAME = "kubelet-kit-host"
 
@@ -206,6 +236,10 @@ class HostProcessRuntime(_HostSandboxes, _HostContainers, _HostExec, _HostStats,
         network: CNI networking for sandboxes that do not ask for the host's
             network (see the module doc); used only when the agent runs as
             root. Without it every sandbox shares the host's network.
+        cgroup_hierarchies: Where containers get cgroups of their own (see the
+            module doc): by default every cgroup hierarchy mounted on this
+            machine when the agent runs as root, none otherwise; ``()`` turns
+            per-container cgroups off.
     """
 
     def __init__(
@@ -221,6 +255,7 @@ class HostProcessRuntime(_HostSandboxes, _HostContainers, _HostExec, _HostStats,
         event_buffer: int = 1000,
         apply_mounts: bool | None = None,
         network: CNINetwork | None = None,
+        cgroup_hierarchies: Sequence[CgroupHierarchy] | None = None,
     ) -> None:
         self._root = Path(root_dir).absolute()
         self._apply_mounts = _has_cap_sys_admin() if apply_mounts is None else apply_mounts
@@ -239,6 +274,9 @@ class HostProcessRuntime(_HostSandboxes, _HostContainers, _HostExec, _HostStats,
         # Namespaces need root; without it every sandbox shares the host's network.
         self._network = network if network is not None and os.geteuid() == 0 else None
         self._networks_recovered = False
+        if cgroup_hierarchies is None:
+            cgroup_hierarchies = host_hierarchies() if os.geteuid() == 0 else ()
+        self._cgroups = tuple(cgroup_hierarchies)
         for sub in ("sandboxes", "containers"):
             (self._root / sub).mkdir(parents=True, exist_ok=True)
 
