@@ -157,7 +157,7 @@ def _ready(node: dict[str, Any]) -> bool:
 
 
 async def run_scale(
-    kubeconfig: Path, nodes: int, pods_per_node: int, hold: float, say: Any
+    kubeconfig: Path, nodes: int, pods_per_node: int, hold: float, latency_rate: float, say: Any
 ) -> dict[str, Any]:
     """One scale: the simulator, the pods, the hold; its figures."""
     from kubernetes_asyncio import client as k8s
@@ -192,13 +192,14 @@ async def run_scale(
             await asyncio.sleep(2)
         say(f"{nodes} nodes Ready in {time.monotonic() - started:.1f}s")
 
-        # Pods: created 32 at a time, watched from before the first create.
+        # Pods are watched from before the first create.
         total = nodes * pods_per_node
         created_at: dict[str, float] = {}
         running_at: dict[str, float] = {}
         listing = await api_json(core.list_namespaced_pod(NAMESPACE, limit=1, **RAW_REQUEST))
         rv = listing["metadata"]["resourceVersion"]
-        all_running = asyncio.Event()
+        wanted = {"count": total}
+        enough = asyncio.Event()
 
         async def watch_pods() -> None:
             watcher = k8s_watch.Watch()
@@ -217,33 +218,61 @@ async def run_scale(
                         and (obj.get("status") or {}).get("phase") == "Running"
                     ):
                         running_at[name] = time.monotonic()
-                        if len(running_at) == total:
-                            all_running.set()
+                        if len(running_at) >= wanted["count"]:
+                            enough.set()
+
+        async def create(pods: list[tuple[str, str]], in_flight: int, rate: float) -> float:
+            """Create ``pods`` with ``in_flight`` requests at once, at most ``rate``
+            a second (0: as fast as they go); the seconds it took."""
+            queue = list(reversed(pods))
+            t_start = time.monotonic()
+
+            async def creator() -> None:
+                while queue:
+                    name, node = queue.pop()
+                    if rate:
+                        due = t_start + (len(pods) - len(queue) - 1) / rate
+                        await asyncio.sleep(max(0.0, due - time.monotonic()))
+                    # From before the call: the latency includes the create itself.
+                    created_at[name] = time.monotonic()
+                    await api_json(
+                        core.create_namespaced_pod(NAMESPACE, pod_object(name, node), **RAW_REQUEST)
+                    )
+
+            await asyncio.gather(*(creator() for _ in range(in_flight)))
+            return time.monotonic() - t_start
+
+        def latencies(names_: list[str]) -> list[float]:
+            return [running_at[n] - created_at[n] for n in names_ if n in running_at]
 
         watch_task = asyncio.create_task(watch_pods())
-        queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
-        for i in range(total):
-            queue.put_nowait((f"p{nodes}-{i}", names[i % nodes]))
-
-        async def creator() -> None:
-            while not queue.empty():
-                name, node = queue.get_nowait()
-                await api_json(
-                    core.create_namespaced_pod(NAMESPACE, pod_object(name, node), **RAW_REQUEST)
-                )
-                created_at[name] = time.monotonic()
-
+        # Saturation: every node's pods as fast as the API server takes them.
+        saturation = [(f"p{nodes}-{i}", names[i % nodes]) for i in range(total)]
         t0 = time.monotonic()
-        await asyncio.gather(*(creator() for _ in range(32)))
-        create_s = time.monotonic() - t0
+        create_s = await create(saturation, 32, 0.0)
         say(f"{total} pods created in {create_s:.1f}s")
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(all_running.wait(), 900)
-        latencies = [running_at[n] - created_at[n] for n in running_at if n in created_at]
+            await asyncio.wait_for(enough.wait(), 1200)
+        saturation_s = time.monotonic() - t0
+        sat = latencies([n for n, _ in saturation])
         say(
-            f"{len(running_at)}/{total} Running, {time.monotonic() - t0:.1f}s after the "
-            f"first create; startup p50 {percentile(latencies, 0.5):.2f}s "
-            f"p99 {percentile(latencies, 0.99):.2f}s"
+            f"{len(sat)}/{total} Running, {saturation_s:.1f}s after the first create "
+            f"({len(sat) / saturation_s:.0f} pods/s); startup p50 {percentile(sat, 0.5):.2f}s "
+            f"p99 {percentile(sat, 0.99):.2f}s"
+        )
+        # Latency: with the nodes full, pods one at a time at a steady rate.
+        count = max(10, nodes // 2)
+        latency_pods = [(f"l{nodes}-{i}", names[(i * 7) % nodes]) for i in range(count)]
+        enough.clear()
+        wanted["count"] = total + count
+        await create(latency_pods, 4, latency_rate)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(enough.wait(), 300)
+        lat = latencies([n for n, _ in latency_pods])
+        say(
+            f"{len(lat)}/{count} latency pods Running at {latency_rate:g}/s: startup p50 "
+            f"{percentile(lat, 0.5):.2f}s p90 {percentile(lat, 0.9):.2f}s "
+            f"p99 {percentile(lat, 0.99):.2f}s"
         )
 
         # Hold: sample every 10 s.
@@ -293,8 +322,12 @@ async def run_scale(
         figures = {
             "nodes_ready": ready_min,
             "pods_running": len(running_at),
-            "startup_p50_s": round(percentile(latencies, 0.5), 3),
-            "startup_p99_s": round(percentile(latencies, 0.99), 3),
+            "startup_p50_s": round(percentile(lat, 0.5), 3),
+            "startup_p90_s": round(percentile(lat, 0.9), 3),
+            "startup_p99_s": round(percentile(lat, 0.99), 3),
+            "saturation_pods_per_s": round(len(sat) / saturation_s, 1),
+            "saturation_p50_s": round(percentile(sat, 0.5), 3),
+            "saturation_p99_s": round(percentile(sat, 0.99), 3),
             "create_per_s": round(total / create_s, 1),
             "leases_expired_max": expired_max,
             "late_renewals": report1.get("late_renewals"),
@@ -333,7 +366,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         for nodes in args.nodes:
             say(f"== {nodes} nodes, {args.pods_per_node} pods each")
             figures = await run_scale(
-                server.admin_kubeconfig, nodes, args.pods_per_node, args.hold, say
+                server.admin_kubeconfig,
+                nodes,
+                args.pods_per_node,
+                args.hold,
+                args.latency_rate,
+                say,
             )
             for key, value in figures.items():
                 results[f"n{nodes}_{key}"] = value
@@ -356,6 +394,9 @@ def main() -> None:
     )
     parser.add_argument("--pods-per-node", type=int, default=11)
     parser.add_argument("--hold", type=float, default=600.0, help="seconds to hold each scale")
+    parser.add_argument(
+        "--latency-rate", type=float, default=10.0, help="latency pods created a second (10)"
+    )
     parser.add_argument("--quick", action="store_true", help="10 nodes, 3 pods each, 20 s")
     args = parser.parse_args()
     if args.quick:

@@ -10,7 +10,7 @@ does; all of them share one event loop, one API client and one pod watch. See
 Needs the optional extra ``kubelet-kit[cluster]``.
 """
 
-from kubelet_kit.simulate.fleet import RequestLanes, SimulationReport, Simulator
+from kubelet_kit.simulate.fleet import Heartbeats, RequestLanes, SimulationReport, Simulator
 from kubelet_kit.simulate.informer import NodePodSource, SharedPodInformer
 from kubelet_kit.simulate.node import (
     MEMORY_ANNOTATION,
@@ -24,6 +24,7 @@ from kubelet_kit.simulate.node import (
 __all__ = [
     "MEMORY_ANNOTATION",
     "PROBE_FAILURES_ANNOTATION",
+    "Heartbeats",
     "NodePodSource",
     "NodeTemplate",
     "RequestLanes",

@@ -19,8 +19,9 @@ import random
 import resource
 import shutil
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from kubelet_kit.errors import ConfigurationError
 from kubelet_kit.simulate.informer import SharedPodInformer
 from kubelet_kit.simulate.node import NodeTemplate, SimulatedNode
 
-__all__ = ["FIRST_NODE_ADDRESS", "RequestLanes", "SimulationReport", "Simulator"]
+__all__ = ["FIRST_NODE_ADDRESS", "Heartbeats", "RequestLanes", "SimulationReport", "Simulator"]
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,103 @@ def _verb(method: str, url: str, query: Any) -> str:
         return "watch"
     last = url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
     return "list" if last in _COLLECTIONS else "get"
+
+
+class Heartbeats:
+    """Renews every simulated node's Lease from a thread of its own, on a client
+    of its own.
+
+    A node is judged alive by its Lease. With a thousand nodes on one event loop,
+    a burst of pod work can keep that loop busy for many seconds, and renewals
+    queued behind it would come late. The kubelet keeps its heartbeats apart (a
+    client of their own) for the same reason; here they also get a thread, so
+    the interpreter shares its time with them however busy the nodes' loop is.
+    The Leases hold no agent state: only the Node's uid is read across.
+
+    Args:
+        nodes: The nodes whose Leases to renew.
+        api_client: The fleet's client; the thread makes one like it (same
+            server, credentials and request budget) on its own loop.
+        start_spread: Seconds over which the first renewals are spread.
+    """
+
+    def __init__(
+        self, nodes: Sequence[SimulatedNode], api_client: Any, *, start_spread: float
+    ) -> None:
+        self.nodes = list(nodes)
+        self.api_client = api_client
+        self.start_spread = start_spread
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._failure: BaseException | None = None
+        #: Requests the heartbeat client sent, by verb (once started).
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def start(self) -> None:
+        """Start the thread and wait until every node has its LeaseController.
+
+        Raises:
+            RuntimeError: The thread could not make its client.
+        """
+        self._thread = threading.Thread(target=self._main, name="simulated-heartbeats", daemon=True)
+        self._thread.start()
+        self._ready.wait(60)
+        if self._failure is not None:
+            raise RuntimeError(f"heartbeat thread: {self._failure}") from self._failure
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._run())
+        except BaseException as exc:  # reported to start() or logged
+            self._failure = exc
+            self._ready.set()
+            log.exception("heartbeat thread failed")
+
+    async def _run(self) -> None:
+        from kubelet_kit.cluster.client import client_like
+
+        client = await client_like(self.api_client)
+        self.counts = RequestLanes(client).counts
+        try:
+            for node in self.nodes:
+                node.lease_on(client)
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            self._ready.set()
+            step = self.start_spread / max(1, len(self.nodes))
+            tasks = [
+                asyncio.create_task(self._renew(node, i * step))
+                for i, node in enumerate(self.nodes)
+            ]
+            await self._stop.wait()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            await client.close()
+
+    @staticmethod
+    async def _renew(node: SimulatedNode, delay: float) -> None:
+        lease = node.lease
+        assert lease is not None
+        await asyncio.sleep(delay)
+        while True:
+            if not node.heartbeats_held():
+                try:
+                    await lease.renew()
+                except Exception:
+                    log.exception("node lease %s: renewal failed", node.name)
+            await asyncio.sleep(lease.renew_interval)
+
+    def stop(self) -> None:
+        """Stop renewing and end the thread. Idempotent."""
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(60)
 
 
 @attrs.frozen
@@ -270,6 +368,7 @@ class Simulator:
         self._cpu_at_start = _cpu_seconds()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._heartbeats = Heartbeats(self.nodes, api_client, start_spread=self.start_spread)
 
     # ------------------------------------------------------------------ figures
 
@@ -282,11 +381,14 @@ class Simulator:
             statuses = node.kubelet.pod_statuses()
             pods += len(statuses)
             running += sum(1 for s in statuses.values() if s.phase == "Running")
-            renewals += node.lease.renewals
             registered += node.node.registered
+            lease = node.lease
+            if lease is None:
+                continue
+            renewals += lease.renewals
             if node.flapped_seconds == 0:
-                late += node.lease.late_renewals
-                gap = max(gap, node.lease.longest_gap)
+                late += lease.late_renewals
+                gap = max(gap, lease.longest_gap)
         return SimulationReport(
             nodes=len(self.nodes),
             registered=registered,
@@ -295,7 +397,7 @@ class Simulator:
             lease_renewals=renewals,
             late_renewals=late,
             longest_lease_gap=gap,
-            requests=dict(self.requests),
+            requests=dict(self.requests + self._heartbeats.counts),
             watch_events=self.informer.events,
             flaps=self.flaps,
             sandboxes_lost=self.sandboxes_lost,
@@ -354,7 +456,11 @@ class Simulator:
         self._stop.clear()
         informer = asyncio.create_task(self.informer.run(), name="shared-pod-informer")
         extra: list[asyncio.Task[None]] = []
+        heartbeats = self._heartbeats = Heartbeats(
+            self.nodes, self.api_client, start_spread=self.start_spread
+        )
         try:
+            await asyncio.to_thread(heartbeats.start)
             step = self.start_spread / len(self.nodes)
             starts = [
                 asyncio.create_task(node.start(i * step)) for i, node in enumerate(self.nodes)
@@ -370,6 +476,7 @@ class Simulator:
             for task in extra:
                 task.cancel()
             await asyncio.gather(*(n.stop() for n in self.nodes), return_exceptions=True)
+            await asyncio.to_thread(heartbeats.stop)
             informer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await informer

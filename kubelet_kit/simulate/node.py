@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -306,10 +307,12 @@ class SimulatedNode:
         event_period: float = 1.0,
     ) -> None:
         from kubelet_kit.agent import Kubelet
-        from kubelet_kit.cluster import EventSink, LeaseController, NodeController, PodStatusSync
+        from kubelet_kit.cluster import EventSink, NodeController, PodStatusSync
         from kubelet_kit.cm import StubContainerManager
         from kubelet_kit.eviction.manager import ThresholdEvictionManager
+        from kubelet_kit.node.metrics import new_registry
         from kubelet_kit.node.nodestatus import NodeStatusProvider
+        from kubelet_kit.pleg import EventedPLEG
         from kubelet_kit.prober import ReferenceProbeManager
         from kubelet_kit.testing import FakeRuntime
         from kubelet_kit.volume import StubVolumeManager
@@ -317,13 +320,19 @@ class SimulatedNode:
         self.name = name
         self.address = address
         self.clock = clock
-        self.runtime: FakeRuntime = FakeRuntime(clock, pull_any=True, call_history=32)
+        # The runtime streams container events, and the PLEG follows them (the
+        # kubelet's EventedPLEG, relisting every 5 min): a thousand generic PLEGs
+        # relisting every second would cost a core on their own.
+        self.runtime: FakeRuntime = FakeRuntime(clock, pull_any=True, call_history=32, events=True)
+        registry = new_registry(auto_describe=True)
         self.probes = ReferenceProbeManager(
             self.runtime, clock, prober=SimulatedProber(self.runtime, clock)
         )
         self.stats = SimulatedStats(template, clock)
         self.kubelet: Kubelet = Kubelet(
             runtime=self.runtime,
+            pleg=EventedPLEG(self.runtime, clock, registry=registry),
+            registry=registry,
             clock=clock,
             sources=[source],
             node_name=name,
@@ -354,13 +363,11 @@ class SimulatedNode:
             taints=template.taints,
             node_status_update_frequency=node_status_update_frequency,
         )
-        self.lease: LeaseController = LeaseController(
-            api_client,
-            name,
-            clock=clock,
-            lease_duration=lease_duration,
-            node_uid=lambda: self.node.node_uid,
-        )
+        self.lease_duration = lease_duration
+        #: The node's Lease, made by :meth:`lease_on` (on the heartbeat thread).
+        self.lease: LeaseController | None = None
+        #: Until when (monotonic seconds) the heartbeats are held back.
+        self.silent_until = 0.0
         self.pod_status: PodStatusSync = PodStatusSync(
             api_client, self.kubelet, clock=clock, resync_period=pod_status_period
         )
@@ -376,10 +383,26 @@ class SimulatedNode:
         #: Seconds the heartbeats (Lease and node status) are held back in all.
         self.flapped_seconds = 0.0
 
+    def lease_on(self, api_client: Any) -> LeaseController:
+        """Make the node's LeaseController on ``api_client`` (the heartbeat
+        thread's client; see :class:`~kubelet_kit.simulate.fleet.Heartbeats`)."""
+        from kubelet_kit.cluster import LeaseController
+
+        self.lease = LeaseController(
+            api_client,
+            self.name,
+            lease_duration=self.lease_duration,
+            node_uid=lambda: self.node.node_uid,
+        )
+        return self.lease
+
+    def heartbeats_held(self) -> bool:
+        """Whether a flap holds the heartbeats back now."""
+        return time.monotonic() < self.silent_until
+
     def _start_heartbeats(self) -> None:
         self._heartbeats = [
             asyncio.create_task(self.node.run(), name=f"{self.name}-node-status"),
-            asyncio.create_task(self.lease.run(), name=f"{self.name}-lease"),
         ]
 
     async def start(self, delay: float = 0.0) -> None:
@@ -397,6 +420,7 @@ class SimulatedNode:
         """Hold back the Lease renewals and node status for ``seconds`` (the node
         goes NotReady once its lease expires), then resume them."""
         await self._cancel(self._heartbeats)
+        self.silent_until = time.monotonic() + seconds
         log.info("node %s: heartbeats held back for %gs", self.name, seconds)
         try:
             await self.clock.sleep(seconds)
