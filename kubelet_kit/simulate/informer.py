@@ -145,8 +145,10 @@ class SharedPodInformer:
         touched = set(self._by_node)
         self._by_node = {}
         self._node_by_uid = {}
-        for uid, obj in self.watch.objects.items():
+        for uid, obj in list(self.watch.objects.items()):
             self._move(uid, obj, touched)
+            if uid not in self._node_by_uid:
+                del self.watch.objects[uid]  # another node's: not kept
         # Each node hears after a list, its pods or none (a node whose pods all
         # went while the watch was down must learn that too).
         return touched | set(self._sources)

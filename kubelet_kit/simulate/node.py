@@ -112,9 +112,9 @@ class NodeTemplate:
         """
         if not isinstance(node, Mapping):
             raise ConfigurationError(f"{where}: want a Node object (a mapping)")
-        md = node.get("metadata") or {}
-        spec = node.get("spec") or {}
-        status = node.get("status") or {}
+        md, spec, status = (
+            {} if node.get(k) is None else node[k] for k in ("metadata", "spec", "status")
+        )
         for field, value in (("metadata", md), ("spec", spec), ("status", status)):
             if not isinstance(value, Mapping):
                 raise ConfigurationError(f"{where}: {field}: want a mapping")
