@@ -73,8 +73,23 @@ class _RateLimitedRESTClient(rest.RESTClientObject):
         return await super().request(method, url, *args, **kwargs)
 
 
+class _PlainJSONApiClient(k8s.ApiClient):
+    """The client, sending the project's request bodies as they are.
+
+    Every body this project sends is already plain JSON data (dicts of strings,
+    numbers, lists), never a generated model; the client's own
+    ``sanitize_for_serialization`` would walk and copy each one, which on a busy
+    node (or a simulated fleet) costs more than encoding it.
+    """
+
+    def sanitize_for_serialization(self, obj: Any) -> Any:
+        if type(obj) is dict:
+            return obj
+        return super().sanitize_for_serialization(obj)
+
+
 async def _limited_client(configuration: Any, limiter: TokenBucket | None) -> Any:
-    client = k8s.ApiClient(configuration)
+    client = _PlainJSONApiClient(configuration)
     # ApiClient always builds a plain REST client (with its own aiohttp session);
     # swap in the rate-limited one and close the unused session.
     plain = client.rest_client

@@ -26,15 +26,17 @@ from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any
 
 import aiohttp
+import attrs
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import watch as k8s_watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kubelet_kit.api import Pod
+from kubelet_kit.api import Pod, PodStatus
 from kubelet_kit.api.loading import load_api_pod
+from kubelet_kit.api.serde import decode
 from kubelet_kit.clock import Clock, RealClock
 from kubelet_kit.config.interfaces import CONFIG_MIRROR_ANNOTATION, SourceSnapshot
-from kubelet_kit.errors import ValidationError
+from kubelet_kit.errors import FieldError, ValidationError
 
 __all__ = [
     "API_TIMEOUT",
@@ -42,6 +44,7 @@ __all__ = [
     "APIServerSource",
     "Backoff",
     "ListWatch",
+    "PodLoadCache",
     "api_json",
     "pods_snapshot",
 ]
@@ -115,11 +118,83 @@ def _created(obj: Mapping[str, Any]) -> tuple[str, str, str]:
     )
 
 
+# What a pod's own status writes change in its metadata besides the status.
+_VOLATILE_METADATA = ("resourceVersion", "managedFields")
+
+
+def _stable_metadata(md: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in md.items() if k not in _VOLATILE_METADATA}
+
+
+class PodLoadCache:
+    """Pods already loaded from the API server's objects, so that an event
+    reloads only what it changed.
+
+    Each pod is kept by uid with the resourceVersion it was loaded at and its
+    raw spec and metadata. The same version is not loaded again. A newer version
+    whose spec and metadata are the same (the node's own status writes: most of
+    the events a node sees) keeps the loaded pod and decodes only its new status;
+    anything else is loaded whole.
+    """
+
+    def __init__(self) -> None:
+        self._by_uid: dict[str, tuple[str, Any, dict[str, Any], Pod]] = {}
+
+    def versions(self) -> dict[str, str]:
+        """The resourceVersion each kept pod was loaded at, by uid."""
+        return {uid: entry[0] for uid, entry in self._by_uid.items()}
+
+    def load(self, obj: Mapping[str, Any], *, node_name: str) -> Pod:
+        """The pod of ``obj`` (an object as the API server sent it).
+
+        Raises:
+            ValidationError: As :func:`~kubelet_kit.api.loading.load_api_pod`.
+        """
+        md = obj.get("metadata") or {}
+        uid = str(md.get("uid") or "")
+        version = str(md.get("resourceVersion") or "")
+        kept = self._by_uid.get(uid)
+        if kept is not None and kept[0] == version:
+            return kept[3]
+        spec = obj.get("spec")
+        stable = _stable_metadata(md)
+        if kept is not None and kept[1] == spec and kept[2] == stable and not kept[3].problems:
+            pod = _with_status(kept[3], obj.get("status"), version)
+            if pod is not None:
+                self._by_uid[uid] = (version, spec, stable, pod)
+                return pod
+        # List items come without kind and apiVersion; the loader wants them.
+        pod = load_api_pod(
+            {"apiVersion": "v1", "kind": "Pod", **obj}, source="api", node_name=node_name
+        )
+        self._by_uid[uid] = (version, spec, stable, pod)
+        return pod
+
+    def retain(self, uids: set[str]) -> None:
+        """Forget every pod but those of ``uids``."""
+        for stale in [u for u in self._by_uid if u not in uids]:
+            del self._by_uid[stale]
+
+
+def _with_status(pod: Pod, raw: Any, version: str) -> Pod | None:
+    """``pod`` with the status ``raw`` and metadata at ``version``; None when the
+    status cannot be read as it is (the whole pod is loaded then)."""
+    if raw is not None and not isinstance(raw, Mapping):
+        return None
+    errors: list[FieldError] = []
+    status = decode(PodStatus, raw or {}, errors=errors)
+    if errors:
+        return None
+    return attrs.evolve(
+        pod, status=status, metadata=attrs.evolve(pod.metadata, resource_version=version)
+    )
+
+
 def pods_snapshot(
     objects: Mapping[str, Mapping[str, Any]],
     *,
     node_name: str,
-    cache: dict[tuple[str, str], Pod] | None = None,
+    cache: PodLoadCache | None = None,
     seen_active: set[str] | None = None,
 ) -> SourceSnapshot:
     """Turn the API objects of this node's pods into a snapshot.
@@ -136,8 +211,8 @@ def pods_snapshot(
     Args:
         objects: Pod objects as the API server sent them (camelCase), by uid.
         node_name: This node's name.
-        cache: Pods already loaded, by (uid, resourceVersion); filled as pods load,
-            so an event reloads only the pod it changed.
+        cache: Pods already loaded (see :class:`PodLoadCache`); kept to the pods
+            of ``objects``.
         seen_active: Uids of pods seen in a non-terminal phase; updated here.
 
     Returns:
@@ -145,6 +220,7 @@ def pods_snapshot(
     """
     pods: list[Pod] = []
     problems: list[str] = []
+    cache = cache if cache is not None else PodLoadCache()
     for obj in sorted(objects.values(), key=_created):
         md = obj.get("metadata") or {}
         if CONFIG_MIRROR_ANNOTATION in (md.get("annotations") or {}):
@@ -155,30 +231,12 @@ def pods_snapshot(
                 seen_active.add(uid)
             elif uid not in seen_active:
                 continue
-        key = (str(md.get("uid") or ""), str(md.get("resourceVersion") or ""))
-        pod = cache.get(key) if cache is not None else None
-        if pod is None:
+        try:
+            pods.append(cache.load(obj, node_name=node_name))
+        except ValidationError as exc:
             where = f"api: {md.get('namespace', '')}/{md.get('name', '')}"
-            # List items come without kind and apiVersion; the loader wants them.
-            obj = {"apiVersion": "v1", "kind": "Pod", **obj}
-            try:
-                pod = load_api_pod(obj, source="api", node_name=node_name)
-            except ValidationError as exc:
-                problems.extend(f"{where}: {e}" for e in exc.errors)
-                continue
-            if cache is not None:
-                cache[key] = pod
-        pods.append(pod)
-    if cache is not None:
-        live = {
-            (
-                str((o.get("metadata") or {}).get("uid") or ""),
-                str((o.get("metadata") or {}).get("resourceVersion") or ""),
-            )
-            for o in objects.values()
-        }
-        for stale in [k for k in cache if k not in live]:
-            del cache[stale]
+            problems.extend(f"{where}: {e}" for e in exc.errors)
+    cache.retain({str((o.get("metadata") or {}).get("uid") or "") for o in objects.values()})
     return SourceSnapshot(tuple(pods), tuple(problems))
 
 
@@ -376,7 +434,7 @@ class APIServerSource:
             backoff=backoff,
             request_timeout=request_timeout,
         )
-        self._cache: dict[tuple[str, str], Pod] = {}
+        self._cache = PodLoadCache()
         self._seen_active: set[str] = set()
 
     @property

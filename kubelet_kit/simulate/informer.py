@@ -17,9 +17,8 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from kubelet_kit.api import Pod
 from kubelet_kit.clock import Clock, RealClock
-from kubelet_kit.config.apiserver import Backoff, ListWatch, pods_snapshot
+from kubelet_kit.config.apiserver import Backoff, ListWatch, PodLoadCache, pods_snapshot
 from kubelet_kit.config.interfaces import SourceSnapshot
 
 __all__ = ["NodePodSource", "SharedPodInformer"]
@@ -45,7 +44,7 @@ class NodePodSource:
         self.node_name = node_name
         self._informer = informer
         self._changed = asyncio.Event()
-        self._cache: dict[tuple[str, str], Pod] = {}
+        self._cache = PodLoadCache()
         self._seen_active: set[str] = set()
 
     def _notify(self) -> None:

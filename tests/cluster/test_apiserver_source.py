@@ -4,12 +4,13 @@ list, watch, field selector, bookmarks, 410 Gone, back-off, mirror pods."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
 
-from kubelet_kit.config.apiserver import APIServerSource, Backoff, pods_snapshot
+from kubelet_kit.config.apiserver import APIServerSource, Backoff, PodLoadCache, pods_snapshot
 from kubelet_kit.config.interfaces import SourceSnapshot
 from kubelet_kit.testing import FakeClock
 
@@ -175,7 +176,7 @@ def test_snapshot_skips_mirror_pods_and_names_bad_pods() -> None:
     bad["spec"]["containers"][0]["resources"] = {"limits": {"memory": "12Q"}}
     nameless = pod_object("")
     nameless["metadata"].update(uid="u4", resourceVersion="8")
-    cache: dict[tuple[str, str], Any] = {}
+    cache = PodLoadCache()
     snap = pods_snapshot(
         {"u1": good, "u2": mirror, "u3": bad, "u4": nameless}, node_name="node-1", cache=cache
     )
@@ -184,7 +185,7 @@ def test_snapshot_skips_mirror_pods_and_names_bad_pods() -> None:
     assert [e.path for e in snap.pods[1].problems] == ["spec.containers[0].resources.limits.memory"]
     assert len(snap.problems) == 1
     assert snap.problems[0].startswith("api: default/: metadata")
-    assert set(cache) == {("u1", "5"), ("u3", "7")}
+    assert cache.versions() == {"u1": "5", "u3": "7"}
     # A pod already loaded at that version is not loaded again.
     again = pods_snapshot({"u1": good}, node_name="node-1", cache=cache)
     assert again.pods[0] is snap.pods[0]
@@ -243,3 +244,36 @@ async def test_a_malformed_watch_answer_backs_off_and_recovers(
         standin.put("pods", pod_object("b"))
         await eventually(lambda: reader.names() == ["a", "b"], clock=clock, what="watching again")
         assert source.lists == 1
+
+
+def test_a_status_only_change_keeps_the_loaded_spec_and_reads_the_new_status() -> None:
+    cache = PodLoadCache()
+    first = pod_object("web")
+    first["metadata"].update(uid="u1", resourceVersion="5")
+    (loaded,) = pods_snapshot({"u1": first}, node_name="node-1", cache=cache).pods
+
+    # The node's own status write: a new version, new managedFields, same spec.
+    written = copy.deepcopy(first)
+    written["metadata"].update(
+        resourceVersion="6", managedFields=[{"manager": "kubelet", "operation": "Update"}]
+    )
+    written["status"] = {"phase": "Running", "podIP": "10.88.2.1"}
+    (after,) = pods_snapshot({"u1": written}, node_name="node-1", cache=cache).pods
+    assert after.spec is loaded.spec  # not decoded again
+    assert after.status.phase == "Running" and after.status.pod_ip == "10.88.2.1"
+    assert after.metadata.resource_version == "6"
+    assert cache.versions() == {"u1": "6"}
+
+    # A change of the spec or the metadata loads the pod whole.
+    relabelled = copy.deepcopy(written)
+    relabelled["metadata"].update(resourceVersion="7", labels={"tier": "web"})
+    (again,) = pods_snapshot({"u1": relabelled}, node_name="node-1", cache=cache).pods
+    assert again.metadata.labels == {"tier": "web"}
+    assert again.spec is not loaded.spec and again.spec == loaded.spec
+
+    # A status the model cannot read falls back to the whole load (and its problems).
+    odd = copy.deepcopy(relabelled)
+    odd["metadata"]["resourceVersion"] = "8"
+    odd["status"] = {"startTime": 12}
+    (whole,) = pods_snapshot({"u1": odd}, node_name="node-1", cache=cache).pods
+    assert [e.path for e in whole.problems] == ["status.startTime"]
