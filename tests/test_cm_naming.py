@@ -252,3 +252,33 @@ def test_bad_reserved_values_name_their_field() -> None:
         parse_reserved({"memory": "lots"}, "systemReserved")
     with pytest.raises(ConfigurationError, match=r"kubeReserved\[cpu\].*>= 0"):
         parse_reserved({"cpu": "-1"}, "kubeReserved")
+
+
+@pytest.mark.parametrize(
+    ("cgroup_parent", "expected"),
+    [
+        # The kubelet's systemd driver hands runtimes the expanded path.
+        (
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice",
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice",
+        ),
+        (
+            "kubepods-burstable-pod1.slice",
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice",
+        ),
+        ("/kubepods/burstable/pod1", "/kubepods/burstable/pod1"),
+    ],
+)
+def test_a_cgroup_parent_is_read_as_a_path_or_a_slice_name(
+    cgroup_parent: str, expected: str
+) -> None:
+    from kubelet_kit.container.cgroups import cgroup_parent_path
+
+    assert cgroup_parent_path(cgroup_parent) == expected
+
+
+def test_an_expanded_path_must_end_in_a_valid_slice() -> None:
+    from kubelet_kit.container.cgroups import cgroup_parent_path
+
+    with pytest.raises(ValueError, match="invalid slice name"):
+        cgroup_parent_path("/kubepods.slice/-bad-.slice")

@@ -40,11 +40,18 @@ def expand_slice(slice_name: str) -> str:
 
 def cgroup_parent_path(cgroup_parent: str) -> str:
     """The path under a hierarchy's root of a ``cgroup_parent``: a slice name
-    expanded, a cgroupfs path as it is.
+    expanded, a path as it is.
+
+    With the systemd driver the kubelet hands runtimes the slice's expanded path
+    (``/kubepods.slice/kubepods-burstable.slice/...pod<uid>.slice``), of which
+    containerd keeps the base name; a bare slice name is expanded here.
 
     Raises:
         ValueError: A slice name that is not valid.
     """
     if cgroup_parent.endswith(SLICE_SUFFIX):
+        if "/" in cgroup_parent:
+            expand_slice(cgroup_parent.rsplit("/", 1)[1])  # its base must be a slice
+            return cgroup_parent
         return expand_slice(cgroup_parent)
     return cgroup_parent

@@ -191,17 +191,13 @@ def host_hierarchies(mounts_file: str = "/proc/self/mounts") -> list[CgroupHiera
 def parent_cgroup_path(cgroup_parent: str) -> str:
     """The path of a sandbox's ``cgroup_parent`` within a hierarchy.
 
-    A cgroupfs path stays as it is; a systemd slice name is expanded
-    (``kubepods-pod1.slice`` -> ``/kubepods.slice/kubepods-pod1.slice``); an
-    already expanded slice path (what a container manager with the systemd driver
-    hands over) stays as it is.
+    As :func:`~kubelet_kit.container.cgroups.cgroup_parent_path` reads it (a
+    slice name expanded, a path as it is), made absolute.
 
     Raises:
         ValueError: A slice name that is not valid.
     """
-    if cgroup_parent.endswith(SLICE_SUFFIX) and "/" in cgroup_parent:
-        return "/" + cgroup_parent.strip("/")
-    return cgroup_parent_path(cgroup_parent)
+    return "/" + cgroup_parent_path(cgroup_parent).strip("/")
 
 
 def container_cgroup_path(parent: str, container_id: str) -> str:
