@@ -362,3 +362,28 @@ async def test_on_real_cgroup_v1_limits_joining_and_oomkilled(
         if sid:
             await rt.remove_pod_sandbox(sid)
         await driver.remove(root)
+
+
+def test_a_container_oom_score_below_the_agents_is_clamped_without_the_privilege() -> None:
+    # The kubelet asks for -997 (Guaranteed and critical pods); lowering a score
+    # needs CAP_SYS_RESOURCE, which an agent in a container may lack. The process
+    # then keeps the agent's score instead of failing to start (containerd's
+    # restrict_oom_score_adj); raising it always works.
+    import subprocess
+    import sys
+
+    code = (
+        "from kubelet_kit.runtimes._shim import set_oom_score_adj\n"
+        "before = open('/proc/self/oom_score_adj').read().strip()\n"
+        "set_oom_score_adj(-997)\n"
+        "low = open('/proc/self/oom_score_adj').read().strip()\n"
+        "set_oom_score_adj(1000)\n"
+        "high = open('/proc/self/oom_score_adj').read().strip()\n"
+        "print(before, low, high)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
+    before, low, high = out
+    assert low in ("-997", before)  # set, or kept where the privilege is missing
+    assert high == "1000"

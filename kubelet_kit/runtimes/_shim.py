@@ -465,10 +465,24 @@ def join_cgroups(procs_files: Sequence[str]) -> None:
 
 def set_oom_score_adj(value: int | None) -> None:
     """Give the calling process the container's ``oom_score_adj`` (None: keep it),
-    as runc does before exec; children and exec'd commands inherit it."""
-    if value is not None:
+    as runc does before exec; children and exec'd commands inherit it.
+
+    Lowering the score needs CAP_SYS_RESOURCE. Without it (an agent in a
+    container, or not root) a lower value leaves the process at the agent's own
+    score, as containerd's ``restrict_oom_score_adj`` clamps it; the kubelet asks
+    for -997 for critical pods and -998 for Guaranteed ones, which such an agent
+    could otherwise never start.
+    """
+    if value is None:
+        return
+    try:
         with open("/proc/self/oom_score_adj", "w", encoding="ascii") as f:
             f.write(str(value))
+    except PermissionError:
+        with open("/proc/self/oom_score_adj", encoding="ascii") as f:
+            current = int(f.read())
+        if value >= current:
+            raise
 
 
 def _child_setup(

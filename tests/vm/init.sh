@@ -7,7 +7,8 @@
 # sys, dev and a cgroup hierarchy (v2 alone, or the v1 controllers plus an empty v2
 # at /sys/fs/cgroup/unified, after systemd.unified_cgroup_hierarchy= on the kernel
 # command line), tmpfs on /tmp, /run, /var/tmp, /dev/shm and writable overlays on
-# /etc and /var, mounts the job share (tag "job") at /run/kubelet-kit-vm, brings
+# /etc and /var, mounts the job share (tag "job") at /run/kubelet-kit-vm, binds
+# back the paths those tmpfs hide that the job needs (its "keep" file), brings
 # up loopback (the only network), moves the new root onto /, runs the job's
 # job.sh there as root, writes the result line to the console and powers off.
 #
@@ -46,6 +47,9 @@ r=/newroot
 mkdir -p $r
 mount -t 9p -o ro,trans=virtio,version=9p2000.L,cache=loose,msize=512000 hostroot $r ||
     fail "cannot mount the host's root over 9p"
+# A second view of it, which the tmpfs mounted below do not cover (see "keep").
+mkdir -p /hostview
+mount --bind $r /hostview || fail "cannot bind the host's root"
 
 mount -t proc proc $r/proc || fail "mount proc"
 mount -t sysfs sysfs $r/sys || fail "mount sysfs"
@@ -73,6 +77,17 @@ job=$r/run/kubelet-kit-vm
 mkdir -p $job
 mount -t 9p -o trans=virtio,version=9p2000.L,cache=none,msize=512000 job $job ||
     fail "cannot mount the job share"
+
+# Paths of this machine that a tmpfs above now hides (a checkout under /tmp, as a
+# fresh clone often is), listed by scripts/test-vm in the job's "keep" file: each
+# is bound back, read-only, from the second view of the host's root.
+if [ -s $job/keep ]; then
+    while read -r path; do
+        [ -d "/hostview$path" ] || continue
+        mkdir -p "$r$path"
+        mount --bind "/hostview$path" "$r$path" || fail "cannot keep $path visible"
+    done <$job/keep
+fi
 
 cg=$r/sys/fs/cgroup
 if [ $unified = 1 ]; then
