@@ -192,6 +192,10 @@ async def test_the_agent_rotates_logs_as_it_keeps_house() -> None:
         took = await env.wait_for(
             lambda: bool(rt.calls_to("reopen_container_log")), timeout=60, what="log rotated"
         )
-        assert took < 20  # the next round, give or take the thread's real time
+        # The next round (10 s) does it. The file work runs in a thread, and the
+        # fake clock keeps stepping while it does: on a loaded machine that real
+        # time passes for a round or two more of clock time (21 s was seen), so the
+        # bound is "a few rounds", not "one".
+        assert took < 40
         assert [c.args[0] for c in rt.calls_to("reopen_container_log")] == [container.id]
         assert len(list(path.parent.iterdir())) == 2
