@@ -91,6 +91,17 @@ class PodCache:
         """The global timestamp: every pod's entry is at least this new (None: unset)."""
         return self._timestamp
 
+    def newer_than(self, uid: str, t: float) -> PodRuntimeStatus | None:
+        """The pod's status as known after time ``t``, without waiting; None when
+        the cache knows nothing that new of it, or its last inspection failed.
+
+        The same rule as :meth:`get_newer_than`: the pod's entry is newer than
+        ``t``, or a relist that began after ``t`` found the pod unchanged (an
+        unknown pod then has the empty status). Never blocks; does not raise.
+        """
+        ready = self._newer_than(uid, t)
+        return None if ready is None else ready.status
+
     async def get_newer_than(self, uid: str, t: float) -> PodCacheEntry:
         """Wait until the cache knows ``uid`` as it was after time ``t``.
 

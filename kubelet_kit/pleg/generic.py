@@ -13,6 +13,10 @@ Differences from the kubelet, on purpose:
 * Listing the runtime is under the same deadline, so a hung runtime makes the
   relist fail (and the PLEG go unhealthy after the threshold) instead of
   hanging the loop.
+* A changed pod is not inspected when the cache already holds a status of it
+  with exactly the listed sandboxes and containers in the listed states
+  (typically the agent's own read right after it started them): an inspection
+  would only read the same again. The events are sent all the same.
 * An event the full channel drops is counted and logged as by the kubelet, but
   not forgotten: the relist keeps the container's previous state in its records,
   so the next relist finds the same change and sends it again. The kubelet
@@ -402,11 +406,18 @@ class GenericPLEG(_ChannelPLEG):
         for uid in gone:
             changed[uid] = (compute_pod_events(uid, records[uid].states, {}), None, {})
 
-        to_inspect: dict[str, RuntimePod | None] = {uid: c[1] for uid, c in changed.items()}
+        to_inspect: dict[str, RuntimePod | None] = {}
+        already_known: dict[str, _Inspection] = {}
+        for uid, change in changed.items():
+            if self._known_as_listed(uid, change[2]):
+                already_known[uid] = _Inspection(None, True)
+            else:
+                to_inspect[uid] = change[1]
         for uid in self._reinspect:
             if uid not in to_inspect:
                 to_inspect[uid] = pods.get(uid)
         results = await self._inspect_many(to_inspect, timestamp) if to_inspect else {}
+        results.update(already_known)
 
         needs_reinspection: dict[str, RuntimePod | None] = {}
         records_match_listing = True
@@ -510,6 +521,29 @@ class GenericPLEG(_ChannelPLEG):
         log.warning("PLEG: pod %s/%s will be inspected again: %s", pod.namespace, pod.name, error)
         self._cache.set(uid, None, error, timestamp)
         return _Inspection(error, False)
+
+    def _known_as_listed(self, uid: str, states: Mapping[str, PlegContainerState]) -> bool:
+        """Whether the cache's status of ``uid`` has exactly the listed sandboxes
+        and containers (``states``), each in its listed state.
+
+        Such a status is what an inspection now would read: the details of a
+        container (exit code, times, IPs of a sandbox) do not change while its
+        state does not. Not with status timestamps (an evented PLEG), whose
+        relists trust the cache's newest entry to tell stale events apart.
+        """
+        if self._status_timestamps or not states or uid in self._reinspect:
+            return False
+        status = self._cache.get(uid).status
+        if status is None:
+            return False
+        containers, sandboxes = status.container_statuses, status.sandbox_statuses
+        if len(containers) + len(sandboxes) != len(states):
+            return False
+        get = states.get
+        for c in containers:
+            if get(c.id) is not CONTAINER_STATES[c.state]:
+                return False
+        return all(get(s.id) is SANDBOX_STATES[s.state] for s in sandboxes)
 
     def _keep_ips(self, uid: str, status: PodRuntimeStatus) -> PodRuntimeStatus:
         return keep_ips(self._cache, uid, status)

@@ -4,8 +4,10 @@ It implements :class:`kubelet_kit.node.podworkers.PodSyncer`, so
 :class:`~kubelet_kit.node.podworkers.PodWorkers` drive it:
 
 ``sync_pod``
-    read the pod's runtime status afresh (and store it in the PLEG's pod cache,
-    if one is given, stamped with the time the read began); a pod past its
+    take the pod's runtime status from the PLEG's pod cache when the cache knows
+    it as it was after the syncer last acted on the pod (see
+    :class:`PodStatusSource`), else read it afresh (and store the read in the
+    cache, stamped with the time it began); a pod past its
     ``activeDeadlineSeconds`` becomes ``Failed``/``DeadlineExceeded`` and a pod
     whose phase is terminal stops here; otherwise ensure the pod cgroup, wait for
     its volumes, compute the actions (:func:`~kubelet_kit.podsync.actions.compute_pod_actions`),
@@ -46,7 +48,7 @@ import datetime as _dt
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
 
@@ -97,6 +99,7 @@ __all__ = [
     "EventLog",
     "EventRecorder",
     "PodStatusSink",
+    "PodStatusSource",
     "RecordedEvent",
     "RuntimePodSyncer",
     "restart_count_from_log_dir",
@@ -127,6 +130,22 @@ class PodStatusSink(Protocol):
         Never blocks."""
 
 
+@runtime_checkable
+class PodStatusSource(Protocol):
+    """A pod status sink that also answers reads (the PLEG's ``PodCache``).
+
+    Given one as ``pod_cache``, the syncer starts a sync from what it holds
+    instead of asking the runtime, as the kubelet's pod workers start from the
+    pod cache: a status the PLEG read after the containers it reports changed
+    is as good as a fresh read, and a sync of a pod nothing happened to costs
+    no runtime call.
+    """
+
+    def newer_than(self, uid: str, t: float) -> PodRuntimeStatus | None:
+        """The pod's status as known after wall-clock time ``t`` (None: nothing
+        that new is known, or the last inspection failed). Never blocks."""
+
+
 @attrs.define
 class _SyncState:
     """Per-sync bookkeeping: back-off expiries found (wall-clock times)."""
@@ -154,7 +173,12 @@ class RuntimePodSyncer(_Killer):
         host_ip: The node's IP (``status.hostIP`` and host-network pods' IP).
         runtime_name: Prefix of container ids in the status (``<name>://<id>``);
             asked of the runtime (``version().runtime_name``) when empty.
-        pod_cache: The PLEG's pod cache: every fresh read is written there.
+        pod_cache: The PLEG's pod cache: every fresh read is written there. If it
+            is also a :class:`PodStatusSource`, a sync starts from its status of
+            the pod when that status was observed after the syncer's last
+            actions on the pod (whatever the PLEG has not seen yet, the PLEG
+            reports later, and that report brings another sync), else from a
+            fresh read.
         crash_backoff: The crash-loop back-off (default 10 s doubling to 300 s,
             reset after 600 s of running).
         image_puller: Pulls images (default: one on ``runtime`` with the kubelet's
@@ -232,6 +256,11 @@ class RuntimePodSyncer(_Killer):
         self.host_ip = host_ip
         self.runtime_name = runtime_name
         self.pod_cache = pod_cache
+        self._status_source = pod_cache if isinstance(pod_cache, PodStatusSource) else None
+        # Per pod, when the syncer last changed it in the runtime (wall clock):
+        # a status observed before then may predate those changes (a container
+        # started twice, a killed one still running), so a sync reads afresh.
+        self._acted_at: dict[str, float] = {}
         self.crash_backoff = crash_backoff if crash_backoff is not None else Backoff(clock)
         self.events = events
         if image_puller is None:
@@ -302,7 +331,7 @@ class RuntimePodSyncer(_Killer):
         """
         uid = pod.uid
         previous = self.status_manager.get_pod_status(uid)
-        runtime_status = await self._inspect(pod)
+        runtime_status = self._cached(uid) or await self._inspect(pod)
         state = _SyncState()
 
         status = await self._generate(pod, runtime_status, previous)
@@ -339,7 +368,10 @@ class RuntimePodSyncer(_Killer):
             )
             acted = _has_work(actions)
             if acted:
-                await self._apply(pod, runtime_status, actions, cgroup_parent, state)
+                try:
+                    await self._apply(pod, runtime_status, actions, cgroup_parent, state)
+                finally:
+                    self._acted_at[uid] = self.clock.now()
         except (PodSyncError, ContainerRuntimeError) as exc:
             error = exc
 
@@ -371,8 +403,11 @@ class RuntimePodSyncer(_Killer):
             ContainerRuntimeError: a stop failed (the pod worker retries).
         """
         runtime_status = await self._inspect(pod)
-        await self._kill_running(pod, runtime_status, grace_override=grace_period)
-        await self._stop_sandboxes(runtime_status)
+        try:
+            await self._kill_running(pod, runtime_status, grace_override=grace_period)
+            await self._stop_sandboxes(runtime_status)
+        finally:
+            self._acted_at[pod.uid] = self.clock.now()
         self.probe_manager.remove_pod(pod)
         previous = self.status_manager.get_pod_status(pod.uid)
         runtime_status = await self._inspect(pod)
@@ -406,6 +441,17 @@ class RuntimePodSyncer(_Killer):
         if not keep:
             for sandbox in runtime_status.sandbox_statuses:
                 await self.runtime.remove_pod_sandbox(sandbox.id)
+            if self.pod_cache is not None:
+                # Nothing of the pod is left: the cache says so at once, so a pod
+                # of the same uid added again (a static pod's manifest put back)
+                # does not start from the removed containers before the PLEG
+                # sees them gone.
+                self.pod_cache.set(
+                    pod.uid,
+                    PodRuntimeStatus(uid=pod.uid, name=pod.name, namespace=pod.namespace),
+                    None,
+                    self.clock.now(),
+                )
             # Kept containers keep their files: their termination messages are
             # read again from them (after an agent restart, say).
             self.remove_pod_files(pod.uid)
@@ -440,10 +486,19 @@ class RuntimePodSyncer(_Killer):
         self.images.forget_pod(pod)
         self._reasons.pop(md.uid, None)
         self._stopped_reads.pop(md.uid, None)
+        self._acted_at.pop(md.uid, None)
         for key in [k for k in self._probes if k[0] == md.uid]:
             del self._probes[key]
 
     # -- reading -------------------------------------------------------------------
+
+    def _cached(self, uid: str) -> PodRuntimeStatus | None:
+        """The pod's status from the pod cache, if observed after the syncer last
+        acted on the pod (strictly: with a coarse clock, a read stamped at the
+        same instant may have begun before the last action ended)."""
+        if self._status_source is None:
+            return None
+        return self._status_source.newer_than(uid, self._acted_at.get(uid, 0.0))
 
     async def _inspect(self, pod: Pod) -> PodRuntimeStatus:
         # Stamp with the time the read starts: everything that happened before
