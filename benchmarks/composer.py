@@ -2,8 +2,9 @@
 
 What is measured (real clock throughout: this is the agent's own speed):
 
-* ``pods_per_s_running``: once the agent runs (and its garbage collector is
-  prepared as ``kubelet-kit run`` prepares it: ``kubelet_kit.runner.prepare_gc``),
+* ``pods_per_s_running``: once the agent runs (``Kubelet.wait_started``; its
+  garbage collector prepared as ``kubelet-kit run`` prepares it:
+  ``kubelet_kit.runner.prepare_gc``),
   1,000 pods of 2 containers each are added to a ProgrammaticSource in one
   burst; pods divided by the wall time from the first add to the last pod whose
   published status is ``Running``.
@@ -154,7 +155,8 @@ class Agent:
 
     async def __aenter__(self) -> Agent:
         self._task = asyncio.create_task(self.kubelet.run(), name="kubelet")
-        await asyncio.sleep(0.05)  # let the loops start
+        # The agent's own start (the node's address, the loops) is not the pods'.
+        await asyncio.wait_for(self.kubelet.wait_started(), 60)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -450,3 +450,22 @@ async def test_a_pod_removed_while_being_made_is_only_stopped(step: str) -> None
         assert all(s.state.name == "NOTREADY" for s in sandboxes), sandboxes
         reasons = [e.reason for e in env.kubelet.events.events("uid-web")]
         assert "Failed" not in reasons, env.kubelet.events.events("uid-web")
+
+
+async def test_wait_started_returns_once_the_loops_run_and_blocks_again_after_stop() -> None:
+    from kubelet_kit.testing.env import stub_parts
+
+    clock = FakeClock()
+    kubelet = Kubelet(**stub_parts(runtime=FakeRuntime(clock), clock=clock, host_ip="10.0.0.1"))
+    waiter = asyncio.create_task(kubelet.wait_started())
+    await asyncio.sleep(0)
+    assert not waiter.done()  # not running yet
+    task = asyncio.create_task(kubelet.run())
+    await asyncio.wait_for(waiter, 5)
+    await asyncio.wait_for(kubelet.wait_started(), 1)  # at once while it runs
+    kubelet.stop()
+    await task
+    again = asyncio.create_task(kubelet.wait_started())
+    await asyncio.sleep(0.01)
+    assert not again.done()
+    again.cancel()

@@ -146,6 +146,7 @@ class KubeletCore:
         #: The kubelet's events about pods (Pulling, Started, BackOff, Killing, ...).
         self.events = events if events is not None else EventLog(self.clock)
         self._stop = asyncio.Event()
+        self._started = asyncio.Event()
         self._running = False
         self._last_housekeeping: float | None = None
         self._task: asyncio.Task[None] | None = None
@@ -258,6 +259,7 @@ class KubeletCore:
                         log_transitions(self.status_manager.subscribe()), name="status-log"
                     ),
                 ]
+                self._started.set()
                 await self._stop.wait()
                 self.pleg.stop()
                 await self.volume_manager.stop()
@@ -266,10 +268,18 @@ class KubeletCore:
                 for task in tasks:
                     task.cancel()
         finally:
+            self._started.clear()
             await workers.shutdown()
             self._workers = None
             await self.container_manager.stop()
             self._running = False
+
+    async def wait_started(self) -> None:
+        """Block until :meth:`run` has started every loop: the node's address is
+        known, the container manager has started and the pod sources are read.
+        A pod added before then waits for it (the node's address lookup alone can
+        take a tenth of a second). Returns at once while the agent runs."""
+        await self._started.wait()
 
     def stop(self) -> None:
         """Ask :meth:`run` to return. Idempotent; pods keep running."""
