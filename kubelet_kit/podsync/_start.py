@@ -200,7 +200,13 @@ class _Starter:
         else:
             restart_count = restart_count_from_log_dir(log_dir)
         try:
-            os.makedirs(log_dir, 0o755, exist_ok=True)
+            try:
+                os.mkdir(log_dir, 0o755)
+            except FileNotFoundError:  # the pod's first container: its directory too
+                os.makedirs(log_dir, 0o755, exist_ok=True)
+            except FileExistsError:  # a restart, or an earlier agent's
+                if not os.path.isdir(log_dir):
+                    raise
         except OSError as exc:
             return self._fail(
                 container,

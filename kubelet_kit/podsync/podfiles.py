@@ -162,13 +162,22 @@ def ensure_hosts_file(
         try:
             # The pod's directory is there for every container but the first.
             fd = os.open(target, flags, 0o644)
-        except OSError:
-            Path(target).parent.mkdir(mode=0o750, parents=True, exist_ok=True)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(target), 0o750, exist_ok=True)
             fd = os.open(target, flags, 0o644)
-        with os.fdopen(fd, "wb") as f:
-            f.write(content)
+        try:
+            _write_all(fd, content)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise OSError(exc.errno, go_path_error("open", Path(target), exc)) from None
+
+
+def _write_all(fd: int, content: bytes) -> None:
+    """Write all of ``content`` to ``fd`` (a write may take only part of it)."""
+    view = memoryview(content)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def hosts_mount(
@@ -189,7 +198,7 @@ def hosts_mount(
     """
     if not wants_hosts_mount(container, pod_ips):
         return None
-    path = str(pod_dir(root_dir, pod.uid) / ETC_HOSTS_FILE)
+    path = os.path.join(pod_dir(root_dir, pod.uid), ETC_HOSTS_FILE)
     ensure_hosts_file(path, pod, pod_ips, hostname, domain, node_hosts_path=node_hosts_path)
     return Mount(
         container_path=ETC_HOSTS_PATH,
@@ -214,19 +223,27 @@ def termination_message_mount(
     """
     if not container.termination_message_path:
         return None
-    directory = pod_container_dir(root_dir, pod.uid, container.name)
+    directory = os.fspath(pod_container_dir(root_dir, pod.uid, container.name))
     # 8 random hex digits, as the kubelet names it: the directory already names
     # the pod and the container.
-    path = directory / secrets.token_hex(4)
+    path = os.path.join(directory, secrets.token_hex(4))
+    # A new file, never one that is there (nor what a link there points to).
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        directory.mkdir(mode=0o750, parents=True, exist_ok=True)
-        path.touch()
-        # chmod, not the mode of the create: the umask must not narrow it.
-        os.chmod(path, 0o666)
+        try:
+            fd = os.open(path, flags, 0o666)
+        except FileNotFoundError:  # the container's first instance
+            os.makedirs(directory, 0o750, exist_ok=True)
+            fd = os.open(path, flags, 0o666)
+        try:
+            # fchmod, not the mode of the create: the umask must not narrow it.
+            os.fchmod(fd, 0o666)
+        finally:
+            os.close(fd)
     except OSError as exc:
         log.warning("pod %s: error on creating termination-log file %s: %s", pod.uid, path, exc)
         return None
-    return Mount(container_path=container.termination_message_path, host_path=str(path))
+    return Mount(container_path=container.termination_message_path, host_path=path)
 
 
 # -------------------------------------------------------------------- removal
