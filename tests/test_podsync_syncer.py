@@ -301,6 +301,8 @@ async def test_deadline_measured_from_recorded_start_time(env: Env) -> None:
     result = await env.syncer.sync_pod(UpdateType.CREATE, pod)
     assert result.terminal
     assert await env.containers() == []  # nothing is started for a pod past its deadline
+    status = env.pod_status()
+    assert (status.phase, status.reason, status.start_time) == ("Failed", "DeadlineExceeded", start)
 
 
 # ---------------------------------------------------------------------- deletion

@@ -229,6 +229,9 @@ _GO_ESCAPES = {
 
 def go_quote(text: str) -> str:
     """Quote ``text`` as Go's ``%q`` (``strconv.Quote``) does."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        # Most texts (image names, pod names): nothing to escape.
+        return f'"{text}"'
     out = ['"']
     for ch in text:
         if ch in _GO_ESCAPES:

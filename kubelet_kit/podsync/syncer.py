@@ -334,15 +334,30 @@ class RuntimePodSyncer(_Killer):
         runtime_status = self._cached(uid) or await self._inspect(pod)
         state = _SyncState()
 
-        status = await self._generate(pod, runtime_status, previous)
-        deadline = self._active_deadline(pod, status)
+        old = previous if previous is not None else pod.status
+        status: PodStatus | None = None
+        if (
+            runtime_status.container_statuses
+            or old.phase in TERMINAL_PHASES
+            or pod.status.phase in TERMINAL_PHASES
+        ):
+            status = await self._generate(pod, runtime_status, previous)
+            start_time = status.start_time
+        else:
+            # No container of the pod has run and no phase is terminal: it is
+            # Pending, and its status is made once, after the sync has acted (its
+            # start time, if it has none yet, is then a moment later than this).
+            start_time = old.start_time or pod.status.start_time or _datetime(self.clock.now())
+        deadline = self._active_deadline(pod, start_time)
         if deadline is not None and self.clock.now() >= deadline:
+            if status is None:
+                status = await self._generate(pod, runtime_status, previous)
             status = attrs.evolve(
                 status, phase=FAILED, reason=DEADLINE_EXCEEDED, message=DEADLINE_EXCEEDED_MESSAGE
             )
             self.status_manager.set_pod_status(pod, status)
             return SyncResult(terminal=True)
-        if status.phase in TERMINAL_PHASES:
+        if status is not None and status.phase in TERMINAL_PHASES:
             self.status_manager.set_pod_status(pod, status)
             return SyncResult(terminal=True)
         if deadline is not None:
@@ -382,6 +397,8 @@ class RuntimePodSyncer(_Killer):
             # kubelet reports the pod status its sync started from: the status made
             # from it above stands.
             runtime_status = await self._inspect(pod)
+            status = await self._generate(pod, runtime_status, previous)
+        elif status is None:
             status = await self._generate(pod, runtime_status, previous)
         self.status_manager.set_pod_status(pod, status)
         if error is not None:
@@ -539,13 +556,13 @@ class RuntimePodSyncer(_Killer):
             fold_probes=self.probe_manager.update_pod_status,
         )
 
-    def _active_deadline(self, pod: Pod, status: PodStatus) -> float | None:
+    def _active_deadline(self, pod: Pod, start_time: _dt.datetime | None) -> float | None:
         """Wall-clock time the pod's activeDeadlineSeconds runs out, if it has one
         (the kubelet measures from ``status.startTime``, set at the first sync)."""
         seconds = pod.spec.active_deadline_seconds
-        if seconds is None or status.start_time is None:
+        if seconds is None or start_time is None:
             return None
-        return status.start_time.timestamp() + seconds
+        return start_time.timestamp() + seconds
 
     def _probe_sets(self, pod: Pod, status: PodRuntimeStatus) -> dict[str, frozenset[str]]:
         uid = pod.uid
