@@ -43,10 +43,10 @@ from kubelet_kit.testing._fake_records import (
     PortForwardHandler,
     _Container,
     _Fault,
+    _normalized,
     _Sandbox,
     _ScriptRule,
     _take,
-    normalize_image_ref,
 )
 
 if TYPE_CHECKING:
@@ -81,6 +81,7 @@ class _FakeRuntimeBase:
     _ids: itertools.count[int]
     _ips: itertools.count[int]
     _registry: dict[str, Image]
+    _image_by_id: dict[str, Image | None]
     _call_history: int | None
     pull_any: bool
     host_ports: str
@@ -121,25 +122,34 @@ class _FakeRuntimeBase:
 
     async def _enter(self, method: str, args: tuple[Any, ...]) -> None:
         """Record a call, apply unavailability, latency and injected faults."""
+        # Every call of the runtime passes here: it is kept to the few steps each
+        # call needs, skipping the fault lists while they are empty.
         names = _PARAMS[method]
-        self.calls.append(Call(method, args, dict(zip(names, args, strict=True))))
+        if len(args) == 1 and len(names) == 1:
+            kwargs = {names[0]: args[0]}  # the usual case, cheaper than zip()
+        else:
+            kwargs = dict(zip(names, args, strict=True))
+        calls = self.calls
+        calls.append(Call(method, args, kwargs))
         keep = self._call_history
-        if keep is not None and len(self.calls) >= 2 * keep + 1:
+        if keep is not None and len(calls) >= 2 * keep + 1:
             # Dropped in halves, so recording stays O(1) amortised.
-            del self.calls[: len(self.calls) - keep]
+            del calls[: len(calls) - keep]
         if self._unavailable:
             raise RuntimeUnavailableError(f"{method}: the runtime is unavailable")
         delay = self.latency_of(method)
-        extra = _take(self._delays, method, args)
-        if extra is not None:
-            delay += extra.seconds
+        if self._delays:
+            extra = _take(self._delays, method, args)
+            if extra is not None:
+                delay += extra.seconds
         if delay > 0:
             await self.clock.sleep(delay)
             if self._unavailable:
                 raise RuntimeUnavailableError(f"{method}: the runtime is unavailable")
-        fault = _take(self._faults, method, args)
-        if fault is not None:
-            raise fault.exc.with_traceback(None)
+        if self._faults:
+            fault = _take(self._faults, method, args)
+            if fault is not None:
+                raise fault.exc.with_traceback(None)
 
     def _new_id(self, kind: str) -> str:
         return hashlib.sha256(f"{kind}-{next(self._ids)}".encode()).hexdigest()
@@ -159,11 +169,23 @@ class _FakeRuntimeBase:
     def _registry_image(self, ref: str) -> Image | None:
         """The registry's image that ``ref`` names, by reference or by id."""
         if ref.startswith("sha256:"):
-            return next((i for i in self._registry.values() if i.id == ref), None)
-        return self._registry.get(normalize_image_ref(ref))
+            # The scan's answer is kept until the registry changes (add_image
+            # clears it), as containers are made again and again by image id.
+            try:
+                return self._image_by_id[ref]
+            except KeyError:
+                found = next((i for i in self._registry.values() if i.id == ref), None)
+                self._image_by_id[ref] = found
+                return found
+        return self._registry.get(_normalized(ref))
 
     def _sb_status(self, sb: _Sandbox) -> PodSandboxStatus:
-        return PodSandboxStatus(
+        # A sandbox's state is the only part of its status that changes: the status
+        # last built (a frozen value) is given again while the state is the same.
+        status = sb.status
+        if status is not None and status.state is sb.state:
+            return status
+        status = sb.status = PodSandboxStatus(
             id=sb.id,
             metadata=sb.config.metadata,
             state=sb.state,
@@ -174,6 +196,7 @@ class _FakeRuntimeBase:
             annotations=sb.config.annotations,
             runtime_handler=sb.config.runtime_handler,
         )
+        return status
 
     def _c_info(self, c: _Container) -> ContainerInfo:
         """What ``list_containers`` reports for ``c``."""
@@ -190,7 +213,22 @@ class _FakeRuntimeBase:
         )
 
     def _c_status(self, c: _Container) -> ContainerStatus:
-        return ContainerStatus(
+        # The status last built (a frozen value) is given again while none of the
+        # fields a container's life changes has changed; the rest are fixed at
+        # creation.
+        status = c.status
+        if (
+            status is not None
+            and status.state is c.state
+            and status.started_at == c.started_at
+            and status.finished_at == c.finished_at
+            and status.exit_code == c.exit_code
+            and status.reason == c.reason
+            and status.message == c.message
+            and status.resources is c.resources
+        ):
+            return status
+        status = c.status = ContainerStatus(
             id=c.id,
             metadata=c.config.metadata,
             state=c.state,
@@ -208,6 +246,7 @@ class _FakeRuntimeBase:
             log_path=c.log_path,
             resources=c.resources,
         )
+        return status
 
     def _emit(
         self,
@@ -229,7 +268,7 @@ class _FakeRuntimeBase:
             created_at=self.clock.now(),
             pod_sandbox_status=sandbox_status,
             containers_statuses=tuple(
-                self._c_status(c) for c in self._containers.values() if c.sandbox_id == sandbox_id
+                self._c_status(c) for c in self._containers_by_sandbox.get(sandbox_id, {}).values()
             ),
         )
         for stream in list(self._streams):

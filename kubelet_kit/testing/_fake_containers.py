@@ -10,12 +10,12 @@ reopening the log file.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from kubelet_kit.clock import wait_for
-from kubelet_kit.container.capabilities import capability_set
 from kubelet_kit.container.interfaces import (
     ContainerConfig,
     ContainerEventType,
@@ -23,6 +23,7 @@ from kubelet_kit.container.interfaces import (
     ContainerInfo,
     ContainerState,
     ContainerStatus,
+    DNSConfig,
     ExecResult,
     LinuxContainerResources,
     MountPropagation,
@@ -45,7 +46,7 @@ from kubelet_kit.testing._fake_records import (
     _Container,
     _image_id,
 )
-from kubelet_kit.testing._fake_security import security_files
+from kubelet_kit.testing._fake_security import checked_capabilities, security_files
 from kubelet_kit.testing._fake_shell import _run_statements
 
 
@@ -87,7 +88,7 @@ class _ContainerPart(_ProcessPart):
                 )
         sc = config.security_context
         try:
-            capability_set(sc)
+            checked_capabilities(sc)
         except ValueError as exc:
             raise ContainerStartError(f"create_container: {exc}") from None
         cid = self._new_id("container")
@@ -118,7 +119,7 @@ class _ContainerPart(_ProcessPart):
         # What the container reads to learn who and where it is, as in a real one.
         c.fs.own.update(security_files(sb.id, cid, sb.config, config, _identity(c)))
         c.fs.readonly_root = sc is not None and sc.readonly_rootfs
-        dns = sb.config.dns_config.resolv_conf() if sb.config.dns_config else ""
+        dns = _resolv_conf(sb.config.dns_config) if sb.config.dns_config else ""
         if dns:
             # As a real runtime: the sandbox's resolver configuration is the file.
             c.fs.own["/etc/resolv.conf"] = dns
@@ -305,3 +306,17 @@ class _ContainerPart(_ProcessPart):
         if c.log_path and os.path.isabs(c.log_path):
             Path(c.log_path).parent.mkdir(parents=True, exist_ok=True)
             Path(c.log_path).touch()
+
+
+def _resolv_conf(dns: DNSConfig) -> str:
+    """``dns.resolv_conf()``, worked out once per (frozen, hashable) configuration:
+    the pods of a node mostly share one."""
+    try:
+        return _resolv_conf_of(dns)
+    except TypeError:  # a configuration built with a list in it: not hashable
+        return dns.resolv_conf()
+
+
+@functools.lru_cache(maxsize=64)
+def _resolv_conf_of(dns: DNSConfig) -> str:
+    return dns.resolv_conf()

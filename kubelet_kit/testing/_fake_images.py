@@ -28,7 +28,7 @@ from kubelet_kit.container.interfaces import (
 )
 from kubelet_kit.errors import ImageNotFoundError, ImagePullError
 from kubelet_kit.testing._fake_base import _FakeRuntimeBase
-from kubelet_kit.testing._fake_records import _image_id, normalize_image_ref
+from kubelet_kit.testing._fake_records import _image_id, _normalized, normalize_image_ref
 
 #: One image that :meth:`_ImagePart.add_conformance_images` teaches under these
 #: three references (two tags of a repository and a tag of another), for the
@@ -79,6 +79,7 @@ class _ImagePart(_FakeRuntimeBase):
             uid=uid,
             username=username,
         )
+        self._image_by_id.clear()  # the registry changes: ids may name other images
         for known in refs:
             self._registry[known] = image
             self._pull_failures.pop(known, None)
@@ -131,7 +132,7 @@ class _ImagePart(_FakeRuntimeBase):
         await self._enter("pull_image", (image, sandbox_config, auth))
         if self.pull_latency > 0:
             await self.clock.sleep(self.pull_latency)
-        norm = normalize_image_ref(image.image)
+        norm = _normalized(image.image)
         failure = self._pull_failures.get(norm)
         if failure is not None:
             raise failure.with_traceback(None)
@@ -187,12 +188,13 @@ class _ImagePart(_FakeRuntimeBase):
 
     def _held_as(self, image: Image) -> Image:
         """``image`` as the node holds it: ``repo_tags`` are its held references."""
+        present, registry = self._present, self._registry
         tags = tuple(
-            ref
-            for ref in image.repo_tags
-            if ref in self._present and self._registry[ref].id == image.id
+            ref for ref in image.repo_tags if ref in present and registry[ref].id == image.id
         )
-        return attrs.evolve(image, repo_tags=tags)
+        # Held under every reference it has (the usual case): the frozen image
+        # itself is that value, no copy needed.
+        return image if tags == image.repo_tags else attrs.evolve(image, repo_tags=tags)
 
     def _held(self) -> list[Image]:
         """Every image the node holds, once each, in the order of their references."""
@@ -204,7 +206,12 @@ class _ImagePart(_FakeRuntimeBase):
         return list(images.values())
 
     def _find_present(self, ref: str) -> Image | None:
-        norm = normalize_image_ref(ref) if not ref.startswith("sha256:") else ref
+        if not ref.startswith("sha256:"):
+            # A reference (never an image id, which starts with "sha256:") is held
+            # or not under its normalised self: a lookup, not a scan.
+            norm = _normalized(ref)
+            return self._held_as(self._registry[norm]) if norm in self._present else None
+        norm = ref
         for held in self._present:
             image = self._registry[held]
             if held == norm or image.id == ref:

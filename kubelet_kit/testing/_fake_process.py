@@ -149,6 +149,8 @@ class _ProcessPart(_FakeRuntimeBase):
         return c.config.metadata.name in self._ignore_term
 
     def _take_script(self, c: _Container, sb: _Sandbox) -> _ScriptRule | None:
+        if not self._scripts:
+            return None
         uid = c.config.labels.get(klabels.POD_UID) or sb.config.metadata.uid
         for rule in self._scripts:
             if rule.container_name != c.config.metadata.name:
@@ -162,7 +164,7 @@ class _ProcessPart(_FakeRuntimeBase):
             return rule
         return None
 
-    def _statements_for(self, c: _Container) -> list[_Statement] | str | None:
+    def _statements_for(self, c: _Container) -> Sequence[_Statement] | str | None:
         try:
             return _parse_command(tuple(c.config.command) + tuple(c.config.args))
         except _ShellSyntaxError as exc:

@@ -11,6 +11,7 @@ containers and scripted exits.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Any
@@ -24,10 +25,12 @@ from kubelet_kit.container.interfaces import (
     ContainerConfig,
     ContainerInfo,
     ContainerState,
+    ContainerStatus,
     LinuxContainerResources,
     PodSandbox,
     PodSandboxConfig,
     PodSandboxState,
+    PodSandboxStatus,
 )
 from kubelet_kit.container.logs import format_timestamp
 from kubelet_kit.container.streams import ByteSink, ByteSource, StreamIO
@@ -169,6 +172,13 @@ def normalize_image_ref(ref: str) -> str:
         return ref
 
 
+@functools.lru_cache(maxsize=1024)
+def _normalized(ref: str) -> str:
+    """:func:`normalize_image_ref`, remembered: a node asks about the same few
+    references over and over."""
+    return normalize_image_ref(ref)
+
+
 def _image_id(ref: str) -> str:
     return "sha256:" + hashlib.sha256(normalize_image_ref(ref).encode()).hexdigest()
 
@@ -184,6 +194,7 @@ class _Sandbox:
     created_at: float
     ip: str
     listed: PodSandbox | None = None  # what list_pod_sandboxes last built, reused
+    status: PodSandboxStatus | None = None  # what pod_sandbox_status last built, reused
 
 
 @attrs.define
@@ -232,6 +243,7 @@ class _Container:
     writable_layer_bytes: int = 0
     writable_layer_inodes: int = 0
     listed: ContainerInfo | None = None  # what list_containers last built, reused
+    status: ContainerStatus | None = None  # what container_status last built, reused
 
 
 @attrs.define

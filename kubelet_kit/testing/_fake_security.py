@@ -72,11 +72,30 @@ def _status_of(sc: LinuxContainerSecurityContext | None, identity: tuple[int, in
     return "".join(f"{line}\n" for line in lines)
 
 
+def checked_capabilities(sc: LinuxContainerSecurityContext | None) -> frozenset[int]:
+    """:func:`~kubelet_kit.container.capabilities.capability_set` of ``sc``,
+    worked out once per (frozen, hashable) security context.
+
+    Raises:
+        ValueError: an unknown capability name.
+    """
+    try:
+        return _capabilities_of(sc)
+    except TypeError:  # a context built with a list in it: not hashable
+        return capability_set(sc)
+
+
+@functools.lru_cache(maxsize=256)
+def _capabilities_of(sc: LinuxContainerSecurityContext | None) -> frozenset[int]:
+    return capability_set(sc)
+
+
 def _namespace(kind: str, shared: bool, owner: str) -> str:
     if shared:
         with contextlib.suppress(OSError):
             return os.readlink(f"/proc/self/ns/{kind}")
-    digest = int(hashlib.sha256(f"{kind}/{owner}".encode()).hexdigest()[:6], 16)
+    # The first three bytes of the digest (its first six hex digits) as a number.
+    digest = int.from_bytes(hashlib.sha256(f"{kind}/{owner}".encode()).digest()[:3], "big")
     return f"{kind}:[{4026600000 + digest}]"
 
 

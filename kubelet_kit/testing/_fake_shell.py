@@ -12,6 +12,7 @@ described on :class:`~kubelet_kit.testing.FakeRuntime`.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -41,6 +42,9 @@ class _Statement:
 
     words: tuple[_Word, ...]
     cond: str = ""
+    # Its expansion, worked out once when no word has a variable in it (the
+    # expansion then depends on neither the env nor the last status).
+    expanded: _Command | None = attrs.field(default=None, eq=False, repr=False)
 
 
 def _parse_script(script: str) -> list[_Statement]:
@@ -153,17 +157,44 @@ def _literal_statement(argv: Sequence[str]) -> list[_Statement]:
     return [_Statement(tuple(_Word((("lit", a),), True) for a in argv))]
 
 
-def _parse_command(argv: Sequence[str]) -> list[_Statement] | None:
+def _parse_command(argv: Sequence[str]) -> Sequence[_Statement] | None:
     """The statements ``argv`` runs, or None when the fake cannot run it.
 
     ``sh -c SCRIPT`` (any path ending in sh, ash or bash) runs SCRIPT; any other
     non-empty argv is run as one statement; an empty one has nothing to run.
+
+    Raises:
+        _ShellSyntaxError: SCRIPT does not parse.
     """
+    key = tuple(argv)
+    try:
+        return _parse_argv(key)
+    except TypeError:  # an unhashable word: parsed (and failing) as it always was
+        return _parse_argv.__wrapped__(key)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_argv(argv: tuple[str, ...]) -> tuple[_Statement, ...] | None:
+    # Parsed once per distinct command: many containers (and exec probes) run the
+    # same one, and the statements are frozen values, safe to share.
     if not argv:
         return None
     if len(argv) >= 3 and os.path.basename(argv[0]) in ("sh", "ash", "bash") and argv[1] == "-c":
-        return _parse_script(argv[2])
-    return _literal_statement(argv)
+        statements = _parse_script(argv[2])
+    else:
+        statements = _literal_statement(argv)
+    return tuple(_with_expansion(st) for st in statements)
+
+
+def _with_expansion(statement: _Statement) -> _Statement:
+    """``statement`` with its expansion worked out, when it has no variable."""
+    if any(kind != "lit" for word in statement.words for kind, _ in word.parts):
+        return statement
+    try:
+        expanded = _expand(statement, {}, 0)
+    except TypeError:  # a word that is no text: it fails when run, as it always did
+        return statement
+    return attrs.evolve(statement, expanded=expanded)
 
 
 @attrs.frozen
@@ -192,6 +223,8 @@ _STDERR_REDIRECT = re.compile(r"2>>?(.*)")
 
 def _expand(statement: _Statement, env: Mapping[str, str], status: int) -> _Command:
     """Expand a statement's words and take its redirections out of argv."""
+    if statement.expanded is not None:
+        return statement.expanded
     texts = [
         (
             "".join(
@@ -302,7 +335,7 @@ def _test(args: Sequence[str], fs: Mapping[str, str]) -> int:
 
 
 def _run_statements(
-    statements: list[_Statement],
+    statements: Sequence[_Statement],
     env: Mapping[str, str],
     emit: Callable[[str, str], None],
     fs: MutableMapping[str, str],

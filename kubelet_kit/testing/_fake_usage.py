@@ -61,7 +61,7 @@ class _UsagePart(_FakeRuntimeBase):
         await self._enter("list_container_stats", (filter,))
         return [
             self._c_stats(c)
-            for c in self._containers.values()
+            for c in self._candidates(self._containers, self._containers_by_pod, filter)
             if filter is None or filter.matches(self._c_info(c))
         ]
 
@@ -70,7 +70,7 @@ class _UsagePart(_FakeRuntimeBase):
         running containers. NotFoundError if unknown."""
         await self._enter("pod_sandbox_stats", (pod_sandbox_id,))
         sb = self._sandbox(pod_sandbox_id)
-        members = [c for c in self._containers.values() if c.sandbox_id == sb.id]
+        members = list(self._containers_by_sandbox.get(sb.id, {}).values())
         return PodSandboxStats(
             pod_sandbox_id=sb.id,
             timestamp=self.clock.now(),

@@ -348,6 +348,9 @@ class FakeRuntime(_CallsPart, _SandboxPart, _ContainerPart, _StreamPart, _ImageP
         self._ids = itertools.count(1)
         self._ips = itertools.count(2)
         self._registry: dict[str, Image] = {}
+        # Image id -> the first registry image of that id (None: none), until the
+        # registry changes.
+        self._image_by_id: dict[str, Image | None] = {}
         self._present: set[str] = set()  # normalised refs held on the node
         self._pull_failures: dict[str, BaseException] = {}
         # Private images: normalised ref -> the (username, password) pairs the
