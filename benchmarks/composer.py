@@ -128,7 +128,10 @@ class Agent:
 
     def __init__(self, root: Path, max_pods: int) -> None:
         self.clock = RealClock()
-        self.runtime = FakeRuntime(self.clock)
+        # The fake's call log is bounded, as an agent serving a fake runtime keeps
+        # it (``cri-server --runtime fake``): kept whole, each burst's calls and
+        # the configs they hold would stay alive for the garbage collector to walk.
+        self.runtime = FakeRuntime(self.clock, call_history=1000)
         for image in IMAGES:
             self.runtime.add_image(image, present=True)
         self.source = ProgrammaticSource(clock=self.clock)
