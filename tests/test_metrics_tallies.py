@@ -15,12 +15,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
-from kubelet_kit.node.metrics import (
-    RUNTIME_OPERATION_BUCKETS,
-    KubeletMetrics,
-    TallyCounter,
-    TallyHistogram,
-)
+from kubelet_kit.node.metrics import RUNTIME_OPERATION_BUCKETS, KubeletMetrics
+from kubelet_kit.node.tallies import TallyCounter, TallyHistogram
 
 # The kubelet's metrics.DefBuckets, the pod worker histogram's buckets.
 DEF_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

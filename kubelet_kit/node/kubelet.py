@@ -275,10 +275,8 @@ class KubeletCore:
             self._running = False
 
     async def wait_started(self) -> None:
-        """Block until :meth:`run` has started every loop: the node's address is
-        known, the container manager has started and the pod sources are read.
-        A pod added before then waits for it (the node's address lookup alone can
-        take a tenth of a second). Returns at once while the agent runs."""
+        """Block until :meth:`run` has started its loops (returns at once while it
+        runs); a pod added before waits for them (the node address takes ~0.1 s)."""
         await self._started.wait()
 
     def stop(self) -> None:
