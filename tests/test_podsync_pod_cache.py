@@ -22,6 +22,7 @@ from kubelet_kit.podsync.syncer import PodStatusSource, RuntimePodSyncer
 from kubelet_kit.status import StatusManager
 from kubelet_kit.testing import FakeClock
 
+
 class TickingClock(FakeClock):
     """A fake clock whose wall time moves on by a microsecond at each reading, as a
     real one does between two steps of a sync (a FakeClock's stands still, and

@@ -28,6 +28,7 @@ from _prober_helpers import (
 
 from kubelet_kit.api import (
     Container,
+    ContainerState,
     ExecAction,
     PodStatus,
     Probe,
@@ -381,3 +382,29 @@ async def test_deleted_pod_ends_liveness_with_success(env: Env) -> None:
     assert env.manager.has_probe(UID, "app", R)
     assert env.seen(L)[-1] == ("c1", "Liveness", S)
     assert all(u.result is not F for u in env.updates if u.kind is L)
+
+
+async def test_a_pod_without_probes_folds_the_same_beside_probed_pods(env: Env) -> None:
+    plain = make_pod(Container(name="app"), Container(name="idle"))
+    status = PodStatus(
+        phase="Running",
+        container_statuses=(
+            running_status("app", "containerd://c1", env.clock.now()),
+            attrs_evolve(running_status("idle", "", env.clock.now()), state=ContainerState()),
+        ),
+    )
+    env.manager.add_pod(plain)
+    alone = env.manager.update_pod_status(plain, status)  # the manager probes nothing
+    flags = [(c.started, c.ready) for c in alone.container_statuses]
+    assert flags == [(True, True), (False, False)]
+    assert env.manager.update_pod_status(plain, alone) is alone  # nothing left to change
+
+    web_pod = make_pod(Container(name="web", startup_probe=probe()))
+    other = attrs_evolve(web_pod, metadata=attrs_evolve(web_pod.metadata, uid="uid-2"))
+    env.manager.add_pod(other)
+    env.manager.update_container("uid-2", "web", "c2", running=True)
+    beside = env.manager.update_pod_status(plain, status)
+    assert beside == alone
+    web = PodStatus(container_statuses=(running_status("web", "c2", env.clock.now()),))
+    folded = env.manager.update_pod_status(other, web).container_statuses[0]
+    assert (folded.started, folded.ready) == (False, False)  # its startup probe has not run

@@ -4,7 +4,9 @@ ports and URLs. Tables ported from upstream where upstream has them."""
 from __future__ import annotations
 
 import datetime as _dt
+from typing import Any
 
+import attrs
 import pytest
 
 import kubelet_kit.prober as prober_pkg
@@ -20,8 +22,11 @@ from kubelet_kit.api import (
     EnvVarSource,
     ObjectFieldSelector,
     Pod,
+    PodCondition,
+    PodIP,
     PodSpec,
     PodStatus,
+    Quantity,
 )
 from kubelet_kit.prober import ProbeKind, ProbeResult
 from kubelet_kit.prober.probers import expand_command, format_probe_url, resolve_port
@@ -204,6 +209,52 @@ def test_fold_init_containers_ready_when_exited_zero_and_sidecars_like_container
     failed = attrs_evolve_status(status, exited("init", "i1", 1))
     folded, _ = fold(failed, {}, set(), pod)
     assert folded.init_container_statuses[0].ready is False
+
+
+def test_fold_changes_only_started_and_ready() -> None:
+    # Every field set to something other than its default (a field added to a
+    # model must be added here: the fold's copies must keep it).
+    extra = {"futureField": "kept"}
+    container: dict[str, Any] = {
+        "extra": extra,
+        "name": "a",
+        "state": ContainerState(running=ContainerStateRunning(started_at=NOW)),
+        "last_state": ContainerState(terminated=ContainerStateTerminated(exit_code=1)),
+        "ready": False,
+        "restart_count": 2,
+        "image": "a:1",
+        "image_id": "sha256:a",
+        "container_id": "x://c1",
+        "started": False,
+        "allocated_resources": {"cpu": Quantity.parse("1")},
+        "resources": {"limits": {"cpu": "1"}},
+    }
+    pod_status: dict[str, Any] = {
+        "extra": extra,
+        "phase": "Running",
+        "conditions": (PodCondition(type="Ready", status="False"),),
+        "message": "m",
+        "reason": "r",
+        "nominated_node_name": "node-b",
+        "host_ip": "192.0.2.1",
+        "host_ips": (PodIP(ip="192.0.2.1"),),
+        "pod_ip": "10.0.0.1",
+        "pod_ips": (PodIP(ip="10.0.0.1"),),
+        "start_time": NOW,
+        "init_container_statuses": (ContainerStatus(name="init", started=False),),
+        "container_statuses": (ContainerStatus(**container),),
+        "ephemeral_container_statuses": (waiting("debug"),),
+        "qos_class": "Burstable",
+    }
+    assert set(container) == {a.name for a in attrs.fields(ContainerStatus)}
+    assert set(pod_status) == {a.name for a in attrs.fields(PodStatus)}
+    status = PodStatus(**pod_status)
+    folded, _ = fold(status, {}, set())
+    started = ContainerStatus(**{**container, "ready": True, "started": True})
+    assert folded == PodStatus(**{**pod_status, "container_statuses": (started,)})
+    # Folded again, nothing changes: the very same status comes back.
+    again, _ = fold(folded, {}, set())
+    assert again is folded
 
 
 def attrs_evolve_status(status: PodStatus, first_init: ContainerStatus) -> PodStatus:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import attrs
 
 from kubelet_kit.api import (
+    Container,
     ContainerState,
     ContainerStateRunning,
     ContainerStateTerminated,
@@ -238,3 +239,38 @@ def test_terminated_containers_cannot_come_back_unless_restartable() -> None:
     always = _policy(_pod("a"), "Always")
     manager.set_pod_status(always, PodStatus(container_statuses=(_terminated("app", 0),)))
     assert manager.set_pod_status(always, PodStatus(container_statuses=(_running("app"),)))
+
+
+def _with_message(message: str) -> PodStatus:
+    state = ContainerState(terminated=ContainerStateTerminated(exit_code=1, message=message))
+    return PodStatus(
+        start_time=_at(T0), container_statuses=(ContainerStatus(name="app", state=state),)
+    )
+
+
+def _stored_message(manager: StatusManager, pod: Pod) -> str:
+    stored = manager.get_pod_status(pod.uid)
+    assert stored is not None
+    terminated = stored.container_statuses[0].state.terminated
+    assert terminated is not None
+    return terminated.message
+
+
+def test_termination_messages_are_measured_in_bytes() -> None:
+    # A pod of one container: its share is the whole 12 KiB.
+    pod = attrs.evolve(_pod(), spec=attrs.evolve(_pod().spec, containers=(Container(name="app"),)))
+    share = 12 * 1024
+    cases = [
+        ("x" * share, "x" * share),  # ASCII: as many bytes as characters
+        ("x" * (share + 1), "x" * share),
+        ("é" * (share // 2), "é" * (share // 2)),  # two bytes each: exactly the share
+        ("é" * (share // 2 + 1), "é" * (share // 2)),
+        ("x" + "é" * (share // 2), "x" + "é" * (share // 2 - 1) + "\ufffd"),  # cut mid-character
+    ]
+    for message, kept in cases:
+        manager = StatusManager(_clock())
+        status = _with_message(message)
+        manager.set_pod_status(pod, status)
+        assert _stored_message(manager, pod) == kept
+        if kept == message:
+            assert manager.get_pod_status(pod.uid) is status  # stored as given

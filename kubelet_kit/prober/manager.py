@@ -99,6 +99,14 @@ def _timestamp(value: _dt.datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
 
 
+def _no_result(kind: ProbeKind, container_id: str) -> ProbeResult | None:
+    return None
+
+
+def _no_worker(container_name: str, kind: ProbeKind) -> bool:
+    return False
+
+
 def probe_event(kind: ProbeKind, outcome: ProbeOutcome) -> tuple[str, str] | None:
     """The kubelet's event for one probe run: ``(reason, message)``, or None.
 
@@ -543,19 +551,35 @@ class ReferenceProbeManager:
     def set_pod_status(self, pod_uid: str, status: PodStatus) -> None:
         """Record everything probes need from the pod's API status: pod IP, phase,
         and each container's id and state. Never blocks; call after every sync."""
-        view = self._pods.setdefault(pod_uid, _PodView())
+        view = self._pods.get(pod_uid)
+        if view is None:
+            view = self._pods[pod_uid] = _PodView()
         view.pod_ip = status.pod_ip
         view.phase = status.phase
+        known = view.containers
         for cs in (*status.init_container_statuses, *status.container_statuses):
-            running = cs.state.running is not None
-            started_at = _timestamp(cs.state.running.started_at) if cs.state.running else None
+            state = cs.state
+            running = state.running is not None
+            started_at = _timestamp(state.running.started_at) if state.running else None
+            terminated = state.terminated is not None
+            old = known.get(cs.name)
+            if (
+                old is not None
+                and old.running is running
+                and old.terminated is terminated
+                and (old.started_at == started_at or (started_at is None and running))
+                and old.container_id == runtime_id(cs.container_id)
+            ):
+                # What update_container would record is what is recorded (the
+                # same id keeps its start time): most syncs change nothing.
+                continue
             self.update_container(
                 pod_uid,
                 cs.name,
                 cs.container_id,
                 running=running,
                 started_at=started_at,
-                terminated=cs.state.terminated is not None,
+                terminated=terminated,
             )
 
     def seed_pod_status(self, pod_uid: str, status: PodStatus) -> None:
@@ -598,15 +622,23 @@ class ReferenceProbeManager:
         builds each sync's status with this fold needs no other call to keep the
         workers informed.
         """
-        if pod.uid in self._added:
+        uid = pod.uid
+        if uid in self._added:
             # (A removed pod's final status must not bring its state back.)
-            self.set_pod_status(pod.uid, status)
-        folded, trigger = fold_pod_status(
-            pod,
-            status,
-            lambda kind, cid: self._caches[kind].get(runtime_id(cid)) if cid else None,
-            lambda name, kind: (pod.uid, name, kind) in self._workers,
-        )
+            self.set_pod_status(uid, status)
+        caches = self._caches
+        workers = self._workers
+        if not workers and not any(caches.values()):
+            # Nothing probed and nothing cached: every lookup would say "none".
+            return fold_pod_status(pod, status, _no_result, _no_worker)[0]
+
+        def result_of(kind: ProbeKind, cid: str) -> ProbeResult | None:
+            return caches[kind].get(runtime_id(cid)) if cid else None
+
+        def has_worker(name: str, kind: ProbeKind) -> bool:
+            return (uid, name, kind) in workers
+
+        folded, trigger = fold_pod_status(pod, status, result_of, has_worker)
         for name in trigger:
             worker = self._workers.get((pod.uid, name, ProbeKind.READINESS))
             if worker is not None:

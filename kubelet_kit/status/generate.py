@@ -30,8 +30,6 @@ import datetime as _dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
-import attrs
-
 from kubelet_kit.api import (
     Container,
     ContainerState,
@@ -41,9 +39,7 @@ from kubelet_kit.api import (
     ContainerStatus,
     Pod,
     PodCondition,
-    PodIP,
     PodStatus,
-    qos_class,
 )
 from kubelet_kit.api.status import DISRUPTION_TARGET
 from kubelet_kit.container import labels as kl
@@ -51,8 +47,10 @@ from kubelet_kit.container.interfaces import ContainerState as RuntimeState
 from kubelet_kit.container.interfaces import ContainerStatus as RuntimeContainerStatus
 from kubelet_kit.container.interfaces import PodSandboxState
 from kubelet_kit.container.pods import PodRuntimeStatus
+from kubelet_kit.status import _values as values
 from kubelet_kit.status.phase import (
     TERMINAL_PHASES,
+    _first_by_name,
     has_any_regular_container_started,
     pod_phase,
 )
@@ -175,57 +173,107 @@ def _any_regular_container_created(pod: Pod, runtime_status: PodRuntimeStatus | 
     return False
 
 
+def _api_state(
+    cs: RuntimeContainerStatus,
+    old: ContainerStatus | None,
+    cid: str,
+    priors: Sequence[ContainerState],
+) -> tuple[ContainerState, bool]:
+    """The API state of one runtime container, and whether it vanished (ran, and
+    the runtime lost track of it). A prior state equal to the answer is returned
+    itself."""
+    if cs.state is RuntimeState.RUNNING:
+        started_at = to_datetime(cs.started_at)
+        for prior in priors:
+            if values.is_running_since(prior, started_at):
+                return prior, False
+        return ContainerState(running=ContainerStateRunning(started_at=started_at)), False
+    if cs.state is RuntimeState.CREATED:
+        # Created but not started: "waiting to be running", with no reason.
+        return values.WAITING, False
+    if cs.state is RuntimeState.EXITED:
+        # Runtimes report Completed/Error/OOMKilled; one that leaves the reason
+        # empty gets containerd's words, so users always see a reason.
+        reason = cs.reason or ("Completed" if cs.exit_code == 0 else "Error")
+        started_at = to_datetime(cs.started_at)
+        finished_at = to_datetime(cs.finished_at)
+        for prior in priors:
+            if values.is_terminated_as(
+                prior,
+                exit_code=cs.exit_code,
+                reason=reason,
+                message=cs.message,
+                started_at=started_at,
+                finished_at=finished_at,
+                container_id=cid,
+            ):
+                return prior, False
+        terminated = ContainerStateTerminated(
+            exit_code=cs.exit_code,
+            reason=reason,
+            message=cs.message,
+            started_at=started_at,
+            finished_at=finished_at,
+            container_id=cid,
+        )
+        return ContainerState(terminated=terminated), False
+    if old is not None and old.state.running is not None:
+        # It ran and the runtime lost track of it: "ran and failed" is not
+        # "never ran", so it is not shown as waiting (a run-once pod must not
+        # appear to be able to run twice).
+        terminated = ContainerStateTerminated(
+            reason=CONTAINER_STATUS_UNKNOWN, message=_VANISHED_RUNNING, exit_code=137
+        )
+        return ContainerState(terminated=terminated), True
+    return values.WAITING, False
+
+
 def _convert(
     cs: RuntimeContainerStatus,
     spec_image: str,
     old: ContainerStatus | None,
     runtime_name: str,
+    previous_attempt: RuntimeContainerStatus | None = None,
 ) -> ContainerStatus:
+    # ``cs`` is the newest runtime container of its name and gives the state;
+    # ``previous_attempt``, the one before it, gives ``lastState``.
     cid = f"{runtime_name}://{cs.id}"
     restart_count = _restart_count(cs)
-    state: ContainerState
-    if cs.state is RuntimeState.RUNNING:
-        running = ContainerStateRunning(started_at=to_datetime(cs.started_at))
-        state = ContainerState(running=running)
-    elif cs.state is RuntimeState.CREATED:
-        # Created but not started: "waiting to be running", with no reason.
-        state = ContainerState(waiting=ContainerStateWaiting())
-    elif cs.state is RuntimeState.EXITED:
-        # Runtimes report Completed/Error/OOMKilled; one that leaves the reason
-        # empty gets containerd's words, so users always see a reason.
-        reason = cs.reason or ("Completed" if cs.exit_code == 0 else "Error")
-        state = ContainerState(
-            terminated=ContainerStateTerminated(
-                exit_code=cs.exit_code,
-                reason=reason,
-                message=cs.message,
-                started_at=to_datetime(cs.started_at),
-                finished_at=to_datetime(cs.finished_at),
-                container_id=cid,
-            )
-        )
-    elif old is not None and old.state.running is not None:
-        # It ran and the runtime lost track of it: "ran and failed" is not
-        # "never ran", so it is not shown as waiting (a run-once pod must not
-        # appear to be able to run twice).
-        state = ContainerState(
-            terminated=ContainerStateTerminated(
-                reason=CONTAINER_STATUS_UNKNOWN, message=_VANISHED_RUNNING, exit_code=137
-            )
-        )
+    state, vanished = _api_state(cs, old, cid, (old.state,) if old is not None else ())
+    if vanished and old is not None:
         restart_count = old.restart_count + 1
-    else:
-        state = ContainerState(waiting=ContainerStateWaiting())
-    started: bool | None = False
+    last_state = values.NO_STATE
+    if previous_attempt is not None:
+        priors = (old.last_state, old.state) if old is not None else ()
+        last_state, _ = _api_state(
+            previous_attempt, old, f"{runtime_name}://{previous_attempt.id}", priors
+        )
+    elif old is not None and values.is_empty_state(old.last_state):
+        last_state = old.last_state
+    started = False
     if state.running is not None:
         # The prober decides "started"; until it has, keep what was reported
         # for this very container, else report not started.
         started = bool(old.started) if old is not None and old.container_id == cid else False
+    image = cs.image or spec_image
+    if old is not None and values.is_status(
+        old,
+        name=cs.metadata.name,
+        state=state,
+        last_state=last_state,
+        restart_count=restart_count,
+        image=image,
+        image_id=cs.image_ref,
+        container_id=cid,
+        started=started,
+    ):
+        return old
     return ContainerStatus(
         name=cs.metadata.name,
         state=state,
+        last_state=last_state,
         restart_count=restart_count,
-        image=cs.image or spec_image,
+        image=image,
         image_id=cs.image_ref,
         container_id=cid,
         started=started,
@@ -257,111 +305,120 @@ def container_statuses(
     Returns:
         Init statuses in spec order, regular statuses sorted by name (as upstream).
     """
+    if not containers:
+        return ()  # (a pod without init containers: nothing to report)
     waiting = waiting or {}
     has_init = bool(pod.spec.init_containers)
-    default_reason = POD_INITIALIZING if has_init else CONTAINER_CREATING
+    default_state = values.waiting_state(POD_INITIALIZING if has_init else CONTAINER_CREATING)
     old_by_name = {s.name: s for s in previous}
-    runtime_statuses = runtime_status.container_statuses if runtime_status else ()
-    runtime_names = {cs.metadata.name for cs in runtime_statuses}
+    images = {c.name: c.image for c in containers}
+    # The newest two runtime containers of each name (runtime_status keeps them
+    # newest first): the current state and the last one.
+    attempts: dict[str, list[RuntimeContainerStatus]] = {}
+    for cs in runtime_status.container_statuses if runtime_status else ():
+        name = cs.metadata.name
+        if name in images:
+            found = attempts.get(name)
+            if found is None:
+                attempts[name] = [cs]
+            elif len(found) < 2:
+                found.append(cs)
 
     statuses: dict[str, ContainerStatus] = {}
     for c in containers:
-        status = ContainerStatus(
-            name=c.name,
-            image=c.image,
-            state=ContainerState(waiting=ContainerStateWaiting(reason=default_reason)),
-            started=False,
-        )
         old = old_by_name.get(c.name)
-        if old is not None:
-            if old.state.terminated is not None:
-                status = old
-            else:
-                status = attrs.evolve(
-                    status, restart_count=old.restart_count, last_state=old.last_state
-                )
-        statuses[c.name] = status
-
-    # A container that was running and is gone from the runtime terminated, even
-    # if nobody saw how: record that, so the pod does not fall back to Pending.
-    for c in containers:
-        if c.name in runtime_names:
-            continue
-        old = old_by_name.get(c.name)
-        if old is None or old.state.terminated is not None or old.state.running is None:
-            continue
-        status = statuses[c.name]
-        is_default = (
-            status.state.waiting is not None and status.state.waiting.reason == default_reason
-        )
-        if not is_default or status.last_state.terminated is not None:
-            continue
-        restarts = status.restart_count
-        if pod.metadata.deletion_timestamp is None:
-            restarts += 1
-        statuses[c.name] = attrs.evolve(
-            status,
-            last_state=ContainerState(
-                terminated=ContainerStateTerminated(
-                    reason=CONTAINER_STATUS_UNKNOWN, message=_VANISHED_DELETED, exit_code=137
-                )
-            ),
-            restart_count=restarts,
-        )
-
-    images = {c.name: c.image for c in containers}
-    seen: dict[str, int] = {}
-    # runtime_status keeps its container statuses newest first.
-    for cs in runtime_statuses:
-        name = cs.metadata.name
-        if name not in statuses or seen.get(name, 0) >= 2:
-            continue
-        converted = _convert(cs, images[name], old_by_name.get(name), runtime_name)
-        if seen.get(name, 0) == 0:
-            statuses[name] = converted
+        found = attempts.get(c.name)
+        if found is not None:
+            statuses[c.name] = _convert(
+                found[0],
+                images[c.name],
+                old,
+                runtime_name,
+                found[1] if len(found) > 1 else None,
+            )
+        elif old is not None and old.state.terminated is not None:
+            statuses[c.name] = old
         else:
-            statuses[name] = attrs.evolve(statuses[name], last_state=converted.state)
-        seen[name] = seen.get(name, 0) + 1
+            statuses[c.name] = _not_created(c, old, default_state, pod)
 
     for c in containers:
         if is_init:
-            found = runtime_status.find_container_status(c.name) if runtime_status else None
-            if found is not None and found.state is RuntimeState.EXITED and found.exit_code == 0:
+            found_cs = runtime_status.find_container_status(c.name) if runtime_status else None
+            if (
+                found_cs is not None
+                and found_cs.state is RuntimeState.EXITED
+                and found_cs.exit_code == 0
+            ):
                 continue
             current = statuses[c.name]
             if (
-                found is None
+                found_cs is None
                 and not c.is_sidecar
                 and current.state.waiting is not None
                 and _any_regular_container_created(pod, runtime_status)
             ):
-                statuses[c.name] = attrs.evolve(
-                    current,
-                    state=ContainerState(
-                        terminated=ContainerStateTerminated(
-                            reason="Completed", message=_INIT_INFERRED, exit_code=0
-                        )
-                    ),
+                inferred = ContainerState(
+                    terminated=ContainerStateTerminated(
+                        reason="Completed", message=_INIT_INFERRED, exit_code=0
+                    )
                 )
+                statuses[c.name] = values.with_states(current, inferred, current.last_state)
                 continue
         if c.name not in waiting or not container_should_be_restarted(c, pod, runtime_status):
             continue
         reason, message = waiting[c.name]
         status = statuses[c.name]
-        if status.state.terminated is not None:
-            status = attrs.evolve(status, last_state=status.state)
-        statuses[c.name] = attrs.evolve(
-            status,
-            state=ContainerState(waiting=ContainerStateWaiting(reason=reason, message=message)),
-        )
+        last_state = status.state if status.state.terminated is not None else status.last_state
+        state = ContainerState(waiting=ContainerStateWaiting(reason=reason, message=message))
+        statuses[c.name] = values.with_states(status, state, last_state)
 
     if is_init:
         return tuple(statuses[c.name] for c in containers)
     return tuple(sorted(statuses.values(), key=lambda s: s.name))
 
 
-def _find(statuses: Iterable[ContainerStatus], name: str) -> ContainerStatus | None:
-    return next((s for s in statuses if s.name == name), None)
+def _not_created(
+    c: Container, old: ContainerStatus | None, default_state: ContainerState, pod: Pod
+) -> ContainerStatus:
+    """The status of a container the runtime holds none of (and that did not end)."""
+    if old is None:
+        return ContainerStatus(
+            name=c.name,
+            image=c.image,
+            state=default_state,
+            last_state=values.NO_STATE,
+            started=False,
+        )
+    last_state = old.last_state
+    restart_count = old.restart_count
+    if old.state.running is not None and last_state.terminated is None:
+        # It was running and is gone from the runtime: it terminated, even if
+        # nobody saw how. Recorded, so the pod does not fall back to Pending.
+        last_state = ContainerState(
+            terminated=ContainerStateTerminated(
+                reason=CONTAINER_STATUS_UNKNOWN, message=_VANISHED_DELETED, exit_code=137
+            )
+        )
+        if pod.metadata.deletion_timestamp is None:
+            restart_count += 1
+    elif values.is_status(
+        old,
+        name=c.name,
+        state=default_state,
+        last_state=last_state,
+        restart_count=restart_count,
+        image=c.image,
+        started=False,
+    ):
+        return old
+    return ContainerStatus(
+        name=c.name,
+        image=c.image,
+        state=default_state,
+        last_state=last_state,
+        restart_count=restart_count,
+        started=False,
+    )
 
 
 def pod_ready_to_start_containers(pod: Pod, runtime_status: PodRuntimeStatus | None) -> bool:
@@ -383,12 +440,12 @@ def pod_ready_to_start_containers(pod: Pod, runtime_status: PodRuntimeStatus | N
 
 
 def _containers_ready(
-    pod: Pod, statuses: Sequence[ContainerStatus], phase: str
+    pod: Pod, by_name: Mapping[str, ContainerStatus], phase: str
 ) -> tuple[str, str, str]:
     unknown: list[str] = []
     unready: list[str] = []
     for c in (*pod.spec.sidecars, *pod.spec.containers):
-        status = _find(statuses, c.name)
+        status = by_name.get(c.name)
         if status is None:
             unknown.append(c.name)
         elif not status.ready:
@@ -407,11 +464,16 @@ def _containers_ready(
     return "True", "", ""
 
 
-def _initialized(pod: Pod, statuses: Sequence[ContainerStatus], phase: str) -> tuple[str, str, str]:
+def _initialized(
+    pod: Pod,
+    statuses: Sequence[ContainerStatus],
+    by_name: Mapping[str, ContainerStatus],
+    phase: str,
+) -> tuple[str, str, str]:
     unknown: list[str] = []
     incomplete: list[str] = []
     for c in pod.spec.init_containers:
-        status = _find(statuses, c.name)
+        status = by_name.get(c.name)
         if status is None:
             unknown.append(c.name)
             continue
@@ -471,41 +533,76 @@ def pod_conditions(
     keeps its ``lastTransitionTime`` from ``previous``; a changed one gets ``now``.
     """
     before = previous.conditions if previous else ()
+    return _conditions(
+        pod,
+        status.phase,
+        (*status.init_container_statuses, *status.container_statuses),
+        runtime_status,
+        before,
+        now,
+    )
+
+
+def _conditions(
+    pod: Pod,
+    phase: str,
+    all_statuses: Sequence[ContainerStatus],
+    runtime_status: PodRuntimeStatus | None,
+    before: tuple[PodCondition, ...],
+    now: _dt.datetime | None,
+) -> tuple[PodCondition, ...]:
+    # pod_conditions' work; ``before`` itself when every condition is unchanged.
     kept = [c for c in before if c.type not in KUBELET_CONDITIONS]
-    all_statuses = (*status.init_container_statuses, *status.container_statuses)
-    cready = _containers_ready(pod, all_statuses, status.phase)
+    by_name = _first_by_name(all_statuses)
+    cready = _containers_ready(pod, by_name, phase)
     generated = [
         (
             POD_READY_TO_START_CONTAINERS,
             ("True" if pod_ready_to_start_containers(pod, runtime_status) else "False", "", ""),
         ),
-        (INITIALIZED, _initialized(pod, all_statuses, status.phase)),
+        (INITIALIZED, _initialized(pod, all_statuses, by_name, phase)),
         (READY, _ready(pod, kept, cready)),
         (CONTAINERS_READY, cready),
         (POD_SCHEDULED, ("True", "", "")),
     ]
     # The transition times are merged as merge_transition_times does, but while
     # each condition is made: statuses are generated on every sync, and making
-    # each condition twice (then evolving it) was a good part of their cost.
+    # each condition twice (then copying it) was a good part of their cost. A
+    # condition equal to its predecessor is the predecessor.
     by_type = {c.type: c for c in before}
-    conditions = merge_transition_times(kept, before, now)
+    conditions = list(merge_transition_times(kept, before, now)) if kept else []
     for ctype, (st, reason, message) in generated:
         old = by_type.get(ctype)
         when: _dt.datetime | None
         if old is not None and old.status == st and old.last_transition_time is not None:
+            if (
+                old.reason == reason
+                and old.message == message
+                and old.last_probe_time is None
+                and values.is_empty(old.extra)
+                and type(old.status) is str
+            ):
+                conditions.append(old)
+                continue
             when = old.last_transition_time
         else:
             when = now
-        conditions += (
+        conditions.append(
             PodCondition(
                 type=ctype,
                 status=st,
                 reason=reason,
                 message=message,
                 last_transition_time=when,
-            ),
+            )
         )
-    return conditions
+    if (
+        type(before) is tuple
+        and len(conditions) == len(before)
+        and all(a is b for a, b in zip(conditions, before, strict=True))
+    ):
+        return before
+    return tuple(conditions)
 
 
 def merge_transition_times(
@@ -524,9 +621,9 @@ def merge_transition_times(
         old = before.get(c.type)
         if old is not None and old.status == c.status and old.last_transition_time is not None:
             if c.last_transition_time is not old.last_transition_time:
-                c = attrs.evolve(c, last_transition_time=old.last_transition_time)
+                c = values.with_transition_time(c, old.last_transition_time)
         elif c.last_transition_time is None and now is not None:
-            c = attrs.evolve(c, last_transition_time=now)
+            c = values.with_transition_time(c, now)
         merged.append(c)
     return tuple(merged)
 
@@ -538,10 +635,14 @@ def _succeeded_init_ready(
     # Initialized depends on it, so the rule is applied whatever fold_probes did.
     sidecars = {c.name for c in pod.spec.sidecars}
     out = []
+    changed = False
     for s in statuses:
         done = s.state.terminated is not None and s.state.terminated.exit_code == 0
-        out.append(attrs.evolve(s, ready=True) if done and s.name not in sidecars else s)
-    return tuple(out)
+        if done and s.name not in sidecars and s.ready is not True:
+            s = values.with_ready(s)
+            changed = True
+        out.append(s)
+    return tuple(out) if changed else tuple(statuses)
 
 
 def generate_pod_status(
@@ -621,26 +722,42 @@ def generate_pod_status(
     if pod.status.phase in TERMINAL_PHASES and phase != pod.status.phase:
         phase = pod.status.phase  # the API server has it terminal: no way back
     start_time = old.start_time or pod.status.start_time or now
-    status = PodStatus(
+    generated = PodStatus(
         phase=phase,
         reason=reason,
         message=message,
         host_ip=host_ip,
-        host_ips=(PodIP(ip=host_ip),) if host_ip else (),
+        host_ips=values.host_ips(host_ip, old.host_ips),
         pod_ip=ips[0] if ips else "",
-        pod_ips=tuple(PodIP(ip=ip) for ip in ips),
+        pod_ips=values.pod_ips(ips, old.pod_ips),
         start_time=start_time,
         init_container_statuses=inits,
         container_statuses=regular,
-        qos_class=qos_class(pod),
+        qos_class=values.pod_qos_class(pod),
         nominated_node_name=old.nominated_node_name,
     )
-    if fold_probes is not None:
-        status = fold_probes(pod, status)
-    if status.init_container_statuses:
-        status = attrs.evolve(
-            status,
-            init_container_statuses=_succeeded_init_ready(pod, status.init_container_statuses),
-        )
-    conditions = pod_conditions(pod, status, runtime_status, previous=old, now=now)
-    return attrs.evolve(status, conditions=conditions)
+    status = fold_probes(pod, generated) if fold_probes is not None else generated
+    inits = status.init_container_statuses
+    if inits:
+        inits = _succeeded_init_ready(pod, inits)
+    # Statuses equal to the previous ones are the previous ones: an unchanged pod
+    # then gets its previous status back, and comparing it costs nothing.
+    inits = values.reuse_statuses(inits, old.init_container_statuses)
+    regular = values.reuse_statuses(status.container_statuses, old.container_statuses)
+    conditions = _conditions(
+        pod, status.phase, (*inits, *regular), runtime_status, old.conditions, now
+    )
+    if values.is_pod_status_with(
+        old,
+        status,
+        init_container_statuses=inits,
+        container_statuses=regular,
+        conditions=conditions,
+    ):
+        return old
+    return values.with_parts(
+        status,
+        init_container_statuses=inits,
+        container_statuses=regular,
+        conditions=conditions,
+    )

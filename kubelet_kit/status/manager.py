@@ -58,6 +58,23 @@ def _unknown_terminated() -> ContainerState:
     )
 
 
+def _over(message: str, limit: int) -> bool:
+    # Whether the message is longer than ``limit`` bytes in UTF-8. An ASCII
+    # message (the usual one) has as many bytes as characters: no need to encode.
+    if message.isascii():
+        return len(message) > limit
+    return len(message.encode()) > limit
+
+
+def _needs_cap(statuses: tuple[ContainerStatus, ...], limit: int) -> bool:
+    for cs in statuses:
+        for state in (cs.state, cs.last_state):
+            terminated = state.terminated
+            if terminated is not None and _over(terminated.message, limit):
+                return True
+    return False
+
+
 def _capped_state(state: ContainerState, limit: int) -> ContainerState:
     terminated = state.terminated
     if terminated is None:
@@ -79,6 +96,12 @@ def cap_termination_messages(pod: Pod, status: PodStatus) -> PodStatus:
     count = len(pod.spec.containers) + len(pod.spec.init_containers)
     if count:
         share //= count
+    if not (
+        _needs_cap(status.init_container_statuses, share)
+        or _needs_cap(status.container_statuses, share)
+        or _needs_cap(status.ephemeral_container_statuses, share)
+    ):
+        return status  # (the usual case: checked without copying anything)
 
     def capped(statuses: tuple[ContainerStatus, ...]) -> tuple[ContainerStatus, ...]:
         out = []
@@ -236,7 +259,6 @@ class StatusManager:
         return _dt.datetime.fromtimestamp(self._clock.now(), tz=_dt.UTC)
 
     def _normalise(self, pod: Pod, status: PodStatus, old: PodStatus | None) -> PodStatus:
-        now = self._now()
         status = cap_termination_messages(pod, status)
         base = old if old is not None else pod.status
         if base.phase in TERMINAL_PHASES and status.phase != base.phase:
@@ -244,7 +266,14 @@ class StatusManager:
             status = attrs.evolve(
                 status, phase=base.phase, reason=base.reason, message=base.message
             )
-        start_time = base.start_time or status.start_time or now
+        start_time = base.start_time or status.start_time
+        now: _dt.datetime | None = None
+        if start_time is None or any(c.last_transition_time is None for c in status.conditions):
+            # The clock is read only when something takes the time (with every
+            # condition timed, merge_transition_times never uses it).
+            now = self._now()
+        if start_time is None:
+            start_time = now
         conditions = merge_transition_times(status.conditions, base.conditions, now)
         if start_time is status.start_time and all(
             a is b for a, b in zip(conditions, status.conditions, strict=True)
@@ -283,8 +312,8 @@ class StatusManager:
             log.warning("pod %s: status update refused: %s", pod.full_name, problem)
             return False
         status = self._normalise(pod, status, old)
-        if old is not None and status == old:
-            if entry is not None and entry[0] != pod:
+        if old is not None and (status is old or status == old):
+            if entry is not None and entry[0] is not pod and entry[0] != pod:
                 self._statuses[pod.uid] = (pod, status)  # newer spec, same status
             return False
         self._statuses[pod.uid] = (pod, status)
