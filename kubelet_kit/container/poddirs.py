@@ -10,6 +10,7 @@ the pod sync), so the layout is named once, here.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Final
@@ -24,9 +25,21 @@ POD_CONTAINERS_DIR: Final = "containers"
 
 def pod_dir(root_dir: str | os.PathLike[str], uid: str) -> Path:
     """``<root_dir>/pods/<uid>``, the pod's directory (the kubelet's ``getPodDir``)."""
-    return Path(root_dir, "pods", uid)
+    return _pod_dir(os.fspath(root_dir), uid)
 
 
 def pod_container_dir(root_dir: str | os.PathLike[str], uid: str, container_name: str) -> Path:
     """``<root_dir>/pods/<uid>/containers/<name>`` (the kubelet's ``getPodContainerDir``)."""
+    return _pod_container_dir(os.fspath(root_dir), uid, container_name)
+
+
+# Each container start asks for both, and a Path costs microseconds to parse: the
+# few live pods' paths (immutable values) are kept.
+@functools.lru_cache(maxsize=1024)
+def _pod_dir(root_dir: str, uid: str) -> Path:
+    return Path(root_dir, "pods", uid)
+
+
+@functools.lru_cache(maxsize=2048)
+def _pod_container_dir(root_dir: str, uid: str, container_name: str) -> Path:
     return Path(root_dir, "pods", uid, POD_CONTAINERS_DIR, container_name)
