@@ -224,3 +224,29 @@ def test_files_go_with_the_pod_but_volumes_are_left(tmp_path: Path) -> None:
     podfiles.remove_pod_files(tmp_path, pod.uid)
     assert not base.exists()
     podfiles.remove_pod_files(tmp_path, pod.uid)  # idempotent
+
+
+# ------------------------------------------------------------------ directories
+
+
+def test_make_dir_says_whether_it_made_the_directory(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        target = tmp_path / "a" / "b" / "c"
+        assert podfiles.make_dir(str(target), 0o750) is True
+        assert podfiles.make_dir(str(target), 0o750) is False
+    finally:
+        os.umask(old)
+    # The leaf has the mode asked for; the parents made on the way, the default
+    # (what os.makedirs gives them).
+    assert stat.S_IMODE(target.stat().st_mode) == 0o750
+    assert stat.S_IMODE((tmp_path / "a" / "b").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o755
+
+
+def test_make_dir_refuses_what_is_not_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileExistsError):
+        podfiles.make_dir(str(tmp_path / "file"), 0o750)
+    with pytest.raises(NotADirectoryError):
+        podfiles.make_dir(str(tmp_path / "file" / "below"), 0o750)

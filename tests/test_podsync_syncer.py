@@ -98,6 +98,23 @@ def test_restart_count_from_log_dir(tmp_path: Path) -> None:
     assert restart_count_from_log_dir(str(tmp_path)) == 2
 
 
+async def test_a_container_the_runtime_forgot_continues_its_logs(env: Env, tmp_path: Path) -> None:
+    # Logs left by earlier instances (the runtime lost them, a node reboot): the
+    # new instance's restart count follows them, so its log overwrites none.
+    pod = mkpod()
+    log_dir = Path(configs.pod_log_directory(str(tmp_path), pod)) / "app"
+    log_dir.mkdir(parents=True)
+    (log_dir / "0.log").write_text("")
+    (log_dir / "1.log").write_text("")
+    await env.syncer.sync_pod(UpdateType.CREATE, pod)
+    (app,) = await env.containers("app")
+    assert app.metadata.attempt == 2
+    # A new pod's directory is made with its first container, which starts at 0.
+    other = attrs.evolve(pod, metadata=ObjectMeta(name="w2", namespace="ns", uid="u2"))
+    await env.syncer.sync_pod(UpdateType.CREATE, other)
+    assert sorted(c.metadata.attempt for c in await env.containers("app")) == [0, 2]
+
+
 async def test_fresh_status_is_written_to_the_pod_cache(env: Env, tmp_path: Path) -> None:
     cache = PodCache()
     syncer = RuntimePodSyncer(

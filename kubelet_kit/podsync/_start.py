@@ -195,24 +195,19 @@ class _Starter:
         except KubeletKitError as exc:
             return self._fail(container, configs.CREATE_CONTAINER_CONFIG_ERROR, str(exc))
         log_dir = os.path.join(configs.pod_log_directory(s.pod_logs_dir, pod), container.name)
-        if newest is not None:
-            restart_count = _restart_count(newest)
-        else:
-            restart_count = restart_count_from_log_dir(log_dir)
         try:
-            try:
-                os.mkdir(log_dir, 0o755)
-            except FileNotFoundError:  # the pod's first container: its directory too
-                os.makedirs(log_dir, 0o755, exist_ok=True)
-            except FileExistsError:  # a restart, or an earlier agent's
-                if not os.path.isdir(log_dir):
-                    raise
+            made = podfiles.make_dir(log_dir, 0o755)
         except OSError as exc:
             return self._fail(
                 container,
                 configs.CREATE_CONTAINER_CONFIG_ERROR,
                 f"create container log directory for container {container.name} failed: {exc}",
             )
+        if newest is not None:
+            restart_count = _restart_count(newest)
+        else:
+            # A directory made just now holds no earlier logs.
+            restart_count = 0 if made else restart_count_from_log_dir(log_dir)
         kubelet_mounts = []
         if s.root_dir is not None:
             hostname, domain = configs.pod_hostname_and_domain(pod, s.cluster_domain)
