@@ -136,3 +136,19 @@ async def test_every_admission_rejection_records_a_warning_event() -> None:
         assert [(e.type, e.reason, f"Pod was rejected: {e.message}") for e in events] == [
             ("Warning", "OutOfpods", status.message)
         ]
+
+
+def test_admission_leaves_the_pod_out_of_the_active_pods_unless_it_is_new() -> None:
+    from kubelet_kit.eviction import StubEvictionManager
+    from kubelet_kit.node.admission import admit_pod
+    from kubelet_kit.testing.builders import make_pod
+
+    cm = StubContainerManager(max_pods=1)
+    em = StubEvictionManager()
+    pod, other = make_pod(name="a", uid="ua"), make_pod(name="b", uid="ub")
+    # An admitted pod weighed again (an update) does not count against itself...
+    again = admit_pod(pod, [pod], eviction_manager=em, container_manager=cm)
+    assert again.admit
+    # ...and a new one is weighed against the others as they are.
+    new = admit_pod(pod, [other], eviction_manager=em, container_manager=cm, pod_is_new=True)
+    assert (new.admit, new.reason) == (False, "OutOfpods")

@@ -19,12 +19,16 @@ def admit_pod(
     *,
     eviction_manager: EvictionManager,
     container_manager: ContainerManager,
+    pod_is_new: bool = False,
 ) -> AdmitResult:
     """Ask the eviction manager (node pressure), then the container manager
     (resources, pod count, devices, topology), whether ``pod`` may run beside
     ``active_pods``; the first refusal is the answer. ``pod`` itself is left out of
-    ``active_pods`` if it is there (an update of an admitted pod). A pod served with
-    values the agent could not read (``Pod.problems``) is refused before either."""
+    ``active_pods`` if it is there (an update of an admitted pod), unless
+    ``pod_is_new`` says it cannot be (a pod being added: the list is then not
+    copied, which in a burst of additions would cost time growing with the
+    square of their number). A pod served with values the agent could not read
+    (``Pod.problems``) is refused before either."""
     if pod.problems:
         return AdmitResult.refuse(
             "UnexpectedAdmissionError", "; ".join(str(e) for e in pod.problems)
@@ -32,6 +36,8 @@ def admit_pod(
     result = eviction_manager.admit(pod)
     if not result.admit:
         return result
+    if pod_is_new:
+        return container_manager.admit_pod(pod, active_pods)
     uid = pod.metadata.uid
     others = [p for p in active_pods if p.metadata.uid != uid]
     return container_manager.admit_pod(pod, others)

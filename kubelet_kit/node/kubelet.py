@@ -374,10 +374,10 @@ class KubeletCore:
     def _add_pod(self, pod: Pod, active: list[Pod]) -> bool:
         """Admit and start a new pod; returns whether it was admitted."""
         uid = pod.metadata.uid
-        self._pods[uid] = pod
+        known, self._pods[uid] = uid in self._pods, pod
         if self.workers.is_finished(uid) or uid in self._rejected:
             return False  # a uid that ran to completion never starts again
-        result = self.admit(pod, active)
+        result = self.admit(pod, active, pod_is_new=not known)
         if not result.admit:
             # The kubelet's rejectPod: a Warning event; Failed is reported, so deletes end.
             self._rejected.add(uid)
@@ -398,15 +398,15 @@ class KubeletCore:
         self.workers.update_pod(pod, UpdateType.CREATE)
         return True
 
-    def admit(self, pod: Pod, active_pods: Sequence[Pod] | None = None) -> AdmitResult:
+    def admit(
+        self, pod: Pod, active_pods: Sequence[Pod] | None = None, *, pod_is_new: bool = False
+    ) -> AdmitResult:
         """Whether ``pod`` may run beside ``active_pods`` (default: the pods active
         now); see :func:`~kubelet_kit.node.admission.admit_pod`."""
         active = self.active_pods() if active_pods is None else active_pods
+        em, cm = self.eviction_manager, self.container_manager
         return admit_pod(
-            pod,
-            active,
-            eviction_manager=self.eviction_manager,
-            container_manager=self.container_manager,
+            pod, active, eviction_manager=em, container_manager=cm, pod_is_new=pod_is_new
         )
 
     async def _pleg_loop(self) -> None:
