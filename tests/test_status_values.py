@@ -318,3 +318,12 @@ def test_merged_transition_times_keep_every_other_field_of_the_condition() -> No
     assert merged == attrs.evolve(condition, last_transition_time=NOW)
     (merged,) = merge_transition_times([condition], [], LATER)
     assert merged == attrs.evolve(condition, last_transition_time=LATER)
+
+
+def test_with_life_changes_the_four_fields_and_keeps_every_other() -> None:
+    old = ContainerStatus(**FULL_STATUS_FIELDS)
+    running = ContainerState(running=ContainerStateRunning(started_at=NOW))
+    copy = old.with_life(running, old.state, not old.ready, not old.started)
+    assert copy == attrs.evolve(
+        old, state=running, last_state=old.state, ready=not old.ready, started=not old.started
+    )

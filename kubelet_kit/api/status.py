@@ -113,6 +113,34 @@ class ContainerStatus(Model):
     allocated_resources: Mapping[str, Quantity] = attrs.field(factory=dict)
     resources: Mapping[str, Any] | None = None
 
+    def with_life(
+        self,
+        state: ContainerState,
+        last_state: ContainerState,
+        ready: bool,
+        started: bool | None,
+    ) -> ContainerStatus:
+        """A copy with the four fields a container's life changes (``state``,
+        ``lastState``, ``ready``, ``started``), every other field kept.
+
+        Status generation copies statuses many times a second; this calls the
+        constructor directly, where ``attrs.evolve`` looks the fields up each time.
+        """
+        return ContainerStatus(
+            extra=self.extra,
+            name=self.name,
+            state=state,
+            last_state=last_state,
+            ready=ready,
+            restart_count=self.restart_count,
+            image=self.image,
+            image_id=self.image_id,
+            container_id=self.container_id,
+            started=started,
+            allocated_resources=self.allocated_resources,
+            resources=self.resources,
+        )
+
 
 @attrs.frozen(kw_only=True)
 class PodStatus(Model):

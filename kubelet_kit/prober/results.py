@@ -202,18 +202,5 @@ def _fold_all(
             continue  # (a value: the same one serves, and costs no copy)
         if folded is None:
             folded = list(statuses)
-        folded[i] = ContainerStatus(
-            extra=cs.extra,
-            name=cs.name,
-            state=cs.state,
-            last_state=cs.last_state,
-            ready=ready,
-            restart_count=cs.restart_count,
-            image=cs.image,
-            image_id=cs.image_id,
-            container_id=cs.container_id,
-            started=started,
-            allocated_resources=cs.allocated_resources,
-            resources=cs.resources,
-        )
+        folded[i] = cs.with_life(cs.state, cs.last_state, ready, started)
     return statuses if folded is None else folded

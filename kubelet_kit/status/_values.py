@@ -155,44 +155,6 @@ def is_status(
     )
 
 
-def with_states(
-    status: ContainerStatus, state: ContainerState, last_state: ContainerState
-) -> ContainerStatus:
-    """``status`` with another ``state`` and ``lastState``."""
-    return ContainerStatus(
-        extra=status.extra,
-        name=status.name,
-        state=state,
-        last_state=last_state,
-        ready=status.ready,
-        restart_count=status.restart_count,
-        image=status.image,
-        image_id=status.image_id,
-        container_id=status.container_id,
-        started=status.started,
-        allocated_resources=status.allocated_resources,
-        resources=status.resources,
-    )
-
-
-def with_ready(status: ContainerStatus) -> ContainerStatus:
-    """``status`` marked ready."""
-    return ContainerStatus(
-        extra=status.extra,
-        name=status.name,
-        state=status.state,
-        last_state=status.last_state,
-        ready=True,
-        restart_count=status.restart_count,
-        image=status.image,
-        image_id=status.image_id,
-        container_id=status.container_id,
-        started=status.started,
-        allocated_resources=status.allocated_resources,
-        resources=status.resources,
-    )
-
-
 def with_transition_time(condition: PodCondition, when: _dt.datetime | None) -> PodCondition:
     """``condition`` with another ``lastTransitionTime``."""
     return PodCondition(

@@ -362,7 +362,9 @@ def container_statuses(
                         reason="Completed", message=_INIT_INFERRED, exit_code=0
                     )
                 )
-                statuses[c.name] = values.with_states(current, inferred, current.last_state)
+                statuses[c.name] = current.with_life(
+                    inferred, current.last_state, current.ready, current.started
+                )
                 continue
         if c.name not in waiting or not container_should_be_restarted(c, pod, runtime_status):
             continue
@@ -370,7 +372,7 @@ def container_statuses(
         status = statuses[c.name]
         last_state = status.state if status.state.terminated is not None else status.last_state
         state = ContainerState(waiting=ContainerStateWaiting(reason=reason, message=message))
-        statuses[c.name] = values.with_states(status, state, last_state)
+        statuses[c.name] = status.with_life(state, last_state, status.ready, status.started)
 
     if is_init:
         return tuple(statuses[c.name] for c in containers)
@@ -639,7 +641,7 @@ def _succeeded_init_ready(
     for s in statuses:
         done = s.state.terminated is not None and s.state.terminated.exit_code == 0
         if done and s.name not in sidecars and s.ready is not True:
-            s = values.with_ready(s)
+            s = s.with_life(s.state, s.last_state, True, s.started)
             changed = True
         out.append(s)
     return tuple(out) if changed else tuple(statuses)
