@@ -327,3 +327,13 @@ def test_with_life_changes_the_four_fields_and_keeps_every_other() -> None:
     assert copy == attrs.evolve(
         old, state=running, last_state=old.state, ready=not old.ready, started=not old.started
     )
+
+
+def test_with_parts_changes_the_three_parts_and_keeps_every_other() -> None:
+    old = PodStatus(**FULL_POD_STATUS_FIELDS)
+    cs = (ContainerStatus(name="app"),)
+    cond = (PodCondition(type="Ready", status="True"),)
+    copy = old.with_parts(cs, cs, cond)
+    assert copy == attrs.evolve(
+        old, init_container_statuses=cs, container_statuses=cs, conditions=cond
+    )

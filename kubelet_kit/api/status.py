@@ -161,6 +161,32 @@ class PodStatus(Model):
     ephemeral_container_statuses: tuple[ContainerStatus, ...] = ()
     qos_class: str = ""
 
+    def with_parts(
+        self,
+        init_container_statuses: tuple[ContainerStatus, ...],
+        container_statuses: tuple[ContainerStatus, ...],
+        conditions: tuple[PodCondition, ...],
+    ) -> PodStatus:
+        """A copy with other container statuses and conditions, every other field
+        kept (a direct constructor call, as :meth:`ContainerStatus.with_life`)."""
+        return PodStatus(
+            extra=self.extra,
+            phase=self.phase,
+            conditions=conditions,
+            message=self.message,
+            reason=self.reason,
+            nominated_node_name=self.nominated_node_name,
+            host_ip=self.host_ip,
+            host_ips=self.host_ips,
+            pod_ip=self.pod_ip,
+            pod_ips=self.pod_ips,
+            start_time=self.start_time,
+            init_container_statuses=init_container_statuses,
+            container_statuses=container_statuses,
+            ephemeral_container_statuses=self.ephemeral_container_statuses,
+            qos_class=self.qos_class,
+        )
+
     def condition(self, type_: str) -> PodCondition | None:
         """The condition of that type, or None."""
         return next((c for c in self.conditions if c.type == type_), None)

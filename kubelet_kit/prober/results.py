@@ -155,23 +155,7 @@ def fold_pod_status(
         inits = _fold_all(inits, sidecars, result_of, has_worker, trigger, init=True)
     if regular is status.container_statuses and inits is status.init_container_statuses:
         return status, trigger
-    folded = PodStatus(
-        extra=status.extra,
-        phase=status.phase,
-        conditions=status.conditions,
-        message=status.message,
-        reason=status.reason,
-        nominated_node_name=status.nominated_node_name,
-        host_ip=status.host_ip,
-        host_ips=status.host_ips,
-        pod_ip=status.pod_ip,
-        pod_ips=status.pod_ips,
-        start_time=status.start_time,
-        init_container_statuses=tuple(inits),
-        container_statuses=tuple(regular),
-        ephemeral_container_statuses=status.ephemeral_container_statuses,
-        qos_class=status.qos_class,
-    )
+    folded = status.with_parts(tuple(inits), tuple(regular), status.conditions)
     return folded, trigger
 
 

@@ -168,33 +168,6 @@ def with_transition_time(condition: PodCondition, when: _dt.datetime | None) -> 
     )
 
 
-def with_parts(
-    status: PodStatus,
-    *,
-    init_container_statuses: tuple[ContainerStatus, ...],
-    container_statuses: tuple[ContainerStatus, ...],
-    conditions: tuple[PodCondition, ...],
-) -> PodStatus:
-    """``status`` with other container statuses and conditions."""
-    return PodStatus(
-        extra=status.extra,
-        phase=status.phase,
-        conditions=conditions,
-        message=status.message,
-        reason=status.reason,
-        nominated_node_name=status.nominated_node_name,
-        host_ip=status.host_ip,
-        host_ips=status.host_ips,
-        pod_ip=status.pod_ip,
-        pod_ips=status.pod_ips,
-        start_time=status.start_time,
-        init_container_statuses=init_container_statuses,
-        container_statuses=container_statuses,
-        ephemeral_container_statuses=status.ephemeral_container_statuses,
-        qos_class=status.qos_class,
-    )
-
-
 def is_pod_status_with(
     old: PodStatus,
     status: PodStatus,
@@ -203,7 +176,7 @@ def is_pod_status_with(
     container_statuses: tuple[ContainerStatus, ...],
     conditions: tuple[PodCondition, ...],
 ) -> bool:
-    """Whether ``old`` equals :func:`with_parts` of these (the three tuples must be
+    """Whether ``old`` equals ``status.with_parts`` of these (the three tuples must be
     ``old``'s own objects)."""
     return (
         init_container_statuses is old.init_container_statuses

@@ -757,9 +757,4 @@ def generate_pod_status(
         conditions=conditions,
     ):
         return old
-    return values.with_parts(
-        status,
-        init_container_statuses=inits,
-        container_statuses=regular,
-        conditions=conditions,
-    )
+    return status.with_parts(inits, regular, conditions)
