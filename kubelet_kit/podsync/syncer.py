@@ -320,7 +320,8 @@ class RuntimePodSyncer(_Killer):
         """Make the runtime match ``pod`` (see the module docstring).
 
         Blocks while the runtime works. Idempotent in effect: a second call with
-        nothing changed does nothing but read statuses.
+        nothing changed does nothing but read statuses (from the pod cache, when
+        it holds one observed after the syncer last acted on the pod).
 
         Raises:
             PodSyncError: volumes did not mount (``FailedMount``) or the sandbox
