@@ -17,6 +17,7 @@ import pytest
 from _podsync_syncer_helpers import Env, make_env, mkcontainer, mkpod, shutdown
 
 from kubelet_kit.api import ObjectMeta, PodStatus
+from kubelet_kit.container import labels as kl
 from kubelet_kit.container.interfaces import ContainerState, DNSConfig
 from kubelet_kit.errors import PodSyncError
 from kubelet_kit.node.podworkers import UpdateType, WorkerPhase
@@ -212,6 +213,24 @@ async def test_liveness_failure_restarts_the_container(env: Env) -> None:
     # The failed result belongs to the old container: the new one stays.
     await env.syncer.sync_pod(UpdateType.SYNC, pod)
     assert len(await env.containers("app")) == 2
+
+
+async def test_probe_results_are_each_pods_own(env: Env) -> None:
+    pod = mkpod()
+    other = attrs.evolve(pod, metadata=ObjectMeta(name="w2", namespace="ns", uid="u2"))
+    await env.syncer.sync_pod(UpdateType.CREATE, pod)
+    await env.syncer.sync_pod(UpdateType.CREATE, other)
+    mine = [c for c in await env.containers("app") if c.labels[kl.POD_UID] == "u1"]
+    env.syncer.record_probe_result(
+        ProbeUpdate("u1", "app", mine[0].id, ProbeKind.LIVENESS, ProbeResult.FAILURE)
+    )
+    # The other pod's sync and its end leave this pod's failure in place...
+    await env.syncer.sync_pod(UpdateType.SYNC, other)
+    env.syncer.forget_pod(other)
+    await env.syncer.sync_pod(UpdateType.SYNC, pod)
+    # ...so this pod's container is restarted, and the other's is not.
+    by_pod = [c.labels[kl.POD_UID] for c in await env.containers("app")]
+    assert sorted(by_pod) == ["u1", "u1", "u2"]
 
 
 # ---------------------------------------------------------- init containers, sidecars

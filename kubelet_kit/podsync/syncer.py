@@ -285,7 +285,8 @@ class RuntimePodSyncer(_Killer):
         # kubelet's reasonCache): shown as the waiting reason until it starts.
         self._reasons: dict[str, dict[str, tuple[str, str]]] = {}
         # Latest liveness/startup result per (pod uid, container id, kind).
-        self._probes: dict[tuple[str, str, ProbeKind], ProbeResult] = {}
+        # (By pod: a sync looks at its own pod's only.)
+        self._probes: dict[str, dict[tuple[str, ProbeKind], ProbeResult]] = {}
         # The read that ended each pod's completed termination, used once by the
         # cleanup that the pod worker runs straight after it.
         self._stopped_reads: dict[str, PodRuntimeStatus] = {}
@@ -297,7 +298,8 @@ class RuntimePodSyncer(_Killer):
         next sync kill and restart the container. Never blocks."""
         if update.kind is ProbeKind.READINESS:
             return
-        self._probes[(update.pod_uid, update.container_id, update.kind)] = update.result
+        results = self._probes.setdefault(update.pod_uid, {})
+        results[(update.container_id, update.kind)] = update.result
 
     def _event(
         self, pod: Pod, event_type: str, reason: str, message: str, container: str = ""
@@ -505,8 +507,7 @@ class RuntimePodSyncer(_Killer):
         self._reasons.pop(md.uid, None)
         self._stopped_reads.pop(md.uid, None)
         self._acted_at.pop(md.uid, None)
-        for key in [k for k in self._probes if k[0] == md.uid]:
-            del self._probes[key]
+        self._probes.pop(md.uid, None)
 
     # -- reading -------------------------------------------------------------------
 
@@ -569,15 +570,12 @@ class RuntimePodSyncer(_Killer):
         uid = pod.uid
         # Results of containers the runtime no longer holds can never matter again.
         known = {c.id for c in status.container_statuses}
-        for key in [k for k in self._probes if k[0] == uid and k[1] not in known]:
-            del self._probes[key]
+        results = self._probes.get(uid, {})
+        for key in [k for k in results if k[0] not in known]:
+            del results[key]
 
         def with_result(kind: ProbeKind, result: ProbeResult) -> frozenset[str]:
-            return frozenset(
-                cid
-                for (u, cid, k), r in self._probes.items()
-                if u == uid and k is kind and r is result
-            )
+            return frozenset(cid for (cid, k), r in results.items() if k is kind and r is result)
 
         pending: frozenset[str] = frozenset()
         if self.wait_for_startup_probes:
