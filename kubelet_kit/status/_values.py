@@ -123,8 +123,8 @@ def is_terminated_as(
     )
 
 
-def is_status(
-    old: ContainerStatus,
+def container_status(
+    old: ContainerStatus | None,
     *,
     name: str,
     state: ContainerState,
@@ -134,12 +134,13 @@ def is_status(
     image_id: str = "",
     container_id: str = "",
     started: bool,
-) -> bool:
-    """Whether ``old`` equals a new status made from these fields (not ready, no
-    resources, no extra fields). ``state`` and ``last_state`` must be ``old``'s
-    own objects: whoever reuses parts passes them."""
-    return (
-        old.state is state
+) -> ContainerStatus:
+    """The status made from these fields (not ready, no resources, no extra
+    fields), or ``old`` itself when it equals it. ``state`` and ``last_state``
+    must be ``old``'s own objects to be reused: whoever reuses parts passes them."""
+    if (
+        old is not None
+        and old.state is state
         and old.last_state is last_state
         and old.ready is False
         and old.started is started
@@ -152,6 +153,17 @@ def is_status(
         and is_empty(old.allocated_resources)
         and old.resources is None
         and is_empty(old.extra)
+    ):
+        return old
+    return ContainerStatus(
+        name=name,
+        state=state,
+        last_state=last_state,
+        restart_count=restart_count,
+        image=image,
+        image_id=image_id,
+        container_id=container_id,
+        started=started,
     )
 
 
@@ -168,17 +180,17 @@ def with_transition_time(condition: PodCondition, when: _dt.datetime | None) -> 
     )
 
 
-def is_pod_status_with(
+def pod_status_with(
     old: PodStatus,
     status: PodStatus,
     *,
     init_container_statuses: tuple[ContainerStatus, ...],
     container_statuses: tuple[ContainerStatus, ...],
     conditions: tuple[PodCondition, ...],
-) -> bool:
-    """Whether ``old`` equals ``status.with_parts`` of these (the three tuples must be
-    ``old``'s own objects)."""
-    return (
+) -> PodStatus:
+    """``status.with_parts`` of these, or ``old`` itself when it equals it (the
+    three tuples must be ``old``'s own objects to be reused)."""
+    if (
         init_container_statuses is old.init_container_statuses
         and container_statuses is old.container_statuses
         and conditions is old.conditions
@@ -201,7 +213,9 @@ def is_pod_status_with(
             )
         )
         and same_mapping(status.extra, old.extra)
-    )
+    ):
+        return old
+    return status.with_parts(init_container_statuses, container_statuses, conditions)
 
 
 def pod_ips(ips: Sequence[str], old: tuple[PodIP, ...]) -> tuple[PodIP, ...]:

@@ -256,19 +256,8 @@ def _convert(
         # for this very container, else report not started.
         started = bool(old.started) if old is not None and old.container_id == cid else False
     image = cs.image or spec_image
-    if old is not None and values.is_status(
+    return values.container_status(
         old,
-        name=cs.metadata.name,
-        state=state,
-        last_state=last_state,
-        restart_count=restart_count,
-        image=image,
-        image_id=cs.image_ref,
-        container_id=cid,
-        started=started,
-    ):
-        return old
-    return ContainerStatus(
         name=cs.metadata.name,
         state=state,
         last_state=last_state,
@@ -403,22 +392,13 @@ def _not_created(
         )
         if pod.metadata.deletion_timestamp is None:
             restart_count += 1
-    elif values.is_status(
+    return values.container_status(
         old,
         name=c.name,
         state=default_state,
         last_state=last_state,
         restart_count=restart_count,
         image=c.image,
-        started=False,
-    ):
-        return old
-    return ContainerStatus(
-        name=c.name,
-        image=c.image,
-        state=default_state,
-        last_state=last_state,
-        restart_count=restart_count,
         started=False,
     )
 
@@ -749,12 +729,10 @@ def generate_pod_status(
     conditions = _conditions(
         pod, status.phase, (*inits, *regular), runtime_status, old.conditions, now
     )
-    if values.is_pod_status_with(
+    return values.pod_status_with(
         old,
         status,
         init_container_statuses=inits,
         container_statuses=regular,
         conditions=conditions,
-    ):
-        return old
-    return status.with_parts(inits, regular, conditions)
+    )
