@@ -16,8 +16,8 @@ import asyncio
 import functools
 import os
 import re
-from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Awaitable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kubelet_kit.api.duration import format_duration
 from kubelet_kit.container import labels as kl
@@ -287,7 +287,7 @@ class _Starter:
         return True
 
 
-async def _uninterrupted(call: Awaitable[T]) -> T:
+def _uninterrupted(call: Awaitable[T]) -> Awaitable[T]:
     """Await a runtime call that makes something (a sandbox, a container, a start)
     to its end, even when the sync is cancelled meanwhile.
 
@@ -298,14 +298,70 @@ async def _uninterrupted(call: Awaitable[T]) -> T:
     the call lands and miss what it made. So the call ends first; then the
     cancellation goes on, and nothing else is started.
     """
-    task = asyncio.ensure_future(call)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait([task])
-        if not task.cancelled():
-            task.exception()  # seen: its outcome no longer matters to anyone
-        raise
+    return _ToTheEnd(call)
+
+
+class _ToTheEnd(Generic[T]):
+    """The awaitable :func:`_uninterrupted` returns: ``asyncio.shield`` without a
+    task of its own.
+
+    The call runs in the awaiting task, step by step. Whenever it waits on a
+    future, the task waits on a stand-in future that the call's future completes:
+    cancelling the task cancels only the stand-in, which is noted, and the call is
+    waited on again until it ends. A call that never waits (a runtime answering at
+    once) costs no task, no extra future and no turn of the event loop, which a
+    burst of pod starts would otherwise pay on every create and start.
+    """
+
+    __slots__ = ("_call",)
+
+    def __init__(self, call: Awaitable[T]) -> None:
+        self._call = call
+
+    def __await__(self) -> Generator[Any, None, T]:
+        steps = self._call.__await__()
+        cancelled: BaseException | None = None
+        try:
+            while True:
+                try:
+                    waited = steps.send(None)
+                except StopIteration as done:
+                    if cancelled is not None:
+                        raise cancelled from None
+                    result: T = done.value
+                    return result
+                except BaseException:
+                    if cancelled is not None:
+                        # Its outcome no longer matters to anyone: the sync was cancelled.
+                        raise cancelled from None
+                    raise
+                if getattr(waited, "_asyncio_future_blocking", None) is not True:
+                    # A bare yield (a turn of the loop) or something the task
+                    # itself reports: passed through as it is.
+                    try:
+                        yield waited
+                    except asyncio.CancelledError as exc:
+                        cancelled = exc
+                    continue
+                waited._asyncio_future_blocking = False
+                while True:
+                    stand_in = waited.get_loop().create_future()
+                    waited.add_done_callback(functools.partial(_complete, stand_in))
+                    try:
+                        yield from stand_in
+                    except asyncio.CancelledError as exc:
+                        cancelled = exc
+                        if not waited.done():
+                            continue  # cancelled meanwhile: wait on for the call
+                    break
+        finally:
+            steps.close()
+
+
+def _complete(stand_in: asyncio.Future[None], _done: asyncio.Future[Any]) -> None:
+    """Wake the task waiting on ``stand_in``: the future it stands in for is done."""
+    if not stand_in.done():
+        stand_in.set_result(None)
 
 
 def _uses_config_objects(container: Container) -> bool:
