@@ -129,6 +129,63 @@ async def test_kill_cancels_the_sync_in_flight_and_runs_the_progression(env: Any
     assert env.workers.phase("a") is WorkerPhase.TERMINATED
 
 
+async def test_an_interrupted_sync_leaves_the_worker_uncancelled(env: Any) -> None:
+    # The sync runs in the worker's own task: the termination's cancellation is
+    # taken back, so the calls after it run as in an uncancelled task.
+    seen: list[int] = []
+    syncer = env.syncer
+    original = syncer.sync_terminating_pod
+
+    async def terminating(pod: Any, grace_period: float) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        seen.append(task.cancelling())
+        await asyncio.sleep(0)  # a pending cancellation would land here
+        await original(pod, grace_period)
+
+    syncer.sync_terminating_pod = terminating
+    syncer.gates["a"] = asyncio.Event()
+    env.workers.update_pod(make_pod("a"), UpdateType.CREATE)
+    await env.clock.settle()
+    env.workers.update_pod(make_pod("a"), UpdateType.KILL, grace_period=7)
+    env.workers.update_pod(make_pod("a"), UpdateType.KILL, grace_period=5)  # before it lands
+    await env.clock.settle()
+    assert seen == [0]
+    assert env.syncer.of("terminating", "a") == [5]
+    assert env.workers.is_finished("a")
+
+
+async def test_a_sync_that_swallows_its_interruption_still_counts_as_done(env: Any) -> None:
+    calls: list[str] = []
+
+    async def stubborn(update_type: UpdateType, pod: Any) -> SyncResult:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            calls.append("swallowed")
+        task = asyncio.current_task()
+        assert task is not None and task.cancelling() == 1  # not taken back yet
+        return SyncResult()
+
+    env.syncer.sync_pod = stubborn
+    env.workers.update_pod(make_pod("a"), UpdateType.CREATE)
+    await env.clock.settle()
+    env.workers.update_pod(make_pod("a"), UpdateType.KILL, grace_period=1)
+    await env.clock.settle()
+    assert calls == ["swallowed"]
+    assert env.syncer.of("terminating", "a") == [1]
+    assert env.workers.is_finished("a")
+
+
+async def test_shutdown_during_an_interrupted_sync_still_stops_the_worker(env: Any) -> None:
+    env.syncer.gates["a"] = asyncio.Event()
+    env.workers.update_pod(make_pod("a"), UpdateType.CREATE)
+    await env.clock.settle()
+    env.workers.update_pod(make_pod("a"), UpdateType.KILL, grace_period=1)
+    await env.workers.shutdown()  # before the interruption landed
+    assert env.syncer.of("terminating", "a") == []
+
+
 async def test_a_terminated_uid_never_runs_again_until_forgotten(env: Any) -> None:
     env.workers.update_pod(make_pod("a"), UpdateType.CREATE)
     env.workers.update_pod(make_pod("a"), UpdateType.KILL, grace_period=0)

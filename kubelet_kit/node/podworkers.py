@@ -19,7 +19,7 @@ import asyncio
 import enum
 import logging
 from collections.abc import Coroutine, Iterable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import attrs
 
@@ -102,7 +102,8 @@ class _PodState:
     syncs: int = 0
     wake: asyncio.Event = attrs.Factory(asyncio.Event)
     task: asyncio.Task[None] | None = None
-    current: asyncio.Task[Any] | None = None  # the syncer call in flight
+    in_call: bool = False  # a syncer call is in flight (in the worker's task)
+    interrupts: int = 0  # cancellations of the worker's task asked by _interrupt
     current_grace: float | None = None
     requeue: TimerHandle | None = None
     stopped: asyncio.Event = attrs.Factory(asyncio.Event)  # set once containers are stopped
@@ -243,17 +244,14 @@ class PodWorkers:
         if state.phase is WorkerPhase.SYNCING:
             state.phase = WorkerPhase.TERMINATING
             state.grace_period = grace
-            if state.current is not None:
-                # The in-flight sync works toward a pod that must now stop.
-                state.current.cancel()
+            # The in-flight sync works toward a pod that must now stop.
+            self._interrupt(state)
         elif state.phase is WorkerPhase.TERMINATING and (
             state.grace_period is None or grace < state.grace_period
         ):
             state.grace_period = grace
-            if state.current is not None and (
-                state.current_grace is None or grace < state.current_grace
-            ):
-                state.current.cancel()
+            if state.current_grace is None or grace < state.current_grace:
+                self._interrupt(state)
 
     def _schedule(self, state: _PodState, delay: float) -> None:
         if state.requeue is not None:
@@ -268,24 +266,51 @@ class PodWorkers:
 
         state.requeue = self._clock.call_later(delay, fire)
 
+    def _interrupt(self, state: _PodState) -> None:
+        """Cancel the syncer call in flight, if any. It runs in the worker's own
+        task, so that task is cancelled; :meth:`_guarded` takes the cancellation
+        back once the call has given up."""
+        if state.in_call and state.task is not None:
+            state.interrupts += 1
+            state.task.cancel()
+
     async def _guarded(
         self, state: _PodState, coro: Coroutine[object, object, T], grace: float | None = None
     ) -> tuple[bool, T | None]:
-        """Run one syncer call as its own task, so a termination request can cancel
-        it without cancelling the worker. Returns (completed, result)."""
-        step = asyncio.get_running_loop().create_task(coro)
-        state.current = step
+        """Run one syncer call in the worker's task, interruptible by a termination
+        request (:meth:`_interrupt`) without cancelling the worker. Returns
+        (completed, result).
+
+        No task per call: the call is cancelled only while the worker waits inside
+        it (the event loop runs nothing else meanwhile), so its cancellation always
+        lands in the call, never in the worker's own steps.
+        """
+        state.in_call = True
         state.current_grace = grace
         try:
-            return True, await step
+            result = await coro
         except asyncio.CancelledError:
-            me = asyncio.current_task()
-            if me is not None and me.cancelling():
+            if not self._taken_back(state) or self._closed:
                 raise  # the worker itself is being shut down
             return False, None
         finally:
-            state.current = None
+            state.in_call = False
             state.current_grace = None
+        # A call may have caught its cancellation and ended anyway.
+        self._taken_back(state)
+        return True, result
+
+    def _taken_back(self, state: _PodState) -> bool:
+        """Undo the cancellations :meth:`_interrupt` asked of the worker's task;
+        True if there were some and no other cancellation (a shutdown) stands."""
+        interrupts, state.interrupts = state.interrupts, 0
+        me = asyncio.current_task()
+        if not interrupts or me is None:
+            return False
+        remaining = me.cancelling()
+        for _ in range(interrupts):
+            remaining = me.uncancel()
+        return remaining == 0
 
     async def _work(self, state: _PodState) -> None:
         while not state.finished:
