@@ -153,6 +153,9 @@ class _SyncState:
     expiries: list[float] = attrs.Factory(list)
 
 
+_NO_IDS: frozenset[str] = frozenset()
+
+
 def _datetime(seconds: float) -> _dt.datetime:
     return _dt.datetime.fromtimestamp(seconds, tz=_dt.UTC)
 
@@ -568,13 +571,16 @@ class RuntimePodSyncer(_Killer):
 
     def _probe_sets(self, pod: Pod, status: PodRuntimeStatus) -> dict[str, frozenset[str]]:
         uid = pod.uid
-        # Results of containers the runtime no longer holds can never matter again.
-        known = {c.id for c in status.container_statuses}
         results = self._probes.get(uid, {})
-        for key in [k for k in results if k[0] not in known]:
-            del results[key]
+        if results:
+            # Results of containers the runtime no longer holds can never matter again.
+            known = {c.id for c in status.container_statuses}
+            for key in [k for k in results if k[0] not in known]:
+                del results[key]
 
         def with_result(kind: ProbeKind, result: ProbeResult) -> frozenset[str]:
+            if not results:
+                return _NO_IDS  # a pod without probes: most of them
             return frozenset(cid for (cid, k), r in results.items() if k is kind and r is result)
 
         pending: frozenset[str] = frozenset()
