@@ -21,7 +21,11 @@ mounts in the container config, so every runtime gets them alike:
   back when the container has exited (:mod:`kubelet_kit.container.termination`).
 
 :func:`remove_pod_files` removes both with the pod. The functions do small
-local file work inline.
+local file work inline, and each is called for every container started, so
+they go straight to ``os`` calls on string paths: the hosts file and the
+termination-message file cost little more than their system calls
+(:class:`_DirHints` says how a container's first files skip the calls that
+would fail).
 """
 
 from __future__ import annotations
@@ -29,19 +33,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import secrets
+import random
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from kubelet_kit.api import Container, Pod
 from kubelet_kit.container.interfaces import Mount
 from kubelet_kit.container.poddirs import (
     ETC_HOSTS_FILE,
     POD_CONTAINERS_DIR,
-    pod_container_dir,
+    pod_container_dir_str,
     pod_dir,
+    pod_dir_str,
 )
 from kubelet_kit.errors import go_path_error
 
@@ -94,25 +99,103 @@ def make_dir(path: str, mode: int) -> bool:
         OSError: a directory could not be made, or something else is at ``path``
             (FileExistsError).
     """
+    return _make_dirs(path, mode) > 0
+
+
+def _make_dirs(path: str, mode: int) -> int:
+    """:func:`make_dir`, saying how much it made: 0 when ``path`` was there (or
+    was made meanwhile by someone else), else 1 + the number of its parents made
+    on the way (so 2 or more: its parent is new, and holds only ``path``).
+
+    Raises:
+        OSError: as :func:`make_dir`.
+    """
     try:
         os.mkdir(path, mode)
-        return True
+        return 1
     except FileExistsError:
         if os.path.isdir(path):
-            return False
+            return 0
         raise
     except FileNotFoundError:
         parent = os.path.dirname(path)
         if not parent or parent == path:
             raise
-    make_dir(parent, 0o777)
+    parents = _make_dirs(parent, 0o777)
     try:
         os.mkdir(path, mode)
     except FileExistsError:  # made meanwhile
         if os.path.isdir(path):
-            return False
+            return 0
         raise
-    return True
+    return 1 + parents
+
+
+def _join(directory: str, name: str) -> str:
+    """``os.path.join(directory, name)`` for a ``name`` that is not absolute: one
+    slash between them (``directory`` is never empty here)."""
+    return directory + name if directory.endswith("/") else f"{directory}/{name}"
+
+
+# What is known of a pod's directory (see _DirHints).
+_THERE: Final = "there"
+_EMPTY: Final = "empty"
+_PodDirHint: TypeAlias = str | set[str]
+
+
+class _DirHints:
+    """What this process has seen and made of pods' directories, so that the
+    files of a pod's next container go straight to the system calls that will
+    succeed.
+
+    Without it, a file is opened first and its directories made when the open
+    fails: for each container's first instance a failed open, and for a pod's
+    first container two failed opens and a failed mkdir, each a system call and
+    an exception. With it:
+
+    * a pod with no volumes has no directory until its first hosts file (the
+      volume manager makes it only for volumes): its directory is made first;
+    * a pod directory this process made has no ``containers/``: it and the
+      container's directory are made first;
+    * in a ``containers/`` this process made, the directories are those of the
+      containers it made them for: another container's is made first; a
+      container seen before (a restart) has its own, so its file is opened
+      first, as without a hint.
+
+    A hint never changes what happens, only which call goes first: a directory
+    made from a hint is one the ordinary way (open, then make the directories
+    when it fails) would have made with the same mode, and when a mkdir from a
+    hint fails (the hint went stale: something else made or removed a
+    directory) the ordinary way runs after it, as if there had been no hint, so
+    the same files, modes and errors come out.
+
+    Kept by ``(root_dir, uid)``: forgotten when the pod's files are removed, and
+    the oldest pods' dropped beyond ``size`` (a node runs some hundred pods; a
+    hint is of use from a pod's first container to its last).
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        # Per pod: _THERE (its directory is there, nothing known below it),
+        # _EMPTY (this process made it: nothing but its hosts file in it), or
+        # the names whose directories this process made in the containers/ it
+        # made.
+        self._pods: dict[tuple[str, str], _PodDirHint] = {}
+
+    def get(self, key: tuple[str, str]) -> _PodDirHint | None:
+        return self._pods.get(key)
+
+    def put(self, key: tuple[str, str], hint: _PodDirHint) -> None:
+        pods = self._pods
+        pods[key] = hint
+        if len(pods) > self._size:
+            pods.pop(next(iter(pods)), None)
+
+    def forget(self, key: tuple[str, str]) -> None:
+        self._pods.pop(key, None)
+
+
+_hints: Final = _DirHints(4096)
 
 
 # ------------------------------------------------------------------ /etc/hosts
@@ -182,7 +265,23 @@ def ensure_hosts_file(
         OSError: the node's hosts file (host network) cannot be read, or the
             file cannot be written; its text is Go's, as the kubelet reports it.
     """
-    target = os.fspath(path)
+    _ensure_hosts_file(
+        os.fspath(path), pod, pod_ips, hostname, domain, node_hosts_path, hint_key=None
+    )
+
+
+def _ensure_hosts_file(
+    target: str,
+    pod: Pod,
+    pod_ips: Sequence[str],
+    hostname: str,
+    domain: str,
+    node_hosts_path: str,
+    *,
+    hint_key: tuple[str, str] | None,
+) -> None:
+    """:func:`ensure_hosts_file`; with ``hint_key``, ``target`` is the pod's
+    own hosts file, whose directory :data:`_hints` keeps under that key."""
     aliases = pod.spec.host_aliases
     if pod.spec.host_network:
         try:
@@ -191,13 +290,18 @@ def ensure_hosts_file(
             raise OSError(exc.errno, go_path_error("open", node_hosts_path, exc)) from None
     else:
         content = managed_hosts_content(pod_ips, hostname, domain, aliases)
+    known = _hints.get(hint_key) if hint_key is not None else None
+    made = False  # the pod's directory, now
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     try:
+        if hint_key is not None and known is None and not pod.spec.volumes:
+            # Likely the pod's first file: its directory is made first (_DirHints).
+            made = _mkdir_hinted(os.path.dirname(target), 0o750)
         try:
             # The pod's directory is there for every container but the first.
             fd = os.open(target, flags, 0o644)
         except FileNotFoundError:
-            make_dir(os.path.dirname(target), 0o750)
+            made = make_dir(os.path.dirname(target), 0o750)
             fd = os.open(target, flags, 0o644)
         try:
             _write_all(fd, content)
@@ -205,6 +309,19 @@ def ensure_hosts_file(
             os.close(fd)
     except OSError as exc:
         raise OSError(exc.errno, go_path_error("open", Path(target), exc)) from None
+    if hint_key is not None and (made or known is None):
+        _hints.put(hint_key, _EMPTY if made else _THERE)
+
+
+def _mkdir_hinted(path: str, mode: int) -> bool:
+    """``os.mkdir(path, mode)`` where a hint says ``path`` is missing and its
+    parent there; whether it was made. A failure is left for the ordinary way
+    that follows (see :class:`_DirHints`), which meets it again if it lasts."""
+    try:
+        os.mkdir(path, mode)
+    except OSError:
+        return False
+    return True
 
 
 def _write_all(fd: int, content: bytes) -> None:
@@ -232,8 +349,11 @@ def hosts_mount(
     """
     if not wants_hosts_mount(container, pod_ips):
         return None
-    path = os.path.join(pod_dir(root_dir, pod.uid), ETC_HOSTS_FILE)
-    ensure_hosts_file(path, pod, pod_ips, hostname, domain, node_hosts_path=node_hosts_path)
+    root = os.fspath(root_dir)
+    path = _join(pod_dir_str(root, pod.uid), ETC_HOSTS_FILE)
+    _ensure_hosts_file(
+        path, pod, pod_ips, hostname, domain, node_hosts_path, hint_key=(root, pod.uid)
+    )
     return Mount(
         container_path=ETC_HOSTS_PATH,
         host_path=path,
@@ -243,6 +363,16 @@ def hosts_mount(
 
 
 # --------------------------------------------------------- termination message
+
+
+# The termination-message files' names. The kubelet draws them from a
+# non-cryptographic generator, as this does: a name need not be unguessable, only
+# new in its directory, and the O_EXCL create makes a name that is there anyway
+# fail safely (logged, no mount, as for any file that cannot be made). Unlike
+# os.urandom, a draw costs no system call. Seeded from the OS, and again in a
+# forked child, so that two processes do not draw the same names.
+_names: Final = random.Random()
+os.register_at_fork(after_in_child=_names.seed)
 
 
 def termination_message_mount(
@@ -257,17 +387,24 @@ def termination_message_mount(
     """
     if not container.termination_message_path:
         return None
-    directory = os.fspath(pod_container_dir(root_dir, pod.uid, container.name))
+    root = os.fspath(root_dir)
+    directory = pod_container_dir_str(root, pod.uid, container.name)
     # 8 random hex digits, as the kubelet names it: the directory already names
     # the pod and the container.
-    path = os.path.join(directory, secrets.token_hex(4))
+    path = _join(directory, f"{_names.getrandbits(32):08x}")
     # A new file, never one that is there (nor what a link there points to).
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    key = (root, pod.uid)
+    known = _hints.get(key)
     try:
+        if known == _EMPTY or (isinstance(known, set) and container.name not in known):
+            # The container's first instance: its directory is made first (_DirHints).
+            _make_container_dir_hinted(key, known, directory, container.name)
         try:
             fd = os.open(path, flags, 0o666)
         except FileNotFoundError:  # the container's first instance
-            make_dir(directory, 0o750)
+            if _make_dirs(directory, 0o750) >= 2:  # with a new containers/
+                _hints.put(key, {container.name})
             fd = os.open(path, flags, 0o666)
         try:
             # fchmod, not the mode of the create: the umask must not narrow it.
@@ -280,6 +417,27 @@ def termination_message_mount(
     return Mount(container_path=container.termination_message_path, host_path=path)
 
 
+def _make_container_dir_hinted(
+    key: tuple[str, str], known: _PodDirHint, directory: str, name: str
+) -> None:
+    """Make the container's ``directory`` where the hint ``known`` says it is
+    missing, and its parent (``containers/``) first if that is missing too, with
+    the modes the ordinary way gives them; and note it. A failure is left for
+    the ordinary way (see :class:`_DirHints`), and the hint went stale: what
+    was known below the pod's directory is forgotten."""
+    made = known if isinstance(known, set) else None
+    if made is None and not _mkdir_hinted(os.path.dirname(directory), 0o777):
+        _hints.put(key, _THERE)
+        return
+    if not _mkdir_hinted(directory, 0o750):
+        _hints.put(key, _THERE)
+        return
+    if made is None:
+        _hints.put(key, {name})
+    else:
+        made.add(name)
+
+
 # -------------------------------------------------------------------- removal
 
 
@@ -290,6 +448,7 @@ def remove_pod_files(root_dir: str | os.PathLike[str], uid: str) -> None:
     Raises:
         OSError: a file could not be removed.
     """
+    _hints.forget((os.fspath(root_dir), uid))
     base = pod_dir(root_dir, uid)
     with contextlib.suppress(FileNotFoundError):
         os.remove(base / ETC_HOSTS_FILE)

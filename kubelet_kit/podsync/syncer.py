@@ -654,7 +654,7 @@ class RuntimePodSyncer(_Killer):
                 # The kubelet makes the pod's log directory itself; a quick local
                 # mkdir, done inline so fake-clock timelines stay exact.
                 if sandbox_config.log_directory:
-                    os.makedirs(sandbox_config.log_directory, 0o755, exist_ok=True)
+                    podfiles.make_dir(sandbox_config.log_directory, 0o755)
             except OSError as exc:
                 where = go_quote(format_pod(pod))
                 message = f"Failed to create log directory for pod {where}: {exc}"
