@@ -87,5 +87,13 @@ def expand(text: str, lookup: Callable[[str], str | None] | Mapping[str, str]) -
 
 def expand_all(texts: Iterable[str], lookup: Mapping[str, str]) -> tuple[str, ...]:
     """Expand each string of ``texts`` against ``lookup`` (commands and args)."""
+    texts = tuple(texts)
+    for text in texts:
+        if "$" in text:
+            break
+    else:
+        # No reference anywhere (most commands and args): the strings as they are,
+        # without building a lookup for them.
+        return texts
     resolve = mapping_for(lookup)
     return tuple(expand(t, resolve) for t in texts)

@@ -174,6 +174,10 @@ def resolve_env(
             message: a non-optional ConfigMap/Secret or key is missing, or a field
             or resource reference cannot be resolved.
     """
+    if not container.env and not container.env_from:
+        # Nothing of the container's own (many containers): only the service
+        # links, with no lookup to prepare, nothing to expand and nothing to fail.
+        return [KeyValue(k, v) for k, v in service_env(pod, services).items()]
     pod_ips = list(pod_ips) if pod_ips is not None else ([pod_ip] if pod_ip else [])
     host_ips = list(host_ips) if host_ips is not None else ([host_ip] if host_ip else [])
     ns = pod.namespace

@@ -11,12 +11,13 @@ namespaces, sysctls and the pod's user and groups. Re-exported by
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from kubelet_kit.api import Pod
+from kubelet_kit.api import Container, Pod
 from kubelet_kit.container import labels as kl
 from kubelet_kit.container.interfaces import (
     DNSConfig,
@@ -72,7 +73,13 @@ def pod_hostname_and_domain(pod: Pod, cluster_domain: str = "") -> tuple[str, st
 
 def pod_log_directory(pod_logs_dir: str, pod: Pod) -> str:
     """``<podLogsDir>/<namespace>_<name>_<uid>``, the pod's log directory."""
-    return os.path.join(pod_logs_dir, f"{pod.namespace}_{pod.name}_{pod.uid}")
+    meta = pod.metadata
+    leaf = f"{meta.namespace}_{meta.name}_{meta.uid}"
+    if type(pod_logs_dir) is str and pod_logs_dir and pod_logs_dir[-1] != "/" and leaf[:1] != "/":
+        # What os.path.join gives in the usual case, without its generic path
+        # handling: asked several times for each pod started.
+        return f"{pod_logs_dir}/{leaf}"
+    return os.path.join(pod_logs_dir, leaf)
 
 
 def sandbox_labels(pod: Pod) -> dict[str, str]:
@@ -160,21 +167,19 @@ def _dns_config(
     if policy in ("ClusterFirst", "ClusterFirstWithHostNet") and not cluster_dns:
         # No cluster DNS configured: the kubelet falls back to the node's resolver.
         policy = "Default"
-    if policy == "None":
-        base = DNSConfig()
-    elif policy == "Default":
-        base = resolv_conf
-    else:
-        searches: list[str] = []
-        if cluster_domain:
-            ns = pod.namespace
-            searches = [f"{ns}.svc.{cluster_domain}", f"svc.{cluster_domain}", cluster_domain]
-        base = DNSConfig(
+    extra = pod.spec.dns_config
+    if not extra:
+        # Without a dnsConfig of the pod's own, the result depends on values that
+        # the node's pods share (the namespace only under cluster DNS): each
+        # combination is built once. The resolver config is keyed by its values.
+        return _shared_dns_config(
+            policy,
+            pod.namespace if policy not in ("None", "Default") else "",
+            (tuple(resolv_conf.servers), tuple(resolv_conf.searches), tuple(resolv_conf.options)),
             tuple(cluster_dns),
-            _dedupe([*searches, *resolv_conf.searches]),
-            (_POD_DEFAULT_NDOTS,),
+            cluster_domain,
         )
-    extra = pod.spec.dns_config or {}
+    base = _base_dns_config(policy, pod.namespace, resolv_conf, cluster_dns, cluster_domain)
     extra_options = [
         f"{o['name']}:{o['value']}" if o.get("value") is not None else str(o.get("name", ""))
         for o in extra.get("options", ())
@@ -183,6 +188,43 @@ def _dns_config(
         _dedupe([*base.servers, *extra.get("nameservers", ())]),
         _dedupe([*base.searches, *extra.get("searches", ())]),
         _merge_options(base.options, extra_options),
+    )
+
+
+def _base_dns_config(
+    policy: str,
+    namespace: str,
+    resolv_conf: DNSConfig,
+    cluster_dns: Sequence[str],
+    cluster_domain: str,
+) -> DNSConfig:
+    """The DNS config of the (effective) ``policy``, before the pod's dnsConfig."""
+    if policy == "None":
+        return DNSConfig()
+    if policy == "Default":
+        return resolv_conf
+    searches: list[str] = []
+    if cluster_domain:
+        searches = [f"{namespace}.svc.{cluster_domain}", f"svc.{cluster_domain}", cluster_domain]
+    return DNSConfig(
+        tuple(cluster_dns),
+        _dedupe([*searches, *resolv_conf.searches]),
+        (_POD_DEFAULT_NDOTS,),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _shared_dns_config(
+    policy: str,
+    namespace: str,
+    resolv_conf: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]],
+    cluster_dns: tuple[str, ...],
+    cluster_domain: str,
+) -> DNSConfig:
+    """The DNS config of a pod without a dnsConfig of its own (frozen: shared)."""
+    base = _base_dns_config(policy, namespace, DNSConfig(*resolv_conf), cluster_dns, cluster_domain)
+    return DNSConfig(
+        _dedupe(base.servers), _dedupe(base.searches), _merge_options(base.options, ())
     )
 
 
@@ -222,21 +264,8 @@ def sandbox_config(
     needs_host_resolver = spec.dns_policy != "None"
     if resolv_conf is None:
         resolv_conf = read_resolv() if needs_host_resolver else DNSConfig()
-    ports = tuple(
-        PortMapping(
-            container_port=p.container_port,
-            host_port=p.host_port or 0,
-            protocol=p.protocol or "TCP",
-            host_ip=p.host_ip,
-        )
-        for c in spec.containers
-        for p in c.ports
-        if p.host_port
-    )
-    sysctls = {
-        str(s.get("name", "")): str(s.get("value", "")) for s in spec.security_context.sysctls
-    }
     psc = spec.security_context
+    sysctls = {str(s.get("name", "")): str(s.get("value", "")) for s in psc.sysctls}
     # The pod's groups as the kubelet hands them to the sandbox: fsGroup first.
     groups = ((psc.fs_group,) if psc.fs_group is not None else ()) + tuple(psc.supplemental_groups)
     return PodSandboxConfig(
@@ -246,9 +275,10 @@ def sandbox_config(
         dns_config=_dns_config(
             pod, resolv_conf=resolv_conf, cluster_dns=cluster_dns, cluster_domain=cluster_domain
         ),
-        port_mappings=ports,
+        port_mappings=_port_mappings(spec.containers),
         labels=sandbox_labels(pod),
-        annotations=sandbox_annotations(pod),
+        # As sandbox_annotations gives them: the config keeps a copy of its own.
+        annotations=pod.metadata.annotations,
         cgroup_parent=cgroup_parent,
         namespace_options=NamespaceOptions(
             host_network=spec.host_network, host_pid=spec.host_pid, host_ipc=spec.host_ipc
@@ -262,11 +292,32 @@ def sandbox_config(
     )
 
 
+def _port_mappings(containers: Sequence[Container]) -> tuple[PortMapping, ...]:
+    """The port mappings of the regular containers' ports that have a ``hostPort``."""
+    mappings: list[PortMapping] = []
+    for c in containers:
+        if not c.ports:
+            continue  # most containers: no ports at all
+        mappings.extend(
+            PortMapping(
+                container_port=p.container_port,
+                host_port=p.host_port or 0,
+                protocol=p.protocol or "TCP",
+                host_ip=p.host_ip,
+            )
+            for p in c.ports
+            if p.host_port
+        )
+    return tuple(mappings)
+
+
 def has_privileged_container(pod: Pod) -> bool:
     """Whether any container of ``pod``, init containers included, asks for
     ``securityContext.privileged`` (the kubelet's ``HasPrivilegedContainer``,
     which makes the sandbox privileged too)."""
-    return any(
-        c.security_context is not None and bool(c.security_context.privileged)
-        for c in (*pod.spec.init_containers, *pod.spec.containers)
-    )
+    # Plain loops, without joining the two tuples: asked for every sandbox.
+    for containers in (pod.spec.init_containers, pod.spec.containers):
+        for c in containers:
+            if c.security_context is not None and c.security_context.privileged:
+                return True
+    return False

@@ -194,7 +194,8 @@ class _Starter:
             return self._fail(container, exc.reason, exc.message)
         except KubeletKitError as exc:
             return self._fail(container, configs.CREATE_CONTAINER_CONFIG_ERROR, str(exc))
-        log_dir = os.path.join(configs.pod_log_directory(s.pod_logs_dir, pod), container.name)
+        # The sandbox's log directory is the pod's (configs.pod_log_directory).
+        log_dir = os.path.join(self.sandbox_config.log_directory, container.name)
         try:
             made = podfiles.make_dir(log_dir, 0o755)
         except OSError as exc:

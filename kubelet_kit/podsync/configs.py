@@ -165,19 +165,29 @@ def container_labels(pod: Pod, container: Container) -> dict[str, str]:
 
 
 def _ports_json(ports: Sequence[ContainerPort]) -> str:
+    """The ports annotation's JSON, from the five fields of each port it shows."""
+    return _ports_json_of(
+        tuple((p.name, p.host_port, p.container_port, p.protocol, p.host_ip) for p in ports)
+    )
+
+
+# Written for every container created, restarts included; encoding costs several
+# times what looking up the same ports does, and a node's pods repeat them.
+@functools.lru_cache(maxsize=1024)
+def _ports_json_of(ports: tuple[tuple[str, int | None, int, str, str], ...]) -> str:
     # Go's field order and omitempty rules for v1.ContainerPort.
     out = []
-    for p in ports:
+    for name, host_port, container_port, protocol, host_ip in ports:
         item: dict[str, Any] = {}
-        if p.name:
-            item["name"] = p.name
-        if p.host_port:
-            item["hostPort"] = p.host_port
-        item["containerPort"] = p.container_port
-        if p.protocol:
-            item["protocol"] = p.protocol
-        if p.host_ip:
-            item["hostIP"] = p.host_ip
+        if name:
+            item["name"] = name
+        if host_port:
+            item["hostPort"] = host_port
+        item["containerPort"] = container_port
+        if protocol:
+            item["protocol"] = protocol
+        if host_ip:
+            item["hostIP"] = host_ip
         out.append(item)
     return json.dumps(out, separators=(",", ":"))
 
@@ -219,6 +229,12 @@ def container_annotations(
 def _security_context(pod: Pod, container: Container) -> LinuxContainerSecurityContext:
     psc = pod.spec.security_context
     csc = container.security_context
+    if csc is None:
+        # Most containers set nothing themselves: then the context follows from
+        # four pod-level values, and pods of a node share a few combinations.
+        return _pod_level_security_context(
+            psc.run_as_user, psc.run_as_group, tuple(psc.supplemental_groups), psc.fs_group
+        )
     run_as_user = csc.run_as_user if csc and csc.run_as_user is not None else psc.run_as_user
     run_as_group = csc.run_as_group if csc and csc.run_as_group is not None else psc.run_as_group
     privileged = bool(csc and csc.privileged)
@@ -237,6 +253,39 @@ def _security_context(pod: Pod, container: Container) -> LinuxContainerSecurityC
         capabilities_drop=tuple(csc.capabilities.drop) if csc and csc.capabilities else (),
         supplemental_groups=tuple(groups),
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _pod_level_security_context(
+    run_as_user: int | None,
+    run_as_group: int | None,
+    supplemental_groups: tuple[int, ...],
+    fs_group: int | None,
+) -> LinuxContainerSecurityContext:
+    """The security context of a container without a ``securityContext`` of its
+    own (the values are frozen, so one instance serves every such container)."""
+    groups = list(supplemental_groups)
+    if fs_group is not None and fs_group not in groups:
+        groups.append(fs_group)
+    return LinuxContainerSecurityContext(
+        run_as_user=run_as_user, run_as_group=run_as_group, supplemental_groups=tuple(groups)
+    )
+
+
+def _command_and_args(
+    container: Container, env: Sequence[KeyValue]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The container's command and args, ``$(VAR)``-expanded against ``env``.
+
+    The lookup map of ``env`` is built only when some string holds a ``$``: most
+    commands and args reference nothing, and an environment can be long.
+    """
+    command, args = tuple(container.command), tuple(container.args)
+    for text in (*command, *args):
+        if "$" in text:
+            env_map = {kv.key: kv.value for kv in env}
+            return expand_all(command, env_map), expand_all(args, env_map)
+    return command, args
 
 
 def container_config(
@@ -271,12 +320,12 @@ def container_config(
     Returns:
         The ContainerConfig.
     """
-    env_map = {kv.key: kv.value for kv in env}
+    command, args = _command_and_args(container, env)
     return ContainerConfig(
         metadata=ContainerMetadata(container.name, restart_count),
         image=ImageSpec(image if image is not None else container.image),
-        command=expand_all(container.command, env_map),
-        args=expand_all(container.args, env_map),
+        command=command,
+        args=args,
         working_dir=container.working_dir,
         envs=tuple(env),
         mounts=tuple(mounts),

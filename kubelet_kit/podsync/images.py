@@ -315,7 +315,8 @@ class ImagePuller:
         service = self._image_service()
         if service is None:
             return image
-        spec = ImageSpec(image, dict(pod.metadata.annotations))
+        # ImageSpec keeps a copy of the annotations of its own: none made here.
+        spec = ImageSpec(image, pod.metadata.annotations)
         try:
             held = await service.image_status(spec)
         except ContainerRuntimeError as exc:
