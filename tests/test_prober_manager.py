@@ -29,6 +29,7 @@ from _prober_helpers import (
 from kubelet_kit.api import (
     Container,
     ContainerState,
+    ContainerStateRunning,
     ExecAction,
     PodStatus,
     Probe,
@@ -408,3 +409,70 @@ async def test_a_pod_without_probes_folds_the_same_beside_probed_pods(env: Env) 
     web = PodStatus(container_statuses=(running_status("web", "c2", env.clock.now()),))
     folded = env.manager.update_pod_status(other, web).container_statuses[0]
     assert (folded.started, folded.ready) == (False, False)  # its startup probe has not run
+
+
+async def test_an_unchanged_pod_gets_its_previous_container_statuses_back(env: Env) -> None:
+    # Each sync folds a freshly generated status (not ready, states reused): the
+    # copies the previous fold made come back, so an unchanged container is
+    # recognised by identity.
+    pod = make_pod(Container(name="app"), Container(name="web", readiness_probe=probe()))
+    app = running_status("app", "c1", env.clock.now())
+    web = running_status("web", "c2", env.clock.now())
+    env.manager.add_pod(pod)
+
+    def fold() -> PodStatus:
+        fresh = (attrs_evolve(app), attrs_evolve(web))
+        return env.manager.update_pod_status(pod, PodStatus(container_statuses=fresh))
+
+    first = fold()
+    again = fold()
+    assert [(c.started, c.ready) for c in again.container_statuses] == [(True, True), (True, False)]
+    assert all(
+        a is b for a, b in zip(again.container_statuses, first.container_statuses, strict=True)
+    )
+
+
+# ---------------------------------------------------------------- containers without probes
+
+
+async def test_a_container_given_a_probe_later_is_probed_from_its_latest_report(
+    env: Env,
+) -> None:
+    # The views of containers without probes are not kept on every report; the
+    # latest report is, and a container that gets a probe starts from it.
+    plain = make_pod(Container(name="app"))
+    env.manager.add_pod(plain)
+    for cid in ("c1", "c2"):
+        status = PodStatus(container_statuses=(running_status("app", cid, env.clock.now()),))
+        env.manager.update_pod_status(plain, status)
+    env.manager.add_pod(make_pod(Container(name="app", readiness_probe=probe())))
+    await env.run_for(0)
+    assert [call[3] for call in env.prober.calls] == ["c2"]
+
+
+async def test_a_later_update_container_is_not_undone_by_a_new_probe(env: Env) -> None:
+    plain = make_pod(Container(name="app"))
+    env.manager.add_pod(plain)
+    status = PodStatus(container_statuses=(running_status("app", "c1", env.clock.now()),))
+    env.manager.update_pod_status(plain, status)
+    env.start("app", "c9")  # update_container: the newest word on the container
+    env.manager.add_pod(make_pod(Container(name="app", readiness_probe=probe())))
+    await env.run_for(0)
+    assert [call[3] for call in env.prober.calls] == ["c9"]
+
+
+async def test_a_start_time_taken_from_the_clock_is_the_first_reports(env: Env) -> None:
+    # A running container reported without a start time counts its initial delay
+    # from its first report: that report is recorded even without a probe.
+    plain = make_pod(Container(name="app"))
+    env.manager.add_pod(plain)
+    untimed = attrs_evolve(
+        running_status("app", "c1", env.clock.now()),
+        state=ContainerState(running=ContainerStateRunning()),
+    )
+    env.manager.update_pod_status(plain, PodStatus(container_statuses=(untimed,)))
+    await env.run_for(30)
+    probed = Container(name="app", readiness_probe=probe(initial_delay_seconds=20))
+    env.manager.add_pod(make_pod(probed))
+    await env.run_for(0)
+    assert env.prober.times("app", R) == [30]

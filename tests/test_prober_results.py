@@ -257,6 +257,63 @@ def test_fold_changes_only_started_and_ready() -> None:
     assert again is folded
 
 
+def test_fold_reuses_the_previous_folds_equal_copies() -> None:
+    # Each sync folds a fresh, equal status (its states the previous ones, as the
+    # generator passes them): the copies the previous fold made come back, so
+    # the caller sees an unchanged container by identity.
+    statuses = (running("a", "c1"), exited("b", "c2", 1))
+
+    def fresh() -> PodStatus:
+        return PodStatus(container_statuses=tuple(attrs.evolve(s) for s in statuses))
+
+    first, _ = fold(fresh(), {}, set())
+    again, _ = fold_pod_status(Pod(), fresh(), lambda k, c: None, lambda n, k: False, first)
+    assert again.container_statuses[0] is first.container_statuses[0]
+    assert again.container_statuses[1] is first.container_statuses[1]
+    assert again == first
+    # Without the previous fold, an equal copy is made.
+    alone, _ = fold(fresh(), {}, set())
+    assert alone == first and alone.container_statuses[0] is not first.container_statuses[0]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"restart_count": True},  # equal to 1, but not the same value
+        {"restart_count": 2},
+        {"extra": {"futureField": "x"}},
+        {"allocated_resources": {"cpu": Quantity.parse("1")}},
+        {"image": "other"},
+        {"container_id": "c9"},
+        {"state": ContainerState(running=ContainerStateRunning(started_at=NOW))},
+    ],
+)
+def test_fold_reuses_a_previous_copy_only_when_it_is_the_same(change: dict[str, Any]) -> None:
+    base = attrs.evolve(running("a", "c1"), restart_count=1)
+    first, _ = fold(PodStatus(container_statuses=(base,)), {}, set())
+    changed = attrs.evolve(base, **change)
+    again, _ = fold_pod_status(
+        Pod(),
+        PodStatus(container_statuses=(changed,)),
+        lambda k, c: None,
+        lambda n, k: False,
+        first,
+    )
+    (folded,) = again.container_statuses
+    assert folded is not first.container_statuses[0]
+    assert folded == changed.with_life(changed.state, changed.last_state, True, True)
+    assert type(folded.restart_count) is type(changed.restart_count)
+    # A copy whose flags the probes now set otherwise is not reused either.
+    unready, _ = fold_pod_status(
+        Pod(),
+        PodStatus(container_statuses=(base,)),
+        lambda k, c: None,
+        lambda n, k: k is ProbeKind.READINESS,
+        first,
+    )
+    assert unready.container_statuses[0].ready is False
+
+
 def attrs_evolve_status(status: PodStatus, first_init: ContainerStatus) -> PodStatus:
     return PodStatus(
         init_container_statuses=(first_init, *status.init_container_statuses[1:]),

@@ -142,6 +142,24 @@ def test_a_change_keeps_the_unchanged_parts_and_makes_the_rest_anew() -> None:
     }
 
 
+def test_conditions_out_of_order_come_back_in_order_each_one_reused() -> None:
+    pod = _pod()
+    rt = _runtime(_rc("app", "a1"), _rc("side", "s1"))
+    first = generate_pod_status(pod, rt, now=NOW, fold_probes=_ready)
+    shuffled = attrs.evolve(first, conditions=first.conditions[::-1])
+    again = generate_pod_status(pod, rt, previous=shuffled, now=LATER, fold_probes=_ready)
+    assert again.conditions is not shuffled.conditions
+    assert [c.type for c in again.conditions] == [c.type for c in first.conditions]
+    assert all(a is b for a, b in zip(again.conditions, first.conditions, strict=True))
+    # Some conditions changed (no prober: no container is ready): the others are
+    # the previous ones, all in the usual order.
+    changed = generate_pod_status(pod, rt, previous=first, now=LATER)
+    kept = {c.type: c for c in changed.conditions if c in first.conditions}
+    assert set(kept) == {"PodReadyToStartContainers", "Initialized", "PodScheduled"}
+    assert all(any(k is c for c in first.conditions) for k in kept.values())
+    assert [c.type for c in changed.conditions] == [c.type for c in first.conditions]
+
+
 def test_parts_written_in_another_time_zone_are_not_reused() -> None:
     pod = _pod()
     rt = _runtime(_rc("app", "a1"), _rc("side", "s1"))
@@ -261,8 +279,8 @@ def test_the_field_tables_cover_the_models() -> None:
         },
         PodIP: {"extra", "ip"},
     }
-    for model, names in compared.items():
-        assert {a.name for a in attrs.fields(model)} == names, model.__name__
+    for part, names in compared.items():
+        assert {a.name for a in attrs.fields(part)} == names, part.__name__
 
 
 def test_a_waiting_reason_keeps_every_other_field_of_the_container_status() -> None:

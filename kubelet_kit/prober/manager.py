@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final, Self
 
 import attrs
 
-from kubelet_kit.api import Container, Pod, PodStatus, Probe
+from kubelet_kit.api import Container, ContainerStatus, Pod, PodStatus, Probe
 from kubelet_kit.clock import Clock
 from kubelet_kit.container import RuntimeCore
 from kubelet_kit.prober.interfaces import ProbeKind, ProbeResult, ProbeUpdate
@@ -78,9 +78,21 @@ class ContainerView:
 
 @attrs.define
 class _PodView:
+    """What the workers of one pod read. A worker reads only its own container's
+    view: those of containers without a probe (most pods have none) are not kept
+    up to date on every sync, their latest report waits in ``behind``."""
+
     pod_ip: str = ""
     phase: str = ""
     containers: dict[str, ContainerView] = attrs.field(factory=dict)
+    #: Names of the containers that have (or had) a probe in a spec given to
+    #: add_pod; None until the pod is added: every container is recorded.
+    probed: frozenset[str] | None = None
+    #: The latest report of each container without a probe, newer than its view.
+    behind: dict[str, ContainerStatus] = attrs.field(factory=dict)
+    #: What update_pod_status last returned: its container statuses serve again
+    #: where the next fold would make equal copies of them.
+    folded: PodStatus | None = None
 
 
 @attrs.frozen
@@ -463,10 +475,21 @@ class ReferenceProbeManager:
         pod object for its metadata; probe settings are not updated, as in the
         kubelet).
         """
-        self._added.add(pod.uid)
-        containers = [c for c in pod.spec.init_containers if c.is_sidecar]
-        containers.extend(pod.spec.containers)
+        uid = pod.uid
+        self._added.add(uid)
+        spec = pod.spec
+        containers: Iterable[Container] = spec.containers
+        if spec.init_containers:
+            containers = [*(c for c in spec.init_containers if c.is_sidecar), *containers]
+        probed: list[str] = []
         for container in containers:
+            if (
+                container.startup_probe is None
+                and container.readiness_probe is None
+                and container.liveness_probe is None
+            ):
+                continue  # (most containers: nothing to register, nothing to look up)
+            probed.append(container.name)
             for kind, probe in (
                 (ProbeKind.STARTUP, container.startup_probe),
                 (ProbeKind.READINESS, container.readiness_probe),
@@ -474,7 +497,7 @@ class ReferenceProbeManager:
             ):
                 if probe is None:
                     continue
-                key = (pod.uid, container.name, kind)
+                key = (uid, container.name, kind)
                 existing = self._workers.get(key)
                 if existing is not None:
                     existing.pod = pod
@@ -483,6 +506,29 @@ class ReferenceProbeManager:
                 self._workers[key] = worker
                 if self._tg is not None:
                     worker.start(self._tg)
+        self._note_probed(uid, probed)
+
+    def _note_probed(self, uid: str, names: list[str]) -> None:
+        """Remember which containers of the pod have a probe; a container that
+        has one now and had none before gets its view from the latest report."""
+        view = self._pods.get(uid)
+        if view is None:
+            view = self._pods[uid] = _PodView()
+        known = view.probed
+        if known is None:
+            # (Until now every container was recorded: none is behind.)
+            view.probed = frozenset(names)
+            return
+        if not names:
+            return  # (a pod without probes, added again on each sync)
+        fresh = [name for name in names if name not in known]
+        if not fresh:
+            return
+        view.probed = known.union(fresh)
+        for name in fresh:
+            cs = view.behind.get(name)
+            if cs is not None:
+                self._record_container(uid, view, cs)
 
     def remove_pod(self, pod: Pod) -> None:
         """Stop the pod's workers and forget its results and reported state.
@@ -534,7 +580,10 @@ class ReferenceProbeManager:
                 first time it was reported running with this id.
             terminated: Whether it has exited.
         """
-        view = self._pods.setdefault(pod_uid, _PodView())
+        view = self._pods.get(pod_uid)
+        if view is None:
+            view = self._pods[pod_uid] = _PodView()
+        view.behind.pop(container_name, None)
         old = view.containers.get(container_name)
         container_id = runtime_id(container_id)
         if started_at is None and running:
@@ -556,31 +605,43 @@ class ReferenceProbeManager:
             view = self._pods[pod_uid] = _PodView()
         view.pod_ip = status.pod_ip
         view.phase = status.phase
-        known = view.containers
+        probed = view.probed
         for cs in (*status.init_container_statuses, *status.container_statuses):
-            state = cs.state
-            running = state.running is not None
-            started_at = _timestamp(state.running.started_at) if state.running else None
-            terminated = state.terminated is not None
-            old = known.get(cs.name)
-            if (
-                old is not None
-                and old.running is running
-                and old.terminated is terminated
-                and (old.started_at == started_at or (started_at is None and running))
-                and old.container_id == runtime_id(cs.container_id)
-            ):
-                # What update_container would record is what is recorded (the
-                # same id keeps its start time): most syncs change nothing.
-                continue
-            self.update_container(
-                pod_uid,
-                cs.name,
-                cs.container_id,
-                running=running,
-                started_at=started_at,
-                terminated=terminated,
-            )
+            if probed is not None and cs.name not in probed:
+                running = cs.state.running
+                if running is None or running.started_at is not None:
+                    # No worker reads its view, and recording it later from this
+                    # status gives the same view (no clock reading goes in it).
+                    view.behind[cs.name] = cs
+                    continue
+            self._record_container(pod_uid, view, cs)
+
+    def _record_container(self, pod_uid: str, view: _PodView, cs: ContainerStatus) -> None:
+        """Record one container's id and state from its API status."""
+        state = cs.state
+        running = state.running is not None
+        started_at = _timestamp(state.running.started_at) if state.running else None
+        terminated = state.terminated is not None
+        old = view.containers.get(cs.name)
+        if (
+            old is not None
+            and old.running is running
+            and old.terminated is terminated
+            and (old.started_at == started_at or (started_at is None and running))
+            and old.container_id == runtime_id(cs.container_id)
+        ):
+            # What update_container would record is what is recorded (the same
+            # id keeps its start time): most syncs change nothing.
+            view.behind.pop(cs.name, None)
+            return
+        self.update_container(
+            pod_uid,
+            cs.name,
+            cs.container_id,
+            running=running,
+            started_at=started_at,
+            terminated=terminated,
+        )
 
     def seed_pod_status(self, pod_uid: str, status: PodStatus) -> None:
         """Carry over what a previous agent reported for the pod's containers.
@@ -620,29 +681,36 @@ class ReferenceProbeManager:
         For a pod that was added (and not removed since), ``status`` is also taken
         as the pod's reported state (as :meth:`set_pod_status`), so an agent that
         builds each sync's status with this fold needs no other call to keep the
-        workers informed.
+        workers informed; and a container status equal to the one this returned
+        last time for the pod is that one (an unchanged pod is told by identity).
         """
         uid = pod.uid
+        view: _PodView | None = None
         if uid in self._added:
             # (A removed pod's final status must not bring its state back.)
             self.set_pod_status(uid, status)
+            view = self._pods[uid]
+        previous = view.folded if view is not None else None
         caches = self._caches
         workers = self._workers
         if not workers and not any(caches.values()):
             # Nothing probed and nothing cached: every lookup would say "none".
-            return fold_pod_status(pod, status, _no_result, _no_worker)[0]
+            folded = fold_pod_status(pod, status, _no_result, _no_worker, previous)[0]
+        else:
 
-        def result_of(kind: ProbeKind, cid: str) -> ProbeResult | None:
-            return caches[kind].get(runtime_id(cid)) if cid else None
+            def result_of(kind: ProbeKind, cid: str) -> ProbeResult | None:
+                return caches[kind].get(runtime_id(cid)) if cid else None
 
-        def has_worker(name: str, kind: ProbeKind) -> bool:
-            return (uid, name, kind) in workers
+            def has_worker(name: str, kind: ProbeKind) -> bool:
+                return (uid, name, kind) in workers
 
-        folded, trigger = fold_pod_status(pod, status, result_of, has_worker)
-        for name in trigger:
-            worker = self._workers.get((pod.uid, name, ProbeKind.READINESS))
-            if worker is not None:
-                worker.trigger()
+            folded, trigger = fold_pod_status(pod, status, result_of, has_worker, previous)
+            for name in trigger:
+                worker = workers.get((uid, name, ProbeKind.READINESS))
+                if worker is not None:
+                    worker.trigger()
+        if view is not None:
+            view.folded = folded
         return folded
 
     async def updates(self) -> AsyncIterator[ProbeUpdate]:

@@ -7,8 +7,8 @@ directly (``tests/test_prober_results.py``) and the async workers stay thin.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Final
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Final
 
 import attrs
 
@@ -128,7 +128,11 @@ def _ready(
 
 
 def fold_pod_status(
-    pod: Pod, status: PodStatus, result_of: ResultLookup, has_worker: WorkerLookup
+    pod: Pod,
+    status: PodStatus,
+    result_of: ResultLookup,
+    has_worker: WorkerLookup,
+    previous: PodStatus | None = None,
 ) -> tuple[PodStatus, list[str]]:
     """Set ``started`` and ``ready`` of every container status from probe results.
 
@@ -142,17 +146,37 @@ def fold_pod_status(
         status: The status to fold into; not modified.
         result_of: ``(kind, container_id) -> cached result or None``.
         has_worker: ``(container_name, kind) -> whether that probe exists``.
+        previous: What the last fold for this pod returned, if known. A container
+            status that needs a copy and equals the one at its place there is
+            that one (statuses are generated on every sync, mostly unchanged:
+            the previous copy serves, and the caller's "did it change?" is
+            answered by identity).
 
     Returns:
         The new status, and the names of containers whose readiness probe should
         run now.
     """
     trigger: list[str] = []
-    regular = _fold_all(status.container_statuses, frozenset(), result_of, has_worker, trigger)
+    regular = _fold_all(
+        status.container_statuses,
+        frozenset(),
+        result_of,
+        has_worker,
+        trigger,
+        previous.container_statuses if previous is not None else (),
+    )
     inits: Sequence[ContainerStatus] = status.init_container_statuses
     if inits:
         sidecars = frozenset(c.name for c in pod.spec.init_containers if c.is_sidecar)
-        inits = _fold_all(inits, sidecars, result_of, has_worker, trigger, init=True)
+        inits = _fold_all(
+            inits,
+            sidecars,
+            result_of,
+            has_worker,
+            trigger,
+            previous.init_container_statuses if previous is not None else (),
+            init=True,
+        )
     if regular is status.container_statuses and inits is status.init_container_statuses:
         return status, trigger
     folded = status.with_parts(tuple(inits), tuple(regular), status.conditions)
@@ -165,6 +189,7 @@ def _fold_all(
     result_of: ResultLookup,
     has_worker: WorkerLookup,
     trigger: list[str],
+    before: Sequence[ContainerStatus],
     *,
     init: bool = False,
 ) -> Sequence[ContainerStatus]:
@@ -186,5 +211,38 @@ def _fold_all(
             continue  # (a value: the same one serves, and costs no copy)
         if folded is None:
             folded = list(statuses)
-        folded[i] = cs.with_life(cs.state, cs.last_state, ready, started)
+        prior = before[i] if i < len(before) else None
+        if prior is not None and _is_folded_copy(prior, cs, ready, started):
+            folded[i] = prior
+        else:
+            folded[i] = cs.with_life(cs.state, cs.last_state, ready, started)
     return statuses if folded is None else folded
+
+
+def _is_folded_copy(
+    prior: ContainerStatus, cs: ContainerStatus, ready: bool, started: bool
+) -> bool:
+    """Whether ``prior`` equals ``cs.with_life(cs.state, cs.last_state, ready,
+    started)``: the same state objects, flags and counts of the same types,
+    mappings the same objects (or both an empty dict). Stricter than ``==``
+    (which takes ``1`` for ``True``), and cheap: nothing is compared deeply."""
+    return (
+        prior.ready is ready
+        and prior.started is started
+        and prior.state is cs.state
+        and prior.last_state is cs.last_state
+        and type(prior.restart_count) is type(cs.restart_count)
+        and prior.restart_count == cs.restart_count
+        and prior.name == cs.name
+        and prior.image == cs.image
+        and prior.image_id == cs.image_id
+        and prior.container_id == cs.container_id
+        and prior.resources is cs.resources
+        and _same_mapping(prior.allocated_resources, cs.allocated_resources)
+        and _same_mapping(prior.extra, cs.extra)
+    )
+
+
+def _same_mapping(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    # One object, or both a plain empty dict (a model's default: one per instance).
+    return a is b or (type(a) is dict and not a and type(b) is dict and not b)

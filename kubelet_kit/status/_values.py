@@ -55,7 +55,11 @@ def waiting_state(reason: str) -> ContainerState:
 
 
 def is_empty(mapping: Mapping[str, Any]) -> bool:
-    """Whether ``mapping`` is an empty plain dict (what a model's default is)."""
+    """Whether ``mapping`` is an empty plain dict (what a model's default is).
+
+    (The checks made for every container on every sync write it out instead:
+    ``type(m) is dict and not m``, a call less each time.)
+    """
     return type(mapping) is dict and not mapping
 
 
@@ -73,23 +77,27 @@ def same_time(a: _dt.datetime | None, b: _dt.datetime | None) -> bool:
 
 def is_empty_state(state: ContainerState) -> bool:
     """Whether ``state`` equals :data:`NO_STATE`."""
+    extra = state.extra
     return (
         state.waiting is None
         and state.running is None
         and state.terminated is None
-        and is_empty(state.extra)
+        and type(extra) is dict
+        and not extra
     )
 
 
 def is_running_since(state: ContainerState, started_at: _dt.datetime | None) -> bool:
     """Whether ``state`` equals ``running`` since ``started_at`` and nothing else."""
     running = state.running
+    if running is None or state.waiting is not None or state.terminated is not None:
+        return False
+    extra, running_extra = state.extra, running.extra
     return (
-        running is not None
-        and state.waiting is None
-        and state.terminated is None
-        and is_empty(state.extra)
-        and is_empty(running.extra)
+        type(extra) is dict
+        and not extra
+        and type(running_extra) is dict
+        and not running_extra
         and same_time(running.started_at, started_at)
     )
 
@@ -222,7 +230,8 @@ def pod_ips(ips: Sequence[str], old: tuple[PodIP, ...]) -> tuple[PodIP, ...]:
     """``PodIP`` entries for ``ips``: ``old`` itself when it holds exactly those."""
     if type(old) is tuple and len(old) == len(ips):
         for entry, ip in zip(old, ips, strict=True):
-            if not (type(entry.ip) is str and entry.ip == ip and is_empty(entry.extra)):
+            extra = entry.extra
+            if not (type(entry.ip) is str and entry.ip == ip and type(extra) is dict and not extra):
                 break
         else:
             return old

@@ -27,6 +27,7 @@ the kubelet does. Without it every container is reported not ready.
 from __future__ import annotations
 
 import datetime as _dt
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
@@ -113,6 +114,8 @@ _INIT_INFERRED = (
     "Unable to get init container status from container runtime and pod has been "
     "initialized, treat it as exited normally"
 )
+#: The sort key of regular container statuses (their name, as upstream).
+_status_name: Final = operator.attrgetter("name")
 
 
 def to_datetime(seconds: float) -> _dt.datetime | None:
@@ -300,39 +303,39 @@ def container_statuses(
     has_init = bool(pod.spec.init_containers)
     default_state = values.waiting_state(POD_INITIALIZING if has_init else CONTAINER_CREATING)
     old_by_name = {s.name: s for s in previous}
-    images = {c.name: c.image for c in containers}
     # The newest two runtime containers of each name (runtime_status keeps them
     # newest first): the current state and the last one.
-    attempts: dict[str, list[RuntimeContainerStatus]] = {}
+    wanted = {c.name for c in containers}
+    newest: dict[str, RuntimeContainerStatus] = {}
+    before: dict[str, RuntimeContainerStatus] = {}
     for cs in runtime_status.container_statuses if runtime_status else ():
         name = cs.metadata.name
-        if name in images:
-            found = attempts.get(name)
-            if found is None:
-                attempts[name] = [cs]
-            elif len(found) < 2:
-                found.append(cs)
+        if name not in wanted:
+            continue
+        if name not in newest:
+            newest[name] = cs
+        elif name not in before:
+            before[name] = cs
 
     statuses: dict[str, ContainerStatus] = {}
     for c in containers:
-        old = old_by_name.get(c.name)
-        found = attempts.get(c.name)
+        name = c.name
+        old = old_by_name.get(name)
+        found = newest.get(name)
         if found is not None:
-            statuses[c.name] = _convert(
-                found[0],
-                images[c.name],
-                old,
-                runtime_name,
-                found[1] if len(found) > 1 else None,
-            )
+            statuses[name] = _convert(found, c.image, old, runtime_name, before.get(name))
         elif old is not None and old.state.terminated is not None:
-            statuses[c.name] = old
+            statuses[name] = old
         else:
-            statuses[c.name] = _not_created(c, old, default_state, pod)
+            statuses[name] = _not_created(c, old, default_state, pod)
 
+    if not is_init and not waiting:
+        # (What follows only gives init containers their inferred state and
+        # containers the syncer restarts their waiting reason.)
+        return tuple(sorted(statuses.values(), key=_status_name))
     for c in containers:
         if is_init:
-            found_cs = runtime_status.find_container_status(c.name) if runtime_status else None
+            found_cs = newest.get(c.name)  # (the runtime's newest of that name)
             if (
                 found_cs is not None
                 and found_cs.state is RuntimeState.EXITED
@@ -365,7 +368,7 @@ def container_statuses(
 
     if is_init:
         return tuple(statuses[c.name] for c in containers)
-    return tuple(sorted(statuses.values(), key=lambda s: s.name))
+    return tuple(sorted(statuses.values(), key=_status_name))
 
 
 def _not_created(
@@ -426,7 +429,10 @@ def _containers_ready(
 ) -> tuple[str, str, str]:
     unknown: list[str] = []
     unready: list[str] = []
-    for c in (*pod.spec.sidecars, *pod.spec.containers):
+    spec = pod.spec
+    # (spec.sidecars is made on each use: a pod without init containers has none.)
+    containers = (*spec.sidecars, *spec.containers) if spec.init_containers else spec.containers
+    for c in containers:
         status = by_name.get(c.name)
         if status is None:
             unknown.append(c.name)
@@ -452,6 +458,9 @@ def _initialized(
     by_name: Mapping[str, ContainerStatus],
     phase: str,
 ) -> tuple[str, str, str]:
+    if not pod.spec.init_containers:
+        # Nothing to wait for: what the rules below come to with no init container.
+        return "True", POD_COMPLETED if phase == "Succeeded" else "", ""
     unknown: list[str] = []
     incomplete: list[str] = []
     for c in pod.spec.init_containers:
@@ -547,6 +556,14 @@ def _conditions(
         (CONTAINERS_READY, cready),
         (POD_SCHEDULED, ("True", "", "")),
     ]
+    if type(before) is tuple and len(before) == len(generated):
+        # The usual sync: the same conditions as before, in the same order (then
+        # no other condition is kept): answered without the general merge.
+        for prior, (ctype, (st, reason, message)) in zip(before, generated, strict=True):
+            if prior.type != ctype or not _is_condition(prior, st, reason, message):
+                break
+        else:
+            return before
     # The transition times are merged as merge_transition_times does, but while
     # each condition is made: statuses are generated on every sync, and making
     # each condition twice (then copying it) was a good part of their cost. A
@@ -555,20 +572,12 @@ def _conditions(
     conditions = list(merge_transition_times(kept, before, now)) if kept else []
     for ctype, (st, reason, message) in generated:
         old = by_type.get(ctype)
-        when: _dt.datetime | None
+        if old is not None and _is_condition(old, st, reason, message):
+            conditions.append(old)
+            continue
+        when: _dt.datetime | None = now
         if old is not None and old.status == st and old.last_transition_time is not None:
-            if (
-                old.reason == reason
-                and old.message == message
-                and old.last_probe_time is None
-                and values.is_empty(old.extra)
-                and type(old.status) is str
-            ):
-                conditions.append(old)
-                continue
             when = old.last_transition_time
-        else:
-            when = now
         conditions.append(
             PodCondition(
                 type=ctype,
@@ -581,10 +590,25 @@ def _conditions(
     if (
         type(before) is tuple
         and len(conditions) == len(before)
-        and all(a is b for a, b in zip(conditions, before, strict=True))
+        and all(map(operator.is_, conditions, before))
     ):
         return before
     return tuple(conditions)
+
+
+def _is_condition(old: PodCondition, status: str, reason: str, message: str) -> bool:
+    """Whether ``old`` is the condition of its type made now: with these status,
+    reason and message, a transition time of its own and nothing else."""
+    return (
+        old.status == status
+        and old.last_transition_time is not None
+        and old.reason == reason
+        and old.message == message
+        and old.last_probe_time is None
+        and type(old.extra) is dict
+        and not old.extra  # (values.is_empty, written out)
+        and type(old.status) is str
+    )
 
 
 def merge_transition_times(
@@ -672,15 +696,17 @@ def generate_pod_status(
         ips = [pod_ip]
     if not ips and pod.spec.host_network and host_ip:
         ips = [host_ip]
-    inits = container_statuses(
-        pod,
-        runtime_status,
-        pod.spec.init_containers,
-        old.init_container_statuses,
-        is_init=True,
-        waiting=waiting,
-        runtime_name=runtime_name,
-    )
+    inits: tuple[ContainerStatus, ...] = ()
+    if pod.spec.init_containers:
+        inits = container_statuses(
+            pod,
+            runtime_status,
+            pod.spec.init_containers,
+            old.init_container_statuses,
+            is_init=True,
+            waiting=waiting,
+            runtime_name=runtime_name,
+        )
     regular = container_statuses(
         pod,
         runtime_status,
@@ -727,7 +753,12 @@ def generate_pod_status(
     inits = values.reuse_statuses(inits, old.init_container_statuses)
     regular = values.reuse_statuses(status.container_statuses, old.container_statuses)
     conditions = _conditions(
-        pod, status.phase, (*inits, *regular), runtime_status, old.conditions, now
+        pod,
+        status.phase,
+        (*inits, *regular) if inits else regular,
+        runtime_status,
+        old.conditions,
+        now,
     )
     return values.pod_status_with(
         old,
