@@ -21,7 +21,7 @@ from kubelet_kit.container import (
     PodSandboxMetadata,
 )
 from kubelet_kit.errors import UnimplementedError
-from kubelet_kit.testing import FakeClock, FakeRuntime
+from kubelet_kit.testing import FakeClock, FakeRuntime, _fake_fs
 
 SANDBOX = PodSandboxConfig(metadata=PodSandboxMetadata("p", "default", "uid-p"))
 
@@ -135,3 +135,19 @@ async def test_later_host_mounts_reach_only_host_to_container(
     if not seen:
         code, _, err = await _sh(rt, cid, "echo x > /v/sub/other")
         assert code == 1 and "cannot reach" in err
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_reads_its_own_mount_table() -> None:
+    table = _fake_fs._OWN_TABLE
+    points = _fake_fs.host_mount_points()
+    parent_file = table._file
+    assert parent_file is not None
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's open table is let go, its own opened
+        ok = table._file is None and _fake_fs.host_mount_points() == points
+        os._exit(0 if ok and table._file is not None else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert table._file is parent_file and not parent_file.closed
+    assert _fake_fs.host_mount_points() == points

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import string
 
+import attrs
 import pytest
-from _fake_runtime_helpers import start, start_other
+from _fake_runtime_helpers import container_config, sandbox_config, start, start_other
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubelet_kit.container import ContainerState
 from kubelet_kit.errors import ContainerRuntimeError, DeadlineExceededError
 from kubelet_kit.testing import FakeClock, FakeRuntime
 
@@ -120,6 +122,47 @@ async def test_liveness_style_script_shares_files_with_exec(
     assert rt.files(cid) == {}
     rt.write_file(cid, "/tmp/healthy", "")
     assert (await rt.exec_sync(cid, ["cat", "/tmp/healthy"])).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("command", "files"),
+    [
+        (("sleep", "infinity"), {}),
+        (("sh", "-c", "exec sleep inf"), {}),
+        (("busybox", "sleep", "infinity"), {}),
+        (("sh", "-c", "sleep infinity >/dev/null 2>/tmp/err"), {}),
+        # The shell makes the file its output goes to before sleeping.
+        (("sh", "-c", "sleep infinity > /tmp/out"), {"/tmp/out": ""}),
+        (("sh", "-c", "sleep infinity; echo never"), {}),
+    ],
+)
+async def test_a_command_sleeping_forever_runs_until_stopped(
+    rt: FakeRuntime, clock: FakeClock, command: tuple[str, ...], files: dict[str, str]
+) -> None:
+    sc = sandbox_config()
+    sid = await rt.run_pod_sandbox(sc)
+    cid = await rt.create_container(sid, attrs.evolve(container_config(), command=command), sc)
+    await rt.start_container(cid)
+    await clock.run_for(365 * 86400)
+    assert (await rt.container_status(cid)).state is ContainerState.RUNNING
+    assert rt.files(cid) == files
+    assert (await rt.exec_sync(cid, ["echo", "alive"])).stdout == b"alive\n"
+    await rt.stop_container(cid, 10)
+    status = await rt.container_status(cid)
+    assert (status.state, status.exit_code, status.reason) == (ContainerState.EXITED, 143, "Error")
+    assert rt.logs(cid) == []
+
+
+async def test_a_sleep_forever_after_a_trap_waits_for_the_kill(
+    rt: FakeRuntime, clock: FakeClock
+) -> None:
+    _, cid = await start(rt, "trap '' TERM; sleep infinity")
+    stopping = asyncio.create_task(rt.stop_container(cid, 10))
+    await clock.run_for(9.9)
+    assert not stopping.done()
+    await clock.run_for(0.1)
+    await stopping
+    assert (await rt.container_status(cid)).exit_code == 137
 
 
 async def test_exec_dies_with_its_container(rt: FakeRuntime, clock: FakeClock) -> None:

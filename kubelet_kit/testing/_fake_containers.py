@@ -177,6 +177,11 @@ class _ContainerPart(_ProcessPart):
             return
         if statements is None:
             return  # nothing to run: runs until stopped
+        if statements and statements[0].sleeps_forever:
+            # ``sleep infinity`` and the like, as long-running containers often
+            # run: the shell would sleep at once until the container is stopped
+            # and then run nothing more, so no shell is made to step it.
+            return
         c.proc = _run_statements(
             statements,
             c.env,

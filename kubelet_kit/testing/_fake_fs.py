@@ -12,18 +12,22 @@ Mount propagation, as far as a process of the host can tell it apart: the fake
 reads through the host's own mount table, so a mount made on the host under a
 volume after the container started is seen there, as with
 ``HOST_TO_CONTAINER``. For a ``PRIVATE`` mount (the default) the fake records
-the host's mount points under the volume when the container starts; a path
-beneath a mount point made later is hidden (the directory it covers looks
-empty, and writing there fails), as the container would see only what the
-mount covers, which the fake cannot read. ``BIDIRECTIONAL`` needs the
-container to make mounts of its own, which the fake's containers cannot: the
-runtime declines it (see ``create_container``).
+the host's mount table when the container starts; a path beneath a mount point
+made later under the volume is hidden (the directory it covers looks empty,
+and writing there fails), as the container would see only what the mount
+covers, which the fake cannot read. Which of the recorded mount points lie
+under the volume is worked out when a path beneath the mount is first used,
+from the volume's real path then (the path the fake reads and writes through,
+so both agree). ``BIDIRECTIONAL`` needs the container to make mounts of its
+own, which the fake's containers cannot: the runtime declines it (see
+``create_container``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import posixpath
 import re
@@ -62,13 +66,17 @@ class _MountTable:
         self._lock = threading.Lock()
         self._file: TextIO | None = None
         self._poll: select.poll | None = None
-        self._pid = -1
         self._points: frozenset[str] = frozenset()
+        if hasattr(os, "register_at_fork"):
+            # A forked child opens the table again, its own (the open file is
+            # the parent's): told by fork itself, not by asking for the process
+            # id at every call.
+            os.register_at_fork(after_in_child=self._close)
 
     def points(self) -> frozenset[str]:
         with self._lock:
             try:
-                if self._file is None or self._poll is None or self._pid != os.getpid():
+                if self._file is None or self._poll is None:
                     self._open()
                 elif self._poll.poll(0):
                     self._file.seek(0)
@@ -89,7 +97,7 @@ class _MountTable:
         except BaseException:
             f.close()
             raise
-        self._file, self._poll, self._pid = f, poll, os.getpid()
+        self._file, self._poll = f, poll
 
     def _close(self) -> None:
         if self._file is not None:
@@ -110,6 +118,7 @@ def _parse_mountinfo(text: str) -> frozenset[str]:
 
 
 _OWN_TABLE = _MountTable()
+_PRIVATE = MountPropagation.PRIVATE  # looked up once: an enum member's lookup is not free
 _O_PATH = getattr(os, "O_PATH", None)
 
 
@@ -134,6 +143,14 @@ def _realpath(path: str) -> str:
     return os.path.realpath(path)
 
 
+@functools.lru_cache(maxsize=256)
+def _depth(container_path: str) -> int:
+    """How deep a mount's container path is (its normalised path's slashes),
+    worked out once per path: a node's containers mostly mount the same few
+    (``/etc/hosts``, ``/dev/termination-log``)."""
+    return posixpath.normpath(container_path).count("/")
+
+
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
@@ -151,27 +168,31 @@ class _ContainerFS(MutableMapping[str, str]):
         self.own: dict[str, str] = {}
         self.cwd = cwd or "/"
         # Deepest container path first: a nested mount shadows its parent's.
-        self._mounts = sorted(
-            mounts, key=lambda m: posixpath.normpath(m.container_path).count("/"), reverse=True
-        )
-        # The host's mount points under each private mount when the container started.
-        # (Kept as the volume's real path and the whole table until first asked.)
-        self._at_start: dict[str, frozenset[str] | tuple[str, frozenset[str]]] = {}
+        self._mounts = sorted(mounts, key=lambda m: _depth(m.container_path), reverse=True)
+        # The private mounts by container path (of two at one path, the last one's
+        # volume is the one recorded).
+        self._private = {m.container_path: m for m in self._mounts if m.propagation is _PRIVATE}
+        # The host's mount table when the container started (None: not started,
+        # or no private mount), and, once first asked, which of its mount points
+        # lie under each private mount's volume, by container path.
+        self._table_at_start: frozenset[str] | None = None
+        self._at_start: dict[str, frozenset[str]] = {}
         # readonly_rootfs: the container's own files (all but /proc and /dev, the
         # kernel's) refuse writes; its writable mounts still take them.
         self.readonly_root = False
 
     def started(self) -> None:
-        """Record the host's mount points under each private mount: the container
-        started, and mounts made on the host from now on do not reach it."""
-        if not any(m.propagation is MountPropagation.PRIVATE for m in self._mounts):
-            return
-        points = host_mount_points()
-        for m in self._mounts:
-            if m.propagation is MountPropagation.PRIVATE:
-                # The table and the volume's real path as they are now; which of
-                # the points lie under it is worked out on first need (_seen).
-                self._at_start[m.container_path] = (_realpath(m.host_path), points)
+        """Record the host's mount table for the private mounts: the container
+        started, and mounts made on the host from now on do not reach it.
+
+        Only the table is taken now (a frozen set the process shares while the
+        table does not change): the volumes' real paths, and which recorded
+        mount points lie under them, are worked out when first needed
+        (:meth:`_seen`), as most containers never use a path beneath a mount.
+        """
+        if self._private:
+            self._table_at_start = host_mount_points()
+            self._at_start.clear()
 
     # -- routing
 
@@ -191,11 +212,16 @@ class _ContainerFS(MutableMapping[str, str]):
     def _seen(self, m: Mount) -> frozenset[str] | None:
         """The host's mount points under private mount ``m`` when the container
         started; None if it was not started with ``m`` private."""
-        recorded = self._at_start.get(m.container_path)
-        if recorded is None or isinstance(recorded, frozenset):
-            return recorded
-        root, points = recorded
-        seen = self._at_start[m.container_path] = frozenset(p for p in points if _under(p, root))
+        points = self._table_at_start
+        private = self._private.get(m.container_path)
+        if points is None or private is None:
+            return None
+        seen = self._at_start.get(m.container_path)
+        if seen is None:
+            root = _realpath(private.host_path)
+            seen = self._at_start[m.container_path] = frozenset(
+                p for p in points if _under(p, root)
+            )
         return seen
 
     def _hidden(self, m: Mount, host_path: str) -> bool:

@@ -37,12 +37,13 @@ class _SandboxPart(_ProcessPart):
                 publish it on).
         """
         await self._enter("run_pod_sandbox", (config,))
-        published = [p for p in config.port_mappings if p.host_port]
-        if published and self.host_ports == "decline":
-            raise UnimplementedError(
-                f"port_mappings: host_port {published[0].host_port}: the fake runtime "
-                "publishes no ports on the host"
-            )
+        if self.host_ports == "decline":
+            published = [p for p in config.port_mappings if p.host_port]
+            if published:
+                raise UnimplementedError(
+                    f"port_mappings: host_port {published[0].host_port}: the fake runtime "
+                    "publishes no ports on the host"
+                )
         md = config.metadata
         taken = self._sandbox_by_metadata.get(md)
         if taken is not None:

@@ -18,6 +18,7 @@ import functools
 import hashlib
 import os
 import socket
+from collections.abc import Callable
 
 from kubelet_kit.container.capabilities import capability_set
 from kubelet_kit.container.interfaces import (
@@ -90,13 +91,34 @@ def _capabilities_of(sc: LinuxContainerSecurityContext | None) -> frozenset[int]
     return capability_set(sc)
 
 
-def _namespace(kind: str, shared: bool, owner: str) -> str:
-    if shared:
-        with contextlib.suppress(OSError):
-            return os.readlink(f"/proc/self/ns/{kind}")
+def _made_up_namespace(kind: str, owner: str) -> str:
+    """The namespace of ``kind`` the fake gives ``owner`` (a sandbox or a
+    container id) when it does not share the node's: a value of the two alone."""
     # The first three bytes of the digest (its first six hex digits) as a number.
     digest = int.from_bytes(hashlib.sha256(f"{kind}/{owner}".encode()).digest()[:3], "big")
     return f"{kind}:[{4026600000 + digest}]"
+
+
+@functools.lru_cache(maxsize=256)
+def _sandbox_namespace(kind: str, sandbox_id: str) -> str:
+    """:func:`_made_up_namespace` of a sandbox (its net or ipc namespace),
+    worked out once for all the containers of the sandbox, made one after the
+    other."""
+    return _made_up_namespace(kind, sandbox_id)
+
+
+def _namespace(
+    kind: str,
+    shared: bool,
+    owner: str,
+    made_up: Callable[[str, str], str] = _made_up_namespace,
+) -> str:
+    """The link ``/proc/self/ns/KIND`` of a container: the node's own namespace
+    where it is shared (if readable), else ``made_up(kind, owner)``."""
+    if shared:
+        with contextlib.suppress(OSError):
+            return os.readlink(f"/proc/self/ns/{kind}")
+    return made_up(kind, owner)
 
 
 def security_files(
@@ -110,10 +132,10 @@ def security_files(
     ns = sandbox.namespace_options
     files = {
         "/proc/self/status": _status(config, identity),
-        "/proc/self/ns/net": _namespace("net", ns.host_network, sandbox_id),
+        "/proc/self/ns/net": _namespace("net", ns.host_network, sandbox_id, _sandbox_namespace),
         # The kubelet gives each container a PID namespace of its own.
         "/proc/self/ns/pid": _namespace("pid", ns.host_pid, container_id),
-        "/proc/self/ns/ipc": _namespace("ipc", ns.host_ipc, sandbox_id),
+        "/proc/self/ns/ipc": _namespace("ipc", ns.host_ipc, sandbox_id, _sandbox_namespace),
         "/proc/sys/kernel/hostname": (
             socket.gethostname() if ns.host_network or not sandbox.hostname else sandbox.hostname
         )

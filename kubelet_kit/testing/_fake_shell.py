@@ -45,6 +45,10 @@ class _Statement:
     # Its expansion, worked out once when no word has a variable in it (the
     # expansion then depends on neither the env nor the last status).
     expanded: _Command | None = attrs.field(default=None, eq=False, repr=False)
+    # Whether running it does nothing but sleep until it is killed (``sleep
+    # infinity``), known with its expansion: a container whose command starts
+    # with it needs no shell stepped for it (see ``_sleeps_forever``).
+    sleeps_forever: bool = attrs.field(default=False, eq=False, repr=False)
 
 
 def _parse_script(script: str) -> list[_Statement]:
@@ -194,7 +198,7 @@ def _with_expansion(statement: _Statement) -> _Statement:
         expanded = _expand(statement, {}, 0)
     except TypeError:  # a word that is no text: it fails when run, as it always did
         return statement
-    return attrs.evolve(statement, expanded=expanded)
+    return attrs.evolve(statement, expanded=expanded, sleeps_forever=_sleeps_forever(expanded))
 
 
 @attrs.frozen
@@ -273,6 +277,33 @@ def _expand(statement: _Statement, env: Mapping[str, str], status: int) -> _Comm
             continue  # an unquoted empty expansion vanishes, as in sh
         argv.append(text)
     return _Command(tuple(argv), stdout, path, append)
+
+
+def _program(cmd: _Command) -> tuple[list[str], bool]:
+    """The argv ``cmd`` runs, without its ``exec`` words and a ``busybox``
+    prefix (``busybox APPLET ARGS`` runs the applet), and whether it was
+    ``exec``'d (the shell then ends with it)."""
+    argv = list(cmd.argv)
+    exec_ = False
+    while argv and argv[0] == "exec":
+        argv, exec_ = argv[1:], True
+    if len(argv) > 1 and os.path.basename(argv[0]) == "busybox":
+        argv = argv[1:]
+    return argv, exec_
+
+
+def _sleeps_forever(cmd: _Command) -> bool:
+    """Whether running ``cmd`` does nothing but sleep until it is killed:
+    ``sleep infinity`` (or ``inf``), its output not sent to a file (which the
+    shell would create first). It writes nothing and, killed, runs nothing
+    more, as :func:`_run_statements` runs it."""
+    argv, _ = _program(cmd)
+    return (
+        cmd.stdout != "file"
+        and len(argv) > 1
+        and os.path.basename(argv[0]) == "sleep"
+        and _parse_sleep(argv[1]) == math.inf
+    )
 
 
 _SLEEP_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -361,12 +392,7 @@ def _run_statements(
         if (statement.cond == "and" and status != 0) or (statement.cond == "or" and status == 0):
             continue
         cmd = _expand(statement, env, status)
-        argv = list(cmd.argv)
-        exec_ = False
-        while argv and argv[0] == "exec":
-            argv, exec_ = argv[1:], True
-        if len(argv) > 1 and os.path.basename(argv[0]) == "busybox":
-            argv = argv[1:]  # ``busybox APPLET ARGS`` runs the applet
+        argv, exec_ = _program(cmd)
         if not argv:
             continue
         if cmd.stdout == "file":
