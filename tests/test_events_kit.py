@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 
 from kubelet_kit.api.loading import load_pod
@@ -161,3 +162,18 @@ def test_event_log_drops_unsupported_types(caplog: pytest.LogCaptureFixture) -> 
     log.event(pod("a"), "Error", "Failed", "x")
     assert log.events() == []
     assert "unsupported event type 'Error'" in caplog.text
+
+
+def test_event_log_keeps_frozen_values() -> None:
+    clock = FakeClock(start=1000.0)
+    log = EventLog(clock, capacity=2)
+    for reason in ("Pulled", "Created", "Started"):
+        log.event(pod("a"), "Normal", reason, f"{reason} it", container="app")
+    first, second = log.events()
+    assert (first.reason, second.reason) == ("Created", "Started")
+    assert first == RecordedEvent(
+        1000.0, "default", "a", "uid-a", "app", "Normal", "Created", "Created it"
+    )
+    assert hash(first) == hash(attrs.evolve(first))
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        first.reason = "Other"  # type: ignore[misc]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 
+import attrs
 import pytest
 
 from kubelet_kit.api import Container, ObjectMeta, Pod, PodSpec
@@ -135,6 +136,32 @@ async def test_returns_the_runtime_image_id_and_passes_annotations() -> None:
     pull = runtime.calls_to("pull_image")[0]
     assert pull.args[0].image == "registry.example/app:1"
     assert dict(pull.args[0].annotations) == {"a": "b"}
+
+
+async def test_image_specs_with_and_without_annotations() -> None:
+    # Pods without annotations share one spec per image; pods with them get
+    # their own, carrying them. Either way the spec holds the tagged image.
+    clock = FakeClock()
+    runtime = FakeRuntime(clock)
+    runtime.add_image("busybox:latest", present=True)
+    events: list[tuple[str, str, str]] = []
+    puller = ImagePuller(
+        runtime, clock, on_event=lambda p, c, kind, reason, m: events.append((kind, reason, m))
+    )
+    annotated, container = mkpod("busybox", "IfNotPresent")
+    bare = [attrs.evolve(annotated, metadata=ObjectMeta(name=f"p{i}", uid=f"u{i}")) for i in (1, 2)]
+    for pod in (annotated, *bare, annotated):
+        await puller.ensure_image(pod, container)
+    specs = [call.args[0] for call in runtime.calls_to("image_status")]
+    assert [(s.image, dict(s.annotations)) for s in specs] == [
+        ("busybox:latest", {"a": "b"}),
+        ("busybox:latest", {}),
+        ("busybox:latest", {}),
+        ("busybox:latest", {"a": "b"}),
+    ]
+    assert specs[1] is specs[2] and specs[0] is not specs[3]
+    message = 'Container image "busybox" already present on machine'
+    assert events == [("Normal", "Pulled", message)] * 4
 
 
 async def test_untagged_image_is_pulled_as_latest_and_always() -> None:

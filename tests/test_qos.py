@@ -126,6 +126,14 @@ CASES: list[tuple[str, list[tuple[R, R]], list[tuple[R, R]], tuple[R, R] | None,
         (("10m", "10Mi"), ("5m", "")),
         "Burstable",
     ),
+    # Pod-level resources of zero only: the containers decide.
+    (
+        "zero-pod-level-resources",
+        [(("1", "1Gi"), ("1", "1Gi"))],
+        [],
+        (("0", "0"), ("0", "0")),
+        "Guaranteed",
+    ),
     # TestCollectContainerLevelResources: sums over app and init containers decide.
     (
         "sums-over-init",

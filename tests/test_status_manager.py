@@ -102,6 +102,37 @@ def test_transition_time_changes_only_with_status() -> None:
     assert stored is not None and stored.conditions[0].last_transition_time == _at(T0 + 20)
 
 
+def test_a_status_already_normal_is_stored_as_it_is() -> None:
+    # Timed conditions and a start time on a pod's first status, then the
+    # stored status handed back unchanged: nothing is copied, nothing changes.
+    manager = StatusManager(_clock())
+    pod = _pod()
+    ready = PodCondition(type="Ready", status="True", last_transition_time=_at(T0 - 5))
+    status = PodStatus(phase="Running", conditions=(ready,), start_time=_at(T0 - 9))
+    assert manager.set_pod_status(pod, status)
+    assert manager.get_pod_status("u1") is status
+    assert not manager.set_pod_status(pod, status)
+    assert manager.get_pod_status("u1") is status
+
+
+def test_a_repeated_condition_type_takes_the_later_time() -> None:
+    # Two conditions of one type: the one found before is the later one, whose
+    # time the earlier takes when their statuses agree (even when the status
+    # handed in is the stored one itself).
+    manager = StatusManager(_clock())
+    pod = _pod()
+    first = PodCondition(type="Ready", status="True", last_transition_time=_at(T0 - 5))
+    second = attrs.evolve(first, last_transition_time=_at(T0 - 2))
+    status = PodStatus(phase="Running", conditions=(first, second), start_time=_at(T0))
+    manager.set_pod_status(pod, status)
+    stored = manager.get_pod_status("u1")
+    assert stored is status
+    assert manager.set_pod_status(pod, stored)
+    again = manager.get_pod_status("u1")
+    assert again is not None
+    assert [c.last_transition_time for c in again.conditions] == [_at(T0 - 2)] * 2
+
+
 def test_terminate_pod_marks_failed_and_containers_unknown() -> None:
     manager = StatusManager(_clock())
     pod = _pod()

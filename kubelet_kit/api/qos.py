@@ -37,17 +37,23 @@ def _sum_into(into: dict[str, Quantity], values: Mapping[str, Quantity]) -> None
 
 
 def _containers(
-    containers: Iterable[Container],
+    *groups: Iterable[Container],
 ) -> tuple[dict[str, Quantity], dict[str, Quantity], bool]:
     requests: dict[str, Quantity] = {}
     limits: dict[str, Quantity] = {}
     all_limited = True
-    for c in containers:
-        _sum_into(requests, _positive(c.resources.requests))
-        found = _positive(c.resources.limits)
-        _sum_into(limits, found)
-        if not set(_QOS_RESOURCES) <= found.keys():
-            all_limited = False
+    for containers in groups:
+        for c in containers:
+            res = c.resources
+            if not res.requests and not res.limits:
+                # The usual container: nothing to sum, and it has no limits.
+                all_limited = False
+                continue
+            _sum_into(requests, _positive(res.requests))
+            found = _positive(res.limits)
+            _sum_into(limits, found)
+            if "cpu" not in found or "memory" not in found:
+                all_limited = False
     return requests, limits, all_limited
 
 
@@ -63,13 +69,18 @@ def qos_class(pod: Pod) -> QOSClass:
     Returns:
         ``"Guaranteed"``, ``"Burstable"`` or ``"BestEffort"``.
     """
-    pod_res = pod.spec.resources
-    if pod_res is not None and (_positive(pod_res.requests) or _positive(pod_res.limits)):
+    spec = pod.spec
+    pod_res = spec.resources
+    requests: dict[str, Quantity] = {}
+    limits: dict[str, Quantity] = {}
+    if pod_res is not None:
         requests = _positive(pod_res.requests)
         limits = _positive(pod_res.limits)
-        guaranteed = set(_QOS_RESOURCES) <= limits.keys()
+    if requests or limits:
+        guaranteed = "cpu" in limits and "memory" in limits
     else:
-        requests, limits, guaranteed = _containers(pod.spec.all_containers())
+        # (All containers, in all_containers' order: init containers first.)
+        requests, limits, guaranteed = _containers(spec.init_containers, spec.containers)
     if not requests and not limits:
         return BEST_EFFORT
     matched = all(name in limits and limits[name] == req for name, req in requests.items())

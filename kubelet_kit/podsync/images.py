@@ -32,6 +32,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, cast
 
+import attrs
+
 from kubelet_kit.api.duration import format_duration
 from kubelet_kit.clock import Clock
 from kubelet_kit.container.interfaces import (
@@ -135,6 +137,43 @@ def apply_default_image_tag(image: str) -> str:
     if match.group(2) is None and match.group(3) is None:
         return image + ":latest"
     return image
+
+
+@attrs.frozen
+class _KnownImage:
+    """What checking a container's image needs of a valid image name, worked
+    out once per name (see :func:`_known_image`).
+
+    Attributes:
+        ref: The image with its default tag (:func:`apply_default_image_tag`).
+        bare_spec: Its ImageSpec without annotations, for pods that have none.
+        present: The message of the event saying the image is already present.
+    """
+
+    ref: str
+    bare_spec: ImageSpec
+    present: str
+
+
+# Every container start checks its image, and with images present (the usual
+# case) that check is little more than this: the tag applied, the spec asked
+# about, one event. A node runs few distinct images, and all three depend on the
+# name alone; the spec is a frozen value, so one serves every pod without
+# annotations. (Errors are raised, never cached.)
+@functools.lru_cache(maxsize=1024)
+def _known_image(image: str) -> _KnownImage:
+    """The facts of ``image`` that :meth:`ImagePuller.ensure_image` needs.
+
+    Raises:
+        ValueError: ``image`` is not a valid image reference (as
+            :func:`apply_default_image_tag`).
+    """
+    ref = apply_default_image_tag(image)
+    return _KnownImage(
+        ref=ref,
+        bare_spec=ImageSpec(ref),
+        present=f"Container image {go_quote(image)} already present on machine",
+    )
 
 
 #: ``(pod, container, event type, reason, message)``: receives the kubelet's image
@@ -305,36 +344,33 @@ class ImagePuller:
                 ``ErrImageNeverPull``, ``ImagePullBackOff`` or ``ErrImagePull``,
                 with the kubelet's message.
         """
-        quoted = go_quote(container.image)
         try:
-            image = apply_default_image_tag(container.image)
+            known = _known_image(container.image)
         except ValueError as exc:
-            message = f"Failed to apply default image tag {quoted}: {exc}"
+            message = f"Failed to apply default image tag {go_quote(container.image)}: {exc}"
             self._event(pod, container, "Warning", "InspectFailed", message)
             raise PodSyncError(ERR_INVALID_IMAGE_NAME, message, container=container.name) from exc
         service = self._image_service()
         if service is None:
-            return image
+            return known.ref
         # ImageSpec keeps a copy of the annotations of its own: none made here.
-        spec = ImageSpec(image, pod.metadata.annotations)
+        # A pod without annotations shares its image's spec (a frozen value).
+        annotations = pod.metadata.annotations
+        spec = ImageSpec(known.ref, annotations) if annotations else known.bare_spec
         try:
             held = await service.image_status(spec)
         except ContainerRuntimeError as exc:
-            message = f"Failed to inspect image {quoted}: {exc}"
+            message = f"Failed to inspect image {go_quote(container.image)}: {exc}"
             self._event(pod, container, "Warning", "InspectFailed", message)
             raise PodSyncError(ERR_IMAGE_INSPECT, message, container=container.name) from exc
         policy = container.image_pull_policy
         should_pull = policy == "Always" or (policy == "IfNotPresent" and held is None)
+        if not should_pull and held is not None:
+            # The usual case: present, and the policy does not pull it again.
+            self._event(pod, container, "Normal", "Pulled", known.present)
+            return held.id
+        quoted = go_quote(container.image)
         if not should_pull:
-            if held is not None:
-                self._event(
-                    pod,
-                    container,
-                    "Normal",
-                    "Pulled",
-                    f"Container image {quoted} already present on machine",
-                )
-                return held.id
             message = f"Container image {quoted} is not present with pull policy of Never"
             self._event(pod, container, "Warning", ERR_IMAGE_NEVER_PULL, message)
             raise PodSyncError(ERR_IMAGE_NEVER_PULL, message, container=container.name)

@@ -67,11 +67,15 @@ def _over(message: str, limit: int) -> bool:
 
 
 def _needs_cap(statuses: tuple[ContainerStatus, ...], limit: int) -> bool:
+    # (Checked on every status set: both states are written out, with no
+    # tuple of them made per container.)
     for cs in statuses:
-        for state in (cs.state, cs.last_state):
-            terminated = state.terminated
-            if terminated is not None and _over(terminated.message, limit):
-                return True
+        terminated = cs.state.terminated
+        if terminated is not None and _over(terminated.message, limit):
+            return True
+        terminated = cs.last_state.terminated
+        if terminated is not None and _over(terminated.message, limit):
+            return True
     return False
 
 
@@ -137,6 +141,25 @@ def cap_termination_messages(pod: Pod, status: PodStatus) -> PodStatus:
     )
 
 
+def _keeps_every_time(
+    conditions: tuple[PodCondition, ...], previous: tuple[PodCondition, ...]
+) -> bool:
+    """Whether :func:`merge_transition_times` is sure to keep each of
+    ``conditions`` as it is, given that each has a transition time of its own.
+
+    So it is when there is nothing before to take a time from (a pod's first
+    status), and when the conditions are the previous ones themselves (a status
+    generated from the stored one, no condition changed): each then finds itself
+    as its type's previous condition, provided no type comes twice (a later
+    condition of the same type would be taken instead).
+    """
+    if not previous:
+        return True
+    if previous is not conditions:
+        return False
+    return len({c.type for c in conditions}) == len(conditions)
+
+
 def _has_run(status: ContainerStatus) -> bool:
     return (
         status.state.running is not None
@@ -198,8 +221,9 @@ class StatusSubscription:
     def _offer(self, pod: Pod, status: PodStatus) -> None:
         if self._closed:
             return
-        self._pending.pop(pod.uid, None)  # move to the back: newest change last
-        self._pending[pod.uid] = (pod, status)
+        uid = pod.uid
+        self._pending.pop(uid, None)  # move to the back: newest change last
+        self._pending[uid] = (pod, status)
         self._wakeup.set()
 
     @property
@@ -267,16 +291,27 @@ class StatusManager:
                 status, phase=base.phase, reason=base.reason, message=base.message
             )
         start_time = base.start_time or status.start_time
+        timed = True
+        for c in status.conditions:
+            if c.last_transition_time is None:
+                timed = False
+                break
         now: _dt.datetime | None = None
-        if start_time is None or any(c.last_transition_time is None for c in status.conditions):
+        if start_time is None or not timed:
             # The clock is read only when something takes the time (with every
             # condition timed, merge_transition_times never uses it).
             now = self._now()
         if start_time is None:
             start_time = now
-        conditions = merge_transition_times(status.conditions, base.conditions, now)
-        if start_time is status.start_time and all(
-            a is b for a, b in zip(conditions, status.conditions, strict=True)
+        if timed and _keeps_every_time(status.conditions, base.conditions):
+            # The usual cases, known without merging: merge_transition_times
+            # would hand back every condition as it is.
+            conditions = status.conditions
+        else:
+            conditions = merge_transition_times(status.conditions, base.conditions, now)
+        if start_time is status.start_time and (
+            conditions is status.conditions
+            or all(a is b for a, b in zip(conditions, status.conditions, strict=True))
         ):
             # The usual case: the status was generated from this very base, so
             # it already carries its start and transition times.
@@ -305,7 +340,8 @@ class StatusManager:
         Returns:
             True when the stored status changed (subscribers were told).
         """
-        entry = self._statuses.get(pod.uid)
+        uid = pod.uid
+        entry = self._statuses.get(uid)
         old = entry[1] if entry is not None else None
         problem = illegal_container_transition(pod, old or pod.status, status)
         if problem is not None:
@@ -314,9 +350,9 @@ class StatusManager:
         status = self._normalise(pod, status, old)
         if old is not None and (status is old or status == old):
             if entry is not None and entry[0] is not pod and entry[0] != pod:
-                self._statuses[pod.uid] = (pod, status)  # newer spec, same status
+                self._statuses[uid] = (pod, status)  # newer spec, same status
             return False
-        self._statuses[pod.uid] = (pod, status)
+        self._statuses[uid] = (pod, status)
         for subscriber in tuple(self._subscribers):
             subscriber._offer(pod, status)
         return True
