@@ -109,6 +109,23 @@ async def test_call_log_records_arguments_by_position_and_name(rt: FakeRuntime) 
     assert [c.method for c in rt.calls] == ["stop_container"]
 
 
+async def test_call_log_of_calls_with_no_argument_and_with_one(rt: FakeRuntime) -> None:
+    _, cid = await start(rt, None)
+    rt.clear_calls()
+    await rt.version()
+    await rt.list_images()
+    await rt.container_status(cid)
+    await rt.list_containers()
+    assert [(c.method, c.args, dict(c.kwargs)) for c in rt.calls] == [
+        ("version", (), {}),
+        ("list_images", (), {}),
+        ("container_status", (cid,), {"container_id": cid}),
+        ("list_containers", (None,), {"filter": None}),
+    ]
+    # Each call has a record, and an argument map, of its own.
+    assert rt.calls[0].kwargs is not rt.calls[1].kwargs
+
+
 async def test_status_conditions(rt: FakeRuntime) -> None:
     st = await rt.status()
     assert st.condition("RuntimeReady").status is True  # type: ignore[union-attr]

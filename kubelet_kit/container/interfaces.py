@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import NoReturn, Protocol, runtime_checkable
 
 import attrs
 
@@ -67,15 +67,63 @@ __all__ = [
 ]
 
 
+class _FrozenDict(dict[str, str]):
+    """The map a frozen value holds (its labels, annotations, sysctls...): a dict
+    that refuses every change, so that it is as frozen as the value.
+
+    Being unchangeable, one is shared rather than copied when a value is made
+    from another's map (a container's status from its config's labels): nobody
+    can change one value through it. It reads, compares, prints and serialises as
+    the dict it is.
+    """
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("the map of a frozen value cannot be changed")
+
+    __setitem__ = _refuse
+    __delitem__ = _refuse
+    __ior__ = _refuse
+    clear = _refuse
+    pop = _refuse
+    popitem = _refuse
+    setdefault = _refuse
+    update = _refuse
+
+    def __reduce__(self) -> tuple[type[_FrozenDict], tuple[dict[str, str]]]:
+        # Copied and pickled through its contents, not item by item (which the
+        # refusals above would stop).
+        return (_FrozenDict, (dict(self),))
+
+
+# Every empty map of a frozen value: it cannot change, so one does for all.
+_EMPTY: Mapping[str, str] = _FrozenDict()
+
+
 def _frozen_map(value: Mapping[str, str] | None) -> Mapping[str, str]:
-    # A private copy, so the caller's later changes do not reach a frozen value.
+    """A frozen value's own unchangeable copy of ``value``, so the caller's later
+    changes do not reach the value; another frozen value's map is taken as it is."""
     if not value:
-        return {}
-    if type(value) is dict:
-        return dict(value)
+        return _EMPTY
+    kind = type(value)
+    if kind is _FrozenDict:
+        return value
+    if kind is dict:
+        return _FrozenDict(value)
     # Other mappings (protobuf maps from a CRI response, among them) copy faster
     # key by key than through dict(), which goes the long way via keys().
-    return {k: value[k] for k in value}
+    return _FrozenDict({k: value[k] for k in value})
+
+
+def _selected(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
+    """Whether ``labels`` has every label of ``selector``, with the same value."""
+    # A loop rather than all() over a generator, at half the cost: a list call
+    # matches every sandbox or container, and selectors hold a label or two.
+    for key, value in selector.items():  # noqa: SIM110 (cheaper than all())
+        if labels.get(key) != value:
+            return False
+    return True
 
 
 # --------------------------------------------------------------------------- enums
@@ -343,7 +391,7 @@ class PodSandboxFilter:
             return False
         if self.state is not None and sandbox.state != self.state:
             return False
-        return all(sandbox.labels.get(k) == v for k, v in self.label_selector.items())
+        return _selected(sandbox.labels, self.label_selector)
 
 
 # ----------------------------------------------------------------------- containers
@@ -444,7 +492,7 @@ class ContainerFilter:
             return False
         if self.pod_sandbox_id is not None and container.pod_sandbox_id != self.pod_sandbox_id:
             return False
-        return all(container.labels.get(k) == v for k, v in self.label_selector.items())
+        return _selected(container.labels, self.label_selector)
 
 
 @attrs.frozen

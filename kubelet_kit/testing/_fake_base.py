@@ -127,6 +127,8 @@ class _FakeRuntimeBase:
         names = _PARAMS[method]
         if len(args) == 1 and len(names) == 1:
             kwargs = {names[0]: args[0]}  # the usual case, cheaper than zip()
+        elif not args and not names:
+            kwargs = {}  # version(), status(), list_images()...: no zip() either
         else:
             kwargs = dict(zip(names, args, strict=True))
         calls = self.calls
@@ -137,7 +139,8 @@ class _FakeRuntimeBase:
             del calls[: len(calls) - keep]
         if self._unavailable:
             raise RuntimeUnavailableError(f"{method}: the runtime is unavailable")
-        delay = self.latency_of(method)
+        # What latency_of(method) says, without the method call.
+        delay = self._latency.get(method, self._default_latency)
         if self._delays:
             extra = _take(self._delays, method, args)
             if extra is not None:

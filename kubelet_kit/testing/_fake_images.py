@@ -189,12 +189,19 @@ class _ImagePart(_FakeRuntimeBase):
     def _held_as(self, image: Image) -> Image:
         """``image`` as the node holds it: ``repo_tags`` are its held references."""
         present, registry = self._present, self._registry
+        # Held under every reference it has (the usual case): the frozen image
+        # itself is that value, no copy needed. A plain loop finds it out, cheaper
+        # than building the tuple of held references to compare.
+        for ref in image.repo_tags:
+            if ref not in present or registry[ref].id != image.id:
+                break
+        else:
+            return image
+        # Held under some of its references only: a copy naming those.
         tags = tuple(
             ref for ref in image.repo_tags if ref in present and registry[ref].id == image.id
         )
-        # Held under every reference it has (the usual case): the frozen image
-        # itself is that value, no copy needed.
-        return image if tags == image.repo_tags else attrs.evolve(image, repo_tags=tags)
+        return attrs.evolve(image, repo_tags=tags)
 
     def _held(self) -> list[Image]:
         """Every image the node holds, once each, in the order of their references."""
