@@ -7,8 +7,8 @@ directly (``tests/test_prober_results.py``) and the async workers stay thin.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Iterator, Sequence
+from typing import Final
 
 import attrs
 
@@ -223,26 +223,11 @@ def _is_folded_copy(
     prior: ContainerStatus, cs: ContainerStatus, ready: bool, started: bool
 ) -> bool:
     """Whether ``prior`` equals ``cs.with_life(cs.state, cs.last_state, ready,
-    started)``: the same state objects, flags and counts of the same types,
-    mappings the same objects (or both an empty dict). Stricter than ``==``
-    (which takes ``1`` for ``True``), and cheap: nothing is compared deeply."""
+    started)`` with the same parts (see ``ContainerStatus.keeps_all_but_life_of``)."""
     return (
         prior.ready is ready
         and prior.started is started
         and prior.state is cs.state
         and prior.last_state is cs.last_state
-        and type(prior.restart_count) is type(cs.restart_count)
-        and prior.restart_count == cs.restart_count
-        and prior.name == cs.name
-        and prior.image == cs.image
-        and prior.image_id == cs.image_id
-        and prior.container_id == cs.container_id
-        and prior.resources is cs.resources
-        and _same_mapping(prior.allocated_resources, cs.allocated_resources)
-        and _same_mapping(prior.extra, cs.extra)
+        and prior.keeps_all_but_life_of(cs)
     )
-
-
-def _same_mapping(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    # One object, or both a plain empty dict (a model's default: one per instance).
-    return a is b or (type(a) is dict and not a and type(b) is dict and not b)

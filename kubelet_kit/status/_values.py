@@ -37,6 +37,7 @@ from kubelet_kit.api import (
     PodStatus,
     qos_class,
 )
+from kubelet_kit.api.status import same_mapping
 
 #: The empty state (a status's ``lastState`` until a container restarts).
 NO_STATE: Final = ContainerState()
@@ -61,11 +62,6 @@ def is_empty(mapping: Mapping[str, Any]) -> bool:
     ``type(m) is dict and not m``, a call less each time.)
     """
     return type(mapping) is dict and not mapping
-
-
-def same_mapping(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Whether two mapping fields are one object, or both a default empty dict."""
-    return a is b or (is_empty(a) and is_empty(b))
 
 
 def same_time(a: _dt.datetime | None, b: _dt.datetime | None) -> bool:
@@ -254,25 +250,17 @@ def _node_ips(host_ip: str) -> tuple[PodIP, ...]:
 
 
 def same_status(a: ContainerStatus, b: ContainerStatus) -> bool:
-    """Whether two container statuses are equal with the same parts: states and
-    mappings are the same objects (or both empty), flags and counts the same
-    values of the same types. Stricter than ``==``, which takes ``1`` for
-    ``True`` and equal instants in other time zones as equal; it compares
-    nothing deeply, so it is cheap."""
+    """Whether two container statuses are equal with the same parts: states the
+    same objects, flags the same values, every other field as
+    ``ContainerStatus.keeps_all_but_life_of`` compares it. Stricter than ``==``,
+    which takes ``1`` for ``True`` and equal instants in other time zones as
+    equal; it compares nothing deeply, so it is cheap."""
     return (
         a.state is b.state
         and a.last_state is b.last_state
         and a.ready is b.ready
         and a.started is b.started
-        and type(a.restart_count) is type(b.restart_count)
-        and a.restart_count == b.restart_count
-        and a.name == b.name
-        and a.image == b.image
-        and a.image_id == b.image_id
-        and a.container_id == b.container_id
-        and a.resources is b.resources
-        and same_mapping(a.allocated_resources, b.allocated_resources)
-        and same_mapping(a.extra, b.extra)
+        and a.keeps_all_but_life_of(b)
     )
 
 
