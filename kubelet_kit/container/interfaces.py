@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import NoReturn, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import attrs
+
+from kubelet_kit.container._frozen import frozen_map as _frozen_map
 
 __all__ = [
     "AuthConfig",
@@ -65,55 +67,6 @@ __all__ = [
     "StatsRuntime",
     "VersionInfo",
 ]
-
-
-class _FrozenDict(dict[str, str]):
-    """The map a frozen value holds (its labels, annotations, sysctls...): a dict
-    that refuses every change, so that it is as frozen as the value.
-
-    Being unchangeable, one is shared rather than copied when a value is made
-    from another's map (a container's status from its config's labels): nobody
-    can change one value through it. It reads, compares, prints and serialises as
-    the dict it is.
-    """
-
-    __slots__ = ()
-
-    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
-        raise TypeError("the map of a frozen value cannot be changed")
-
-    __setitem__ = _refuse
-    __delitem__ = _refuse
-    __ior__ = _refuse
-    clear = _refuse
-    pop = _refuse
-    popitem = _refuse
-    setdefault = _refuse
-    update = _refuse
-
-    def __reduce__(self) -> tuple[type[_FrozenDict], tuple[dict[str, str]]]:
-        # Copied and pickled through its contents, not item by item (which the
-        # refusals above would stop).
-        return (_FrozenDict, (dict(self),))
-
-
-# Every empty map of a frozen value: it cannot change, so one does for all.
-_EMPTY: Mapping[str, str] = _FrozenDict()
-
-
-def _frozen_map(value: Mapping[str, str] | None) -> Mapping[str, str]:
-    """A frozen value's own unchangeable copy of ``value``, so the caller's later
-    changes do not reach the value; another frozen value's map is taken as it is."""
-    if not value:
-        return _EMPTY
-    kind = type(value)
-    if kind is _FrozenDict:
-        return value
-    if kind is dict:
-        return _FrozenDict(value)
-    # Other mappings (protobuf maps from a CRI response, among them) copy faster
-    # key by key than through dict(), which goes the long way via keys().
-    return _FrozenDict({k: value[k] for k in value})
 
 
 def _selected(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
