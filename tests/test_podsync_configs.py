@@ -367,6 +367,29 @@ def test_container_config_fields() -> None:
     assert sc.supplemental_groups == (5, 7)
 
 
+def test_extra_annotations_come_first_and_the_kubelets_keys_win_in_place() -> None:
+    container = Container(name="app", image="nginx:1")
+    extra = {"device": "gpu0", kl.CONTAINER_RESTART_COUNT: "99", "zone": "a"}
+    config = container_config(
+        _pod(containers=(container,)),
+        container,
+        restart_count=2,
+        env=[],
+        extra_annotations=extra,
+    )
+    assert list(config.annotations.items()) == [
+        ("device", "gpu0"),
+        (kl.CONTAINER_RESTART_COUNT, "2"),  # the kubelet's value, at extra's place
+        ("zone", "a"),
+        (kl.CONTAINER_HASH, container_hash(container)),
+        (kl.CONTAINER_TERMINATION_MESSAGE_PATH, "/dev/termination-log"),
+        (kl.CONTAINER_TERMINATION_MESSAGE_POLICY, "File"),
+        (kl.POD_TERMINATION_GRACE_PERIOD, "30"),
+        (kl.CONTAINER_TYPE, "container"),
+    ]
+    assert extra == {"device": "gpu0", kl.CONTAINER_RESTART_COUNT: "99", "zone": "a"}
+
+
 def test_labels_round_trip() -> None:
     # In the spirit of upstream labels_test.go: what is written is read back.
     container = _rich_container()

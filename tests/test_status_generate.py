@@ -30,7 +30,7 @@ from kubelet_kit.container.interfaces import (
 from kubelet_kit.container.interfaces import ContainerState as RS
 from kubelet_kit.container.interfaces import ContainerStatus as RuntimeStatus
 from kubelet_kit.container.pods import PodRuntimeStatus
-from kubelet_kit.status.generate import generate_pod_status
+from kubelet_kit.status.generate import generate_pod_status, pod_ready_to_start_containers
 
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 LATER = NOW + dt.timedelta(minutes=5)
@@ -373,6 +373,18 @@ def test_sandbox_without_ip_is_not_ready_to_start_containers() -> None:
     status = generate_pod_status(host, _runtime(sandbox=sb), now=NOW, host_ip="192.0.2.7")
     assert _cond(status, "PodReadyToStartContainers")[0] == "True"
     assert status.pod_ip == "192.0.2.7"
+
+
+def test_only_a_single_ready_newest_sandbox_is_ready_to_start_containers() -> None:
+    newest, older = _sandbox(), attrs.evolve(_sandbox(), id="sb0")
+    for sandboxes, expected in (
+        ((newest,), True),
+        ((newest, attrs.evolve(older, state=PodSandboxState.NOTREADY)), True),
+        ((newest, older), False),  # two ready sandboxes
+        ((attrs.evolve(newest, state=PodSandboxState.NOTREADY), older), False),
+    ):
+        rt = PodRuntimeStatus(uid="u1", name="web", namespace="ns", sandbox_statuses=sandboxes)
+        assert pod_ready_to_start_containers(_pod(), rt) is expected
 
 
 def test_lost_init_container_is_inferred_completed_once_regular_created() -> None:

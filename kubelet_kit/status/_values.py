@@ -222,25 +222,31 @@ def pod_status_with(
     return status.with_parts(init_container_statuses, container_statuses, conditions)
 
 
+def _holds_ips(old: tuple[PodIP, ...], ips: Sequence[str]) -> bool:
+    """Whether ``old`` is a tuple of exactly the plain ``PodIP`` entries of ``ips``."""
+    if type(old) is not tuple or len(old) != len(ips):
+        return False
+    for entry, ip in zip(old, ips, strict=True):
+        extra = entry.extra
+        if not (type(entry.ip) is str and entry.ip == ip and type(extra) is dict and not extra):
+            return False
+    return True
+
+
 def pod_ips(ips: Sequence[str], old: tuple[PodIP, ...]) -> tuple[PodIP, ...]:
     """``PodIP`` entries for ``ips``: ``old`` itself when it holds exactly those."""
-    if type(old) is tuple and len(old) == len(ips):
-        for entry, ip in zip(old, ips, strict=True):
-            extra = entry.extra
-            if not (type(entry.ip) is str and entry.ip == ip and type(extra) is dict and not extra):
-                break
-        else:
-            return old
+    if _holds_ips(old, ips):
+        return old
     return tuple(PodIP(ip=ip) for ip in ips)
 
 
 def host_ips(host_ip: str, old: tuple[PodIP, ...]) -> tuple[PodIP, ...]:
     """``hostIPs`` for ``host_ip`` (none for ``""``): ``old`` itself when it holds
-    exactly that, else one tuple shared by every pod of the node."""
+    exactly that, else one tuple shared by every pod of the node (a new pod's
+    status then makes no entry of its own)."""
     if not host_ip:
         return pod_ips((), old)
-    reused = pod_ips((host_ip,), old)
-    return reused if reused is old else _node_ips(host_ip)
+    return old if _holds_ips(old, (host_ip,)) else _node_ips(host_ip)
 
 
 @functools.lru_cache(maxsize=4)
