@@ -88,6 +88,9 @@ class APIConfigSource:
             loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
         if loop is None or thread is None:
             return
+        # Reads still in flight (a refresh started in the background, a read whose
+        # caller stopped waiting) end here, not as coroutines dropped with the loop.
+        asyncio.run_coroutine_threadsafe(_cancel_others(), loop).result(self.timeout)
         if self.core is not None:
             client = self.core.api_client
             asyncio.run_coroutine_threadsafe(client.close(), loop).result(self.timeout)
@@ -212,3 +215,12 @@ class APIConfigSource:
         if data is None:
             return None
         return {k: v.decode("utf-8", errors="replace") for k, v in data.items()}
+
+
+async def _cancel_others() -> None:
+    """Cancel every other task of the running loop and wait for them to end."""
+    current = asyncio.current_task()
+    others = [task for task in asyncio.all_tasks() if task is not current]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -319,6 +320,25 @@ async def test_configmaps_and_secrets_come_from_the_api_server(
         await asyncio.to_thread(source.get_config_map, "default", "other")
     await asyncio.to_thread(source.close)
     await asyncio.to_thread(source.close)  # idempotent
+
+
+async def test_close_ends_the_reads_still_in_flight(api_client: Any) -> None:
+    source = APIConfigSource(api_client, loop_timeout=0.1)
+    ended = threading.Event()
+
+    async def hanging_read(kind: str, namespace: str, name: str) -> None:
+        try:
+            await asyncio.sleep(3600)  # a server that never answers
+        finally:
+            ended.set()
+
+    source._read = hanging_read  # type: ignore[method-assign,assignment]
+    # On the event loop the caller stops waiting after loop_timeout; the read goes on.
+    with pytest.raises(ConfigurationError, match="no answer"):
+        source.get_config_map("default", "cfg")
+    assert not ended.is_set()
+    await asyncio.to_thread(source.close)
+    assert ended.is_set()  # cancelled and ended, not dropped with the loop
 
 
 async def test_config_lookups_on_the_event_loop_never_hold_it_for_long(
