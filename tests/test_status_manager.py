@@ -305,3 +305,17 @@ def test_termination_messages_are_measured_in_bytes() -> None:
         assert _stored_message(manager, pod) == kept
         if kept == message:
             assert manager.get_pod_status(pod.uid) is status  # stored as given
+
+
+def test_a_message_with_a_lone_surrogate_is_stored_not_refused() -> None:
+    # A custom Runtime may hand over a str no UTF-8 encoder takes: counted as the
+    # bytes it stands for, cut like any other, and what is cut inside it replaced.
+    pod = attrs.evolve(_pod(), spec=attrs.evolve(_pod().spec, containers=(Container(name="app"),)))
+    share = 12 * 1024
+    manager = StatusManager(_clock())
+    short = _with_message("bad \udc80 byte")
+    assert manager.set_pod_status(pod, short)
+    assert _stored_message(manager, pod) == "bad \udc80 byte"
+    manager = StatusManager(_clock())
+    manager.set_pod_status(pod, _with_message("x" * (share - 1) + "\udc80"))
+    assert _stored_message(manager, pod) == "x" * (share - 1) + "\ufffd"

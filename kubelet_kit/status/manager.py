@@ -63,7 +63,13 @@ def _over(message: str, limit: int) -> bool:
     # message (the usual one) has as many bytes as characters: no need to encode.
     if message.isascii():
         return len(message) > limit
-    return len(message.encode()) > limit
+    return len(_utf8(message)) > limit
+
+
+def _utf8(message: str) -> bytes:
+    # A lone surrogate (from a custom Runtime's message) is counted as the three
+    # bytes it stands for, not refused: a bad message must not fail the status.
+    return message.encode("utf-8", "surrogatepass")
 
 
 def _needs_cap(statuses: tuple[ContainerStatus, ...], limit: int) -> bool:
@@ -83,7 +89,7 @@ def _capped_state(state: ContainerState, limit: int) -> ContainerState:
     terminated = state.terminated
     if terminated is None:
         return state
-    raw = terminated.message.encode()
+    raw = _utf8(terminated.message)
     if len(raw) <= limit:
         return state
     # The kubelet cuts bytes; what is cut inside a character is shown replaced.
