@@ -249,23 +249,18 @@ def _security_context(pod: Pod, container: Container) -> LinuxContainerSecurityC
         return _pod_level_security_context(
             psc.run_as_user, psc.run_as_group, tuple(psc.supplemental_groups), psc.fs_group
         )
-    run_as_user = csc.run_as_user if csc and csc.run_as_user is not None else psc.run_as_user
-    run_as_group = csc.run_as_group if csc and csc.run_as_group is not None else psc.run_as_group
-    privileged = bool(csc and csc.privileged)
-    groups = list(psc.supplemental_groups)
-    if psc.fs_group is not None and psc.fs_group not in groups:
-        groups.append(psc.fs_group)
+    privileged = bool(csc.privileged)
     return LinuxContainerSecurityContext(
-        run_as_user=run_as_user,
-        run_as_group=run_as_group,
+        run_as_user=csc.run_as_user if csc.run_as_user is not None else psc.run_as_user,
+        run_as_group=csc.run_as_group if csc.run_as_group is not None else psc.run_as_group,
         privileged=privileged,
-        readonly_rootfs=bool(csc and csc.read_only_root_filesystem),
+        readonly_rootfs=bool(csc.read_only_root_filesystem),
         # Set only when privilege escalation is explicitly refused (and the
         # container is not privileged), as the kubelet does.
-        no_new_privs=bool(csc and csc.allow_privilege_escalation is False and not privileged),
-        capabilities_add=tuple(csc.capabilities.add) if csc and csc.capabilities else (),
-        capabilities_drop=tuple(csc.capabilities.drop) if csc and csc.capabilities else (),
-        supplemental_groups=tuple(groups),
+        no_new_privs=csc.allow_privilege_escalation is False and not privileged,
+        capabilities_add=tuple(csc.capabilities.add) if csc.capabilities else (),
+        capabilities_drop=tuple(csc.capabilities.drop) if csc.capabilities else (),
+        supplemental_groups=_groups(tuple(psc.supplemental_groups), psc.fs_group),
     )
 
 
@@ -278,12 +273,18 @@ def _pod_level_security_context(
 ) -> LinuxContainerSecurityContext:
     """The security context of a container without a ``securityContext`` of its
     own (the values are frozen, so one instance serves every such container)."""
-    groups = list(supplemental_groups)
-    if fs_group is not None and fs_group not in groups:
-        groups.append(fs_group)
     return LinuxContainerSecurityContext(
-        run_as_user=run_as_user, run_as_group=run_as_group, supplemental_groups=tuple(groups)
+        run_as_user=run_as_user,
+        run_as_group=run_as_group,
+        supplemental_groups=_groups(supplemental_groups, fs_group),
     )
+
+
+def _groups(supplemental_groups: tuple[int, ...], fs_group: int | None) -> tuple[int, ...]:
+    """The container's supplemental groups: the pod's, then its fsGroup if new."""
+    if fs_group is not None and fs_group not in supplemental_groups:
+        return (*supplemental_groups, fs_group)
+    return supplemental_groups
 
 
 def _command_and_args(
