@@ -624,8 +624,19 @@ def merge_transition_times(
     """Keep each condition's ``lastTransitionTime`` while its status is unchanged.
 
     A condition whose type had the same status before takes the earlier time; a
-    new or changed one without a time of its own gets ``now``.
+    new or changed one without a time of its own gets ``now``. A tuple of timed
+    conditions that nothing before could change (no previous conditions, or the
+    previous ones themselves with no type twice) is returned as it is.
     """
+    if (
+        type(conditions) is tuple
+        and type(previous) is tuple
+        and (not previous or (previous is conditions and _types_once(conditions)))
+        and all(c.last_transition_time is not None for c in conditions)
+    ):
+        # The usual cases (a pod's first status; a status generated from the
+        # stored one, no condition changed): every condition would be kept.
+        return conditions
     before = {c.type: c for c in previous}
     merged = []
     for c in conditions:
@@ -637,6 +648,11 @@ def merge_transition_times(
             c = values.with_transition_time(c, now)
         merged.append(c)
     return tuple(merged)
+
+
+def _types_once(conditions: tuple[PodCondition, ...]) -> bool:
+    # With a type twice, a later condition of that type is the "previous" one.
+    return len({c.type for c in conditions}) == len(conditions)
 
 
 def _succeeded_init_ready(

@@ -147,25 +147,6 @@ def cap_termination_messages(pod: Pod, status: PodStatus) -> PodStatus:
     )
 
 
-def _keeps_every_time(
-    conditions: tuple[PodCondition, ...], previous: tuple[PodCondition, ...]
-) -> bool:
-    """Whether :func:`merge_transition_times` is sure to keep each of
-    ``conditions`` as it is, given that each has a transition time of its own.
-
-    So it is when there is nothing before to take a time from (a pod's first
-    status), and when the conditions are the previous ones themselves (a status
-    generated from the stored one, no condition changed): each then finds itself
-    as its type's previous condition, provided no type comes twice (a later
-    condition of the same type would be taken instead).
-    """
-    if not previous:
-        return True
-    if previous is not conditions:
-        return False
-    return len({c.type for c in conditions}) == len(conditions)
-
-
 def _has_run(status: ContainerStatus) -> bool:
     return (
         status.state.running is not None
@@ -309,12 +290,7 @@ class StatusManager:
             now = self._now()
         if start_time is None:
             start_time = now
-        if timed and _keeps_every_time(status.conditions, base.conditions):
-            # The usual cases, known without merging: merge_transition_times
-            # would hand back every condition as it is.
-            conditions = status.conditions
-        else:
-            conditions = merge_transition_times(status.conditions, base.conditions, now)
+        conditions = merge_transition_times(status.conditions, base.conditions, now)
         if start_time is status.start_time and (
             conditions is status.conditions
             or all(a is b for a, b in zip(conditions, status.conditions, strict=True))
