@@ -10,12 +10,15 @@ samples prometheus_client's own would write.
 
 Updates take no lock: the agent makes them from its event loop thread. Recording
 from several threads at once is not supported (an update could be lost); a scrape
-from another thread is fine.
+from another thread is fine. Only the making of a series and the collector's copy
+of the series take a lock: copying a dict item by item can be interrupted by a
+garbage collection, whose finalizers may let another thread add a series midway.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
@@ -153,6 +156,7 @@ class TallyCounter:
         self.label_name = label_name
         #: The series by label value, in the order they were made.
         self.series: dict[str, CounterSeries] = {}
+        self._making = threading.Lock()  # see the module's notes on threads
         # Registered as a collector: it offers collect() and describe(), all a
         # registry calls, without inheriting prometheus_client's base class (which
         # this module would have to import when it loads).
@@ -167,7 +171,8 @@ class TallyCounter:
         value = _one_label_value(self.label_name, labelvalues, labelkwargs)
         series = self.series.get(value)
         if series is None:
-            series = self.series[value] = CounterSeries()
+            with self._making:
+                series = self.series.setdefault(value, CounterSeries())
         return series
 
     def describe(self) -> list[Metric]:
@@ -182,8 +187,9 @@ class TallyCounter:
 
         family = CounterMetricFamily(self.name, self.documentation, labels=[self.label_name])
         created = _created_samples_on()
-        # list() copies the items in one step: a series made meanwhile cannot break this.
-        for value, series in list(self.series.items()):
+        with self._making:
+            made = list(self.series.items())
+        for value, series in made:
             family.add_metric([value], series.value, series.created if created else None)
         yield family
 
@@ -235,6 +241,7 @@ class TallyHistogram:
         self._le = tuple(floatToGoString(b) for b in bounds)  # type: ignore[no-untyped-call]
         #: The series by label value, in the order they were made.
         self.series: dict[str, HistogramSeries] = {}
+        self._making = threading.Lock()  # see the module's notes on threads
         registry.register(cast("Collector", self))  # a collector, as TallyCounter
 
     def labels(self, *labelvalues: object, **labelkwargs: object) -> HistogramSeries:
@@ -246,7 +253,8 @@ class TallyHistogram:
         value = _one_label_value(self.label_name, labelvalues, labelkwargs)
         series = self.series.get(value)
         if series is None:
-            series = self.series[value] = HistogramSeries(self.upper_bounds)
+            with self._making:
+                series = self.series.setdefault(value, HistogramSeries(self.upper_bounds))
         return series
 
     def describe(self) -> list[Metric]:
@@ -263,7 +271,9 @@ class TallyHistogram:
         created = _created_samples_on()
         with_sum = self.upper_bounds[0] >= 0
         label = self.label_name
-        for value, series in list(self.series.items()):
+        with self._making:
+            made = list(self.series.items())
+        for value, series in made:
             cumulative = series.cumulative_counts()
             for le, total in zip(self._le, cumulative, strict=True):
                 family.add_sample(f"{self.name}_bucket", {label: value, "le": le}, total)
