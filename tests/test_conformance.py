@@ -15,6 +15,7 @@ from kubelet_kit.container import (
     ContainerConfig,
     ContainerFilter,
     ContainerInfo,
+    ContainerState,
     ContainerStatus,
     ExecResult,
     Mount,
@@ -123,6 +124,18 @@ class NoLogFile(FakeRuntime):
         if c.log_path:
             with open(c.log_path, "a", encoding="utf-8") as f:
                 f.write(text + "\n")
+
+
+class FailsBeforeStop(FakeRuntime):
+    """Its containers' shell fails on its own (says so in the log, exits 2) when a
+    stop comes."""
+
+    async def stop_container(self, container_id: str, timeout: float) -> None:
+        c = self._containers[container_id]
+        if c.state is ContainerState.RUNNING:
+            self._write_log(c, "stderr", "sh: can't fork: Resource temporarily unavailable")
+            self._finish(c, 2)
+        await super().stop_container(container_id, timeout)
 
 
 class StartsTwice(FakeRuntime):
@@ -241,6 +254,13 @@ async def test_runtime_misapplying_mounts_or_working_dir_fails_the_kit(
         (LosesLabels, "container_lifecycle", "ids listed as CREATED"),
         (NoLogFile, "exit_codes_and_logs", "CRI-format stdout line 'hello'"),
         (StartsTwice, "container_lifecycle", "start_container (again, while running): "),
+        (
+            FailsBeforeStop,
+            "container_lifecycle",
+            "expected 143 (SIGTERM) or 137 (SIGKILL), got 2 (reason 'Error'; the container's "
+            "log: 20",
+        ),
+        (FailsBeforeStop, "container_lifecycle", "stderr F sh: can't fork"),
         (AllowsDuplicateSandboxes, "duplicate_names", "a second sandbox with the same"),
         (KillsAtOnce, "sigterm_ignored", "before its 2s stop timeout"),
         (IgnoresExecTimeout, "exec", "exec_sync with timeout: did not return within 6s"),

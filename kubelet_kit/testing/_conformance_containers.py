@@ -82,7 +82,8 @@ async def _check_container_lifecycle(ctx: _Ctx) -> None:
     ctx.expect_eq("state after stop", st.state, ContainerState.EXITED)
     ctx.expect(
         st.exit_code in (137, 143),
-        f"exit_code after stop: expected 143 (SIGTERM) or 137 (SIGKILL), got {st.exit_code}",
+        f"exit_code after stop: expected 143 (SIGTERM) or 137 (SIGKILL), got {st.exit_code} "
+        f"(reason {st.reason!r}; the container's log: {ctx.said(sandbox, 'lifecycle')})",
     )
     ctx.expect(
         st.finished_at >= st.started_at > 0,
@@ -118,7 +119,12 @@ async def _check_sigterm_ignored(ctx: _Ctx) -> None:
     )
     st = await rt.container_status(cid)
     ctx.expect_eq("state after stop", st.state, ContainerState.EXITED)
-    ctx.expect_eq("exit_code of a container killed after its stop timeout", st.exit_code, 137)
+    ctx.expect(
+        st.exit_code == 137,
+        f"exit_code of a container killed after its stop timeout: expected 137, got "
+        f"{st.exit_code} (reason {st.reason!r}; the container's log: "
+        f"{ctx.said(sandbox, 'stubborn')})",
+    )
     # The stop must have waited the grace period (measured on the runtime's clock).
     ctx.expect(
         st.finished_at - st.started_at >= ctx.stop_timeout * 0.9,

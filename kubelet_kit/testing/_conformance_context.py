@@ -92,6 +92,19 @@ class _Ctx:
         if got != want:
             raise _CheckFailed(f"{what}: expected {want!r}, got {got!r}")
 
+    def said(self, sandbox: PodSandboxConfig, name: str, lines: int = 5) -> str:
+        """The last ``lines`` lines container ``name`` of ``sandbox`` wrote to its
+        log (first instance), for a failure message: a container that exits
+        unexpectedly usually says why (``sh: can't fork``)."""
+        try:
+            text = (Path(sandbox.log_directory) / name / "0.log").read_text(
+                encoding="utf-8", errors="replace"
+            )
+        except OSError as exc:
+            return f"(no log: {exc.strerror or exc})"
+        tail = text.splitlines()[-lines:]
+        return " | ".join(tail) if tail else "(an empty log)"
+
     @contextlib.contextmanager
     def declined_is_skip(self, what: str) -> Iterator[None]:
         """Turn the runtime's UnimplementedError inside the block into a skip.
