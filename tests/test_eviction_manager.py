@@ -13,6 +13,7 @@ import asyncio
 
 import pytest
 from _eviction_helpers import Killer, Mi, make_pod, manager
+from _scrape_helpers import PausingDict, scrape_while_adding
 from prometheus_client import generate_latest
 
 from kubelet_kit.api import (
@@ -34,6 +35,7 @@ from kubelet_kit.eviction import (
     MEMORY_PRESSURE,
     PID_PRESSURE,
     EvictionManager,
+    EvictionMetrics,
     ThresholdEvictionManager,
     parse_threshold_config,
 )
@@ -519,3 +521,13 @@ def test_configuration_from_kubelet_configuration(
     assert m2.pressure_transition_period == 5
     with pytest.raises(ConfigurationError, match="monitoring_interval"):
         ThresholdEvictionManager(stats=stats, clock=clock, monitoring_interval=0)
+
+
+def test_evictions_counter_scraped_from_another_thread_while_a_signal_is_added() -> None:
+    # A scrape from another thread (prometheus_client's HTTP server) while the
+    # agent counts an eviction under a new signal neither fails nor loses a count.
+    metrics = EvictionMetrics()
+    counter = metrics.evictions
+    counter.values = series = PausingDict({"a": 1.0, "b": 1.0, "c": 1.0})
+    assert scrape_while_adding(metrics.registry, series, lambda: counter.inc("new")) == []
+    assert counter.get("new") == 1.0

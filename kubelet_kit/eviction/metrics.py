@@ -16,6 +16,7 @@ prometheus_client's global registry, so two managers (or two tests) never clash.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
@@ -33,6 +34,9 @@ _DEF_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 class LabelledExactCounter(Collector):
     """A counter with one label, exposed under exactly its name (no ``_total``).
 
+    A scrape may come from another thread (prometheus_client's own HTTP server
+    serves from one): a series added meanwhile neither breaks it nor is half seen.
+
     Args:
         name: The sample name.
         documentation: The HELP text.
@@ -47,13 +51,17 @@ class LabelledExactCounter(Collector):
         self.documentation = documentation
         self.label = label
         self.values: dict[str, float] = {}
+        # Taken by every update and by the collector's copy: copying a dict item by
+        # item can run a garbage collection whose finalizers let another thread on.
+        self._lock = threading.Lock()
         registry.register(self)
 
     def inc(self, label_value: str, amount: float = 1.0) -> None:
         """Add ``amount`` (>= 0) to the series of ``label_value``."""
         if amount < 0:
             raise ValueError(f"{self.name}: counters only go up, got {amount}")
-        self.values[label_value] = self.values.get(label_value, 0.0) + amount
+        with self._lock:
+            self.values[label_value] = self.values.get(label_value, 0.0) + amount
 
     def get(self, label_value: str) -> float:
         """The current value of one series (0 if never incremented)."""
@@ -62,7 +70,9 @@ class LabelledExactCounter(Collector):
     def collect(self) -> Iterator[Metric]:
         """Yield every series."""
         metric = Metric(self.name, self.documentation, "unknown")
-        for value, count in sorted(self.values.items()):
+        with self._lock:
+            counts = sorted(self.values.items())
+        for value, count in counts:
             metric.add_sample(self.name, {self.label: value}, count)
         yield metric
 
