@@ -42,6 +42,17 @@ Wait = Callable[[float], Awaitable[None]]
 T = TypeVar("T")
 
 
+#: The log file of a container's first instance, in its directory under the
+#: sandbox's log directory (what container_config names it).
+_FIRST_LOG = "0.log"
+
+
+def log_file(sandbox: PodSandboxConfig, name: str) -> Path:
+    """Where the runtime writes the log of container ``name``'s first instance in
+    ``sandbox`` (as :meth:`_Ctx.container_config` configures it)."""
+    return Path(sandbox.log_directory) / name / _FIRST_LOG
+
+
 class _CheckFailed(Exception):
     pass
 
@@ -97,9 +108,7 @@ class _Ctx:
         log (first instance), for a failure message: a container that exits
         unexpectedly usually says why (``sh: can't fork``)."""
         try:
-            text = (Path(sandbox.log_directory) / name / "0.log").read_text(
-                encoding="utf-8", errors="replace"
-            )
+            text = log_file(sandbox, name).read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             return f"(no log: {exc.strerror or exc})"
         tail = text.splitlines()[-lines:]
@@ -172,7 +181,7 @@ class _Ctx:
                 klabels.CONTAINER_HASH: "1a2b3c4d",
                 "conformance.kubelet-kit.io/note": f"{name} of {self.check}",
             },
-            log_path=f"{name}/0.log",
+            log_path=f"{name}/{_FIRST_LOG}",
         )
 
     async def run_sandbox(self, suffix: str = "") -> tuple[str, PodSandboxConfig]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from kubelet_kit.container.interfaces import ContainerFilter, ContainerState
 from kubelet_kit.errors import ContainerRuntimeError, DeadlineExceededError
-from kubelet_kit.testing._conformance_context import _Ctx, _wait_state
+from kubelet_kit.testing._conformance_context import _Ctx, _wait_state, log_file
 
 #: A CRI log line: RFC3339Nano time, stream, tag (F full, P partial), content.
 _CRI_LOG_LINE = re.compile(
@@ -50,7 +50,7 @@ async def _check_exit_codes_and_logs(ctx: _Ctx) -> None:
     )
 
     for name, stream, text in (("fails", "stdout", "hello"), ("succeeds", "stderr", "bye")):
-        path = Path(sandbox.log_directory) / name / "0.log"
+        path = log_file(sandbox, name)
         ctx.at(f"log file of {name}")
 
         async def has_line(path: Path = path, stream: str = stream, text: str = text) -> bool:

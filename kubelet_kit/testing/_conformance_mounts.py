@@ -49,7 +49,7 @@ from kubelet_kit.container.interfaces import (
     Mount,
     MountPropagation,
 )
-from kubelet_kit.testing._conformance_context import _Ctx, _Skip, _wait_state
+from kubelet_kit.testing._conformance_context import _Ctx, _Skip, _wait_state, log_file
 from kubelet_kit.testing._conformance_io import _find_log_line
 
 _MS_BIND = 4096
@@ -343,7 +343,7 @@ async def _check_working_dir_and_envs(ctx: _Ctx) -> None:
             await rt.start_container(cid)
         await _wait_state(ctx, cid, ContainerState.RUNNING)
 
-        log = Path(sandbox.log_directory) / "workdir" / "0.log"
+        log = log_file(sandbox, "workdir")
         want = [
             workdir,
             "plain=plain",

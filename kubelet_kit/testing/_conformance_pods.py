@@ -16,8 +16,6 @@ What the CRI's contract says, checked through the Runtime interface:
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import attrs
 
 from kubelet_kit.container.interfaces import (
@@ -29,7 +27,7 @@ from kubelet_kit.container.interfaces import (
     PodSandboxState,
 )
 from kubelet_kit.errors import ContainerRuntimeError
-from kubelet_kit.testing._conformance_context import _Ctx, _Skip, _wait_state
+from kubelet_kit.testing._conformance_context import _Ctx, _Skip, _wait_state, log_file
 from kubelet_kit.testing._conformance_io import _find_log_line
 
 #: The uid and gid the ``run_as`` check asks for: no user of a usual image.
@@ -93,7 +91,7 @@ async def _check_run_as(ctx: _Ctx) -> None:
     await rt.start_container(cid)
     await _wait_state(ctx, cid, ContainerState.RUNNING)
 
-    log = Path(sandbox.log_directory) / "user" / "0.log"
+    log = log_file(sandbox, "user")
     for value in (RUN_AS_USER, RUN_AS_GROUP):
         ctx.at(f"log of `id -u; id -g` holding {value}")
 
@@ -119,8 +117,8 @@ async def _check_log_reopen(ctx: _Ctx) -> None:
         sid, sandbox, "logger", "echo before; sleep 5; echo after; sleep 3600"
     )
     await _wait_state(ctx, cid, ContainerState.RUNNING)
-    path = Path(sandbox.log_directory) / "logger" / "0.log"
-    rotated = path.with_name("0.log.rotated")
+    path = log_file(sandbox, "logger")
+    rotated = path.with_name(f"{path.name}.rotated")
     ctx.at("log file holding the first line")
 
     async def first_line() -> bool:
