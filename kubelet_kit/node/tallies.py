@@ -22,7 +22,7 @@ import threading
 import time
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from prometheus_client.registry import Collector
 
 __all__ = ["CounterSeries", "HistogramSeries", "TallyCounter", "TallyHistogram"]
+
+S = TypeVar("S", "CounterSeries", "HistogramSeries")
 
 
 def _created_samples_on() -> bool:
@@ -132,7 +134,46 @@ class HistogramSeries:
         return cumulative
 
 
-class TallyCounter:
+class _OneLabel(Generic[S]):
+    """What the two tallies share: one label, and their series by its value.
+
+    Args:
+        name: The family name.
+        documentation: The HELP text.
+        label_name: The one label.
+    """
+
+    def __init__(self, name: str, documentation: str, label_name: str) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.label_name = label_name
+        #: The series by label value, in the order they were made.
+        self.series: dict[str, S] = {}
+        self._making = threading.Lock()  # see the module's notes on threads
+
+    def _new_series(self) -> S:
+        raise NotImplementedError
+
+    def labels(self, *labelvalues: object, **labelkwargs: object) -> S:
+        """The series of one label value, by position or by name; made on first use.
+
+        Raises:
+            ValueError: not exactly this tally's one label.
+        """
+        value = _one_label_value(self.label_name, labelvalues, labelkwargs)
+        series = self.series.get(value)
+        if series is None:
+            with self._making:
+                series = self.series.setdefault(value, self._new_series())
+        return series
+
+    def _made(self) -> list[tuple[str, S]]:
+        """The series made so far, by label value, copied for a scrape."""
+        with self._making:
+            return list(self.series.items())
+
+
+class TallyCounter(_OneLabel[CounterSeries]):
     """A counter with one label, kept as plain numbers and exposed as
     prometheus_client's labelled Counter would expose it.
 
@@ -151,29 +192,14 @@ class TallyCounter:
     def __init__(
         self, name: str, documentation: str, label_name: str, registry: CollectorRegistry
     ) -> None:
-        self.name = name
-        self.documentation = documentation
-        self.label_name = label_name
-        #: The series by label value, in the order they were made.
-        self.series: dict[str, CounterSeries] = {}
-        self._making = threading.Lock()  # see the module's notes on threads
+        super().__init__(name, documentation, label_name)
         # Registered as a collector: it offers collect() and describe(), all a
         # registry calls, without inheriting prometheus_client's base class (which
         # this module would have to import when it loads).
         registry.register(cast("Collector", self))
 
-    def labels(self, *labelvalues: object, **labelkwargs: object) -> CounterSeries:
-        """The series of one label value, by position or by name; made on first use.
-
-        Raises:
-            ValueError: not exactly this counter's one label.
-        """
-        value = _one_label_value(self.label_name, labelvalues, labelkwargs)
-        series = self.series.get(value)
-        if series is None:
-            with self._making:
-                series = self.series.setdefault(value, CounterSeries())
-        return series
+    def _new_series(self) -> CounterSeries:
+        return CounterSeries()
 
     def describe(self) -> list[Metric]:
         """The family without samples (what the registry checks names against)."""
@@ -187,14 +213,12 @@ class TallyCounter:
 
         family = CounterMetricFamily(self.name, self.documentation, labels=[self.label_name])
         created = _created_samples_on()
-        with self._making:
-            made = list(self.series.items())
-        for value, series in made:
+        for value, series in self._made():
             family.add_metric([value], series.value, series.created if created else None)
         yield family
 
 
-class TallyHistogram:
+class TallyHistogram(_OneLabel[HistogramSeries]):
     """A histogram with one label, kept as plain numbers and exposed as
     prometheus_client's labelled Histogram would expose it.
 
@@ -233,29 +257,14 @@ class TallyHistogram:
             bounds.append(math.inf)
         if len(bounds) < 2:
             raise ValueError(f"{name}: must have at least two buckets")
-        self.name = name
-        self.documentation = documentation
-        self.label_name = label_name
+        super().__init__(name, documentation, label_name)
         self.upper_bounds: tuple[float, ...] = tuple(bounds)
         # ``le`` exactly as prometheus_client writes it (untyped there).
         self._le = tuple(floatToGoString(b) for b in bounds)  # type: ignore[no-untyped-call]
-        #: The series by label value, in the order they were made.
-        self.series: dict[str, HistogramSeries] = {}
-        self._making = threading.Lock()  # see the module's notes on threads
         registry.register(cast("Collector", self))  # a collector, as TallyCounter
 
-    def labels(self, *labelvalues: object, **labelkwargs: object) -> HistogramSeries:
-        """The series of one label value, by position or by name; made on first use.
-
-        Raises:
-            ValueError: not exactly this histogram's one label.
-        """
-        value = _one_label_value(self.label_name, labelvalues, labelkwargs)
-        series = self.series.get(value)
-        if series is None:
-            with self._making:
-                series = self.series.setdefault(value, HistogramSeries(self.upper_bounds))
-        return series
+    def _new_series(self) -> HistogramSeries:
+        return HistogramSeries(self.upper_bounds)
 
     def describe(self) -> list[Metric]:
         """The family without samples (what the registry checks names against)."""
@@ -271,9 +280,7 @@ class TallyHistogram:
         created = _created_samples_on()
         with_sum = self.upper_bounds[0] >= 0
         label = self.label_name
-        with self._making:
-            made = list(self.series.items())
-        for value, series in made:
+        for value, series in self._made():
             cumulative = series.cumulative_counts()
             for le, total in zip(self._le, cumulative, strict=True):
                 family.add_sample(f"{self.name}_bucket", {label: value, "le": le}, total)
