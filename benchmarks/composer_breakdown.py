@@ -142,7 +142,7 @@ async def burst_cpu_ms_per_pod(variant: str, pods: int, root: Path) -> float:
     with _variant(variant) as no_gc:
         async with composer.Agent(root, max_pods=pods) as agent:
             prepare_gc()
-            batch = composer.make_pods(pods, f"{variant.replace('_', '-')}")
+            batch = composer.make_pods(pods, variant.replace("_", "-"))
             with _gc_off() if no_gc else contextlib.nullcontext():
                 cpu0 = composer.cpu_seconds()
                 await agent.run_pods(batch, timeout=max(120.0, pods * 0.3))
